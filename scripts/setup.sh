@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets up .venv with everything the project needs (CPU torch first, so no CUDA build is pulled).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q torch==2.13.0
+.venv/bin/pip install -q -e '.[test]'

