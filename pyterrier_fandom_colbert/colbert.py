@@ -1,0 +1,191 @@
+"""``ColBERT``: a loaded encoder, its tensor-level encoding methods, and factories for its PyTerrier transformers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .config import ColBERTConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from .encoders import DocEncoder, EmbeddingScorer, QueryEncoder, TextScorer
+
+#: the trained checkpoint shipped with the package (used by ``from_pretrained()`` when present)
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "default"
+
+
+@dataclass
+class DocBatch:
+    """One encoded batch of documents: ``positions`` index into the texts given to :meth:`ColBERT.doc_batches`."""
+
+    positions: np.ndarray          # [b] where these documents were in the input
+    embs: "torch.Tensor"           # [b, L, d] (float32 on CPU, or the device's dtype)
+    mask: "torch.Tensor"           # [b, L] True = the token scores (not padding, not skipped punctuation)
+    input_ids: np.ndarray          # [b, L]
+    offsets: Optional[List[np.ndarray]] = None
+
+    def per_document(self) -> Iterator[Tuple[int, np.ndarray, np.ndarray]]:
+        """(position, vectors [n, d] float32, token ids [n]) of each document, scoring tokens only."""
+        embs = self.embs.float().cpu().numpy()
+        mask = self.mask.cpu().numpy()
+        for row, pos in enumerate(self.positions):
+            keep = mask[row]
+            yield int(pos), embs[row][keep], self.input_ids[row][keep]
+
+
+class ColBERT:
+    """A ColBERT encoder: ``query_encoder()``, ``doc_encoder()``, ``text_scorer()``, ``scorer()``.
+
+    ``device``: ``None`` picks CUDA when available, else CPU. On CUDA, encoding runs under autocast
+    (``amp_dtype``, bfloat16 by default); on CPU it stays fp32 (fp16 weights are several times slower there).
+    """
+
+    def __init__(self, model, tokenizer, *, device: Optional[str] = None, batch_size: int = 64,
+                 verbose: bool = False, amp_dtype: Optional[str] = "bfloat16"):
+        import torch
+
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size}; expected a positive number of texts per batch")
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.verbose = verbose
+        self.amp_dtype = getattr(torch, amp_dtype) if amp_dtype else None
+        self._fingerprint: Optional[str] = None
+
+    # -- loading and saving --------------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, path: Optional[Union[str, Path]] = None, *, config: Optional[ColBERTConfig] = None,
+                        seed: int = 0, **kwargs) -> "ColBERT":
+        """Load a checkpoint folder, or start a fresh ColBERT from a backbone folder (or hub id, if online).
+
+        With no ``path``: the package's trained default checkpoint if it is installed, else a fresh model
+        over the bundled all-MiniLM-L6-v2 backbone. ``config`` only applies to fresh models.
+        """
+        from . import model as m
+
+        if path is None and DEFAULT_CHECKPOINT.exists() and config is None:
+            path = DEFAULT_CHECKPOINT
+        if path is not None and m.is_checkpoint(path):
+            if config is not None:
+                raise ValueError(f"{path} is a checkpoint with its own colbert_config.json; config= applies only "
+                                 "to fresh models built over a backbone")
+            net, tok = m.load(path)
+        else:
+            if path is not None and Path(path).exists() and not (Path(path) / "config.json").exists():
+                raise FileNotFoundError(f"{path} is neither a ColBERT checkpoint (no colbert_config.json) nor a "
+                                        "transformers model folder (no config.json)")
+            net, tok = m.build(str(path) if path is not None else None, config or ColBERTConfig(), seed=seed)
+        return cls(net, tok, **kwargs)
+
+    def save_pretrained(self, folder: Union[str, Path], dtype: Optional[str] = None) -> Path:
+        """Write a checkpoint folder that :meth:`from_pretrained` loads (``dtype='float16'`` halves it)."""
+        import torch
+
+        from . import model as m
+
+        return m.save(self.model, self.tokenizer, folder, dtype=getattr(torch, dtype) if dtype else None)
+
+    @property
+    def config(self) -> ColBERTConfig:
+        return self.model.config
+
+    def fingerprint(self) -> str:
+        """Identity of config + weights; an index built by one encoder refuses queries from another."""
+        from . import model as m
+
+        if self._fingerprint is None:
+            self._fingerprint = m.fingerprint(self.model)
+        return self._fingerprint
+
+    # -- tensors -------------------------------------------------------------------------------------------
+    def _forward(self, batch) -> "torch.Tensor":
+        import torch
+
+        ids = torch.as_tensor(batch.input_ids, device=self.device)
+        attn = torch.as_tensor(batch.attention_mask, device=self.device)
+        with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.amp_dtype,
+                                                    enabled=self.device.type == "cuda" and self.amp_dtype is not None):
+            return self.model(ids, attn)
+
+    def encode_queries(self, texts: Sequence[str]) -> Tuple["torch.Tensor", "torch.Tensor"]:
+        """Query vectors ``[B, N_q, d]`` and their score mask ``[B, N_q]`` (False for unscored [MASK]s)."""
+        import torch
+
+        embs, masks = [], []
+        for start in range(0, len(texts), self.batch_size):
+            batch = self.tokenizer.queries(texts[start:start + self.batch_size])
+            embs.append(self._forward(batch).float())
+            masks.append(torch.as_tensor(batch.score_mask, device=self.device))
+        if not embs:
+            return (torch.zeros(0, self.config.query_maxlen, self.config.dim, device=self.device),
+                    torch.zeros(0, self.config.query_maxlen, dtype=torch.bool, device=self.device))
+        return torch.cat(embs), torch.cat(masks)
+
+    def doc_batches(self, texts: Sequence[str], offsets: bool = False, chunk: int = 32) -> Iterator[DocBatch]:
+        """Encode documents in length-bucketed batches (``chunk`` batches are tokenised and sorted at once).
+
+        Memory is bounded by ``chunk * batch_size`` texts; batches come in input order of their chunk.
+        """
+        import torch
+
+        from .progress import progress
+
+        span = max(1, chunk) * self.batch_size
+        bar = progress(total=len(texts), desc="encoding documents", unit="doc", enabled=self.verbose)
+        try:
+            for start in range(0, len(texts), span):
+                part = list(texts[start:start + span])
+                content, offs = self.tokenizer.document_content(part, offsets=offsets)
+                order = np.argsort([len(c) for c in content], kind="stable")
+                for b in range(0, len(order), self.batch_size):
+                    sel = order[b:b + self.batch_size]
+                    packed = self.tokenizer.pack_documents([content[i] for i in sel],
+                                                           [offs[i] for i in sel] if offsets else None)
+                    embs = self._forward(packed)
+                    mask = torch.as_tensor(packed.score_mask, device=self.device)
+                    yield DocBatch(sel + start, embs, mask, packed.input_ids, packed.offsets)
+                    bar.update(len(sel))
+        finally:
+            bar.close()
+
+    def encode_docs(self, texts: Sequence[str]) -> List[np.ndarray]:
+        """Per document, its scoring token vectors ``[n, d]`` as float32 arrays, in input order."""
+        out: List[Optional[np.ndarray]] = [None] * len(texts)
+        for batch in self.doc_batches(texts):
+            for pos, vecs, _ in batch.per_document():
+                out[pos] = vecs
+        return out  # type: ignore[return-value]
+
+    # -- PyTerrier transformers ----------------------------------------------------------------------------
+    def query_encoder(self) -> "QueryEncoder":
+        """qid, query → + query_embs (``[N_q, d]`` float32), query_toks."""
+        from .encoders import QueryEncoder
+
+        return QueryEncoder(self)
+
+    def doc_encoder(self) -> "DocEncoder":
+        """docno, text → + doc_embs (``[L_d, d]`` float32), doc_toks."""
+        from .encoders import DocEncoder
+
+        return DocEncoder(self)
+
+    def text_scorer(self) -> "TextScorer":
+        """qid, query, docno, text → + score, rank (MaxSim of freshly encoded texts)."""
+        from .encoders import TextScorer
+
+        return TextScorer(self)
+
+    def scorer(self) -> "EmbeddingScorer":
+        """query_embs, doc_embs → + score, rank (for frames already encoded)."""
+        from .encoders import EmbeddingScorer
+
+        return EmbeddingScorer(self.config)
+
+    def __repr__(self) -> str:
+        return f"ColBERT(dim={self.config.dim}, similarity={self.config.similarity!r}, device={self.device.type!r})"

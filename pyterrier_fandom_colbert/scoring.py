@@ -1,0 +1,103 @@
+"""Token similarity and MaxSim scores as pure tensor functions.
+
+Shapes: ``Q [B, Lq, d]`` with ``q_mask [B, Lq]`` (True = the vector scores), ``D [B, Ld, d]`` with
+``d_mask [B, Ld]`` (True = real token; padding never scores). Scores do not depend on how documents
+were batched: every reduction is over one (query, document) pair only.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .config import REDUCTIONS, SIMILARITIES
+
+
+def similarity_matrix(q: torch.Tensor, d: torch.Tensor, similarity: str = "cosine") -> torch.Tensor:
+    """Pairwise token similarities ``[..., Lq, Ld]`` between ``q [..., Lq, dim]`` and ``d [..., Ld, dim]``.
+
+    ``cosine``: cosine of the angle; ``l2``: negated squared L2 distance; ``l2_normalised``: negated
+    squared L2 distance of the unit-normalised vectors (= 2·cosine − 2).
+
+    >>> q = torch.tensor([[3., 4.]]); d = torch.tensor([[3., 4.], [0., 1.]])
+    >>> similarity_matrix(q, d, "cosine")
+    tensor([[1.0000, 0.8000]])
+    >>> similarity_matrix(q, d, "l2")
+    tensor([[ -0., -18.]])
+    >>> similarity_matrix(q, d, "l2_normalised")
+    tensor([[ 0.0000, -0.4000]])
+    """
+    if similarity == "cosine":
+        return _normalise(q) @ _normalise(d).transpose(-1, -2)
+    if similarity == "l2_normalised":
+        return 2.0 * (_normalise(q) @ _normalise(d).transpose(-1, -2)) - 2.0
+    if similarity == "l2":
+        dots = q @ d.transpose(-1, -2)
+        qq = (q * q).sum(-1, keepdim=True)
+        dd = (d * d).sum(-1).unsqueeze(-2)
+        return -(qq - 2.0 * dots + dd).clamp_min(0.0)
+    raise ValueError(f"similarity={similarity!r} is not supported; expected one of {SIMILARITIES}")
+
+
+def _normalise(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.normalize(x, p=2.0, dim=-1)
+
+
+def reduce_query(per_query_token: torch.Tensor, q_mask: Optional[torch.Tensor], reduction: str) -> torch.Tensor:
+    """Sum or mean over query vectors ``[..., Lq] -> [...]``, counting only vectors where ``q_mask``.
+
+    >>> reduce_query(torch.tensor([[1., 3., 9.]]), torch.tensor([[True, True, False]]), "mean")
+    tensor([2.])
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction={reduction!r} is not supported; expected one of {REDUCTIONS}")
+    if q_mask is None:
+        q_mask = torch.ones(per_query_token.shape, dtype=torch.bool, device=per_query_token.device)
+    total = per_query_token.masked_fill(~q_mask, 0.0).sum(-1)
+    if reduction == "sum":
+        return total
+    return total / q_mask.sum(-1).clamp_min(1)
+
+
+def maxsim(q: torch.Tensor, d: torch.Tensor, q_mask: Optional[torch.Tensor] = None,
+           d_mask: Optional[torch.Tensor] = None, similarity: str = "cosine", reduction: str = "mean") -> torch.Tensor:
+    """Late-interaction score of aligned pairs: ``S = red_i max_j sim(q_i, d_j)`` -> ``[B]``.
+
+    ``q`` may be ``[Lq, dim]`` (one query for all documents) or ``[B, Lq, dim]``.
+
+    >>> q = torch.tensor([[[1., 0.], [0., 1.]]])
+    >>> d = torch.tensor([[[1., 0.], [0.6, 0.8], [0., 1.]]])
+    >>> maxsim(q, d, d_mask=torch.tensor([[True, True, False]]))  # padding [0, 1] must not score
+    tensor([0.9000])
+    >>> maxsim(q, d, reduction="sum")
+    tensor([2.])
+    """
+    sims = similarity_matrix(q, d, similarity)  # [B, Lq, Ld]
+    if d_mask is not None:
+        sims = sims.masked_fill(~d_mask.unsqueeze(-2), float("-inf"))
+    best = sims.max(-1).values
+    if q_mask is not None and q_mask.dim() == 1:
+        q_mask = q_mask.unsqueeze(0).expand(best.shape)
+    return reduce_query(best, q_mask, reduction)
+
+
+def maxsim_packed(q: torch.Tensor, tokens: torch.Tensor, token_doc: torch.Tensor, num_docs: int,
+                  q_mask: Optional[torch.Tensor] = None, similarity: str = "cosine",
+                  reduction: str = "mean") -> torch.Tensor:
+    """Scores of one query against documents stored as one packed token matrix (no per-document padding).
+
+    ``tokens [T, dim]`` are the documents' vectors back to back; ``token_doc [T]`` says which of the
+    ``num_docs`` documents (0-based) each row belongs to. Returns ``[num_docs]``; a document with no
+    tokens scores ``-inf``.
+
+    >>> q = torch.tensor([[1., 0.], [0., 1.]])
+    >>> tokens = torch.tensor([[1., 0.], [0.6, 0.8], [0., 1.]])
+    >>> maxsim_packed(q, tokens, torch.tensor([0, 0, 1]), 2)
+    tensor([0.9000, 0.5000])
+    """
+    sims = similarity_matrix(q, tokens, similarity)  # [Lq, T]
+    best = torch.full((q.shape[0], num_docs), float("-inf"), dtype=sims.dtype, device=sims.device)
+    best = best.scatter_reduce(1, token_doc.unsqueeze(0).expand_as(sims), sims, reduce="amax", include_self=True)
+    empty = torch.isinf(best[0]) if q.shape[0] else torch.zeros(num_docs, dtype=torch.bool, device=sims.device)
+    scores = reduce_query(best.T.masked_fill(torch.isinf(best.T), 0.0), q_mask, reduction)
+    return scores.masked_fill(empty, float("-inf"))

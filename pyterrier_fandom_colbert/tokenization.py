@@ -1,0 +1,132 @@
+"""Query and document tokenisation with ColBERT's marker tokens, for BERT and RoBERTa vocabularies.
+
+Query: ``[CLS] [Q] q1 … qm [SEP] [MASK] … [MASK]``, always exactly ``query_maxlen`` tokens (masks attended).
+Document: ``[CLS] [D] d1 … dn [SEP]``, length ``min(n + 3, doc_maxlen)``, never padded in what is returned.
+The special tokens are the backbone's own (``<s>``, ``</s>``, ``<mask>`` for RoBERTa).
+"""
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from .config import ColBERTConfig
+
+# BERT vocabularies reserve unused ids; ColBERT uses the first two as its markers.
+_BERT_UNUSED_MARKERS = ("[unused0]", "[unused1]")
+
+
+@dataclass
+class TokenizedBatch:
+    """Padded token ids of a batch (numpy; the model turns them into tensors).
+
+    ``score_mask`` marks the positions whose vectors take part in the score (padding never does).
+    ``offsets`` (documents only, when asked): per text, an array ``[L, 2]`` of character spans in the
+    original text, ``(0, 0)`` for special tokens.
+    """
+
+    input_ids: np.ndarray        # [B, L] int64
+    attention_mask: np.ndarray   # [B, L] int64
+    score_mask: np.ndarray       # [B, L] bool
+    lengths: np.ndarray          # [B] unpadded lengths
+    offsets: Optional[List[np.ndarray]] = None
+
+
+class ColBERTTokenizer:
+    """Wraps a Hugging Face fast tokenizer with ColBERT's query and document layouts."""
+
+    def __init__(self, hf_tokenizer, config: ColBERTConfig):
+        self.hf = hf_tokenizer
+        self.config = config
+        for name in ("cls_token_id", "sep_token_id", "mask_token_id", "pad_token_id"):
+            if getattr(hf_tokenizer, name) is None:
+                raise ValueError(f"the backbone tokenizer has no {name[:-3]}; ColBERT needs [CLS]/[SEP]/[MASK]/[PAD] "
+                                 "(or <s>/</s>/<mask>/<pad>) special tokens")
+        self.q_marker_id, self.d_marker_id = self._marker_ids()
+        self._punct = self._punctuation_ids() if config.skip_punctuation else None
+
+    # -- markers -------------------------------------------------------------------------------------------
+    def _marker_ids(self):
+        vocab = self.hf.get_vocab()
+        if all(t in vocab for t in _BERT_UNUSED_MARKERS):
+            return tuple(vocab[t] for t in _BERT_UNUSED_MARKERS)
+        markers = (self.config.query_marker, self.config.doc_marker)
+        missing = [m for m in markers if m not in vocab]
+        if missing:
+            raise ValueError(f"marker tokens {missing} are not in the vocabulary; call "
+                             "ColBERTTokenizer.add_marker_tokens(hf_tokenizer, config) first and resize the "
+                             "backbone's embeddings")
+        return tuple(vocab[m] for m in markers)
+
+    @staticmethod
+    def add_marker_tokens(hf_tokenizer, config: ColBERTConfig) -> int:
+        """Make sure the vocabulary has marker ids; returns how many tokens were added (0 for BERT vocabularies)."""
+        vocab = hf_tokenizer.get_vocab()
+        if all(t in vocab for t in _BERT_UNUSED_MARKERS):
+            return 0
+        return hf_tokenizer.add_tokens([config.query_marker, config.doc_marker], special_tokens=True)
+
+    def _punctuation_ids(self) -> np.ndarray:
+        vocab = self.hf.get_vocab()
+        flags = np.zeros(max(vocab.values()) + 1, dtype=bool)
+        for tok, idx in vocab.items():
+            text = self.hf.convert_tokens_to_string([tok]).strip()
+            flags[idx] = bool(text) and all(c in string.punctuation for c in text)
+        return flags
+
+    # -- layouts -------------------------------------------------------------------------------------------
+    def _content_ids(self, texts: Sequence[str], max_content: int, offsets: bool):
+        enc = self.hf(list(texts), add_special_tokens=False, truncation=True, max_length=max_content,
+                      return_offsets_mapping=offsets, return_attention_mask=False, return_token_type_ids=False)
+        return enc["input_ids"], (enc["offset_mapping"] if offsets else None)
+
+    def queries(self, texts: Sequence[str]) -> TokenizedBatch:
+        """Every query becomes exactly ``query_maxlen`` tokens, padded with [MASK] after [SEP]."""
+        n = self.config.query_maxlen
+        content, _ = self._content_ids(texts, n - 3, offsets=False)
+        ids = np.full((len(texts), n), self.hf.mask_token_id, dtype=np.int64)
+        score = np.ones((len(texts), n), dtype=bool)
+        for i, toks in enumerate(content):
+            row = [self.hf.cls_token_id, self.q_marker_id, *toks, self.hf.sep_token_id]
+            ids[i, :len(row)] = row
+            if not self.config.score_query_masks:
+                score[i, len(row):] = False
+        return TokenizedBatch(ids, np.ones_like(ids), score, np.full(len(texts), n))
+
+    def document_content(self, texts: Sequence[str], offsets: bool = False):
+        """Word-piece ids of each text (no specials), truncated to leave room for ``[CLS] [D] … [SEP]``;
+        with ``offsets``, also each piece's character span in its text."""
+        return self._content_ids(texts, self.config.doc_maxlen - 3, offsets=offsets)
+
+    def pack_documents(self, content: Sequence[Sequence[int]], offsets=None) -> TokenizedBatch:
+        """``[CLS] [D] … [SEP]`` rows of length ``min(n + 3, doc_maxlen)``, padded to the batch's longest."""
+        lengths = np.array([len(c) + 3 for c in content], dtype=np.int64)
+        width = int(lengths.max()) if len(content) else 0
+        ids = np.full((len(content), width), self.hf.pad_token_id, dtype=np.int64)
+        attn = np.zeros((len(content), width), dtype=np.int64)
+        for i, toks in enumerate(content):
+            row = [self.hf.cls_token_id, self.d_marker_id, *toks, self.hf.sep_token_id]
+            ids[i, :len(row)] = row
+            attn[i, :len(row)] = 1
+        score = attn.astype(bool)
+        if self._punct is not None:
+            in_vocab = ids < len(self._punct)
+            score &= ~(self._punct[np.where(in_vocab, ids, 0)] & in_vocab)
+        out_offsets = None
+        if offsets is not None:
+            out_offsets = [np.array([(0, 0), (0, 0), *[tuple(o) for o in off], (0, 0)], dtype=np.int64).reshape(-1, 2)
+                           for off in offsets]
+        return TokenizedBatch(ids, attn, score, lengths, out_offsets)
+
+    def documents(self, texts: Sequence[str], offsets: bool = False) -> TokenizedBatch:
+        """Tokenise and pack a batch of documents."""
+        content, offs = self.document_content(texts, offsets=offsets)
+        return self.pack_documents(content, offs)
+
+    def tokens(self, ids: Sequence[int]) -> List[str]:
+        """Token strings for ids, with the markers shown as ``[Q]``/``[D]``."""
+        names = {self.q_marker_id: self.config.query_marker, self.d_marker_id: self.config.doc_marker}
+        return [names.get(int(i)) or self.hf.convert_ids_to_tokens(int(i)) for i in ids]
+
