@@ -50,7 +50,7 @@ def tiny_roberta_dir(tmp_path_factory) -> str:
     bpe.train_from_iterator(_TEXTS, vocab_size=400, min_frequency=1,
                             special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
     bpe.save_model(str(out))
-    tok = RobertaTokenizerFast(vocab_file=str(out / "vocab.json"), merges_file=str(out / "merges.txt"))
+    tok = RobertaTokenizerFast.from_pretrained(str(out))  # reads the vocab.json/merges.txt just written
     tok.save_pretrained(out)
     torch.manual_seed(0)
     cfg = RobertaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -1,0 +1,163 @@
+"""ColBERT encoders and re-rankers: batch independence, checkpoints, bad input, a real re-ranking check."""
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+import pytest
+
+import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.config import default_backbone
+
+TINY = dict(dim=16, query_maxlen=16, doc_maxlen=48)
+PASSAGES = [
+    "The castle of Vel Amara was built in the third age by the river folk.",
+    "Emberfall was released in March 2011 for consoles and later for computers.",
+    "Dragons breathe fire over the northern mountains every winter.",
+    "Orrin the smith forged the silver blade from a fallen star.",
+    "Zoë ruled Ørnvik for forty years — a peaceful reign!",
+]
+
+
+@pytest.fixture(scope="module", params=["bert", "roberta"])
+def tiny(request, tiny_bert_dir, tiny_roberta_dir):
+    folder = tiny_bert_dir if request.param == "bert" else tiny_roberta_dir
+    return pfc.ColBERT.from_pretrained(folder, config=pfc.ColBERTConfig(**TINY), batch_size=4)
+
+
+def _frame(queries, passages):
+    rows = [{"qid": str(i), "query": q, "docno": f"d{j}", "text": p}
+            for i, q in enumerate(queries) for j, p in enumerate(passages)]
+    return pd.DataFrame(rows)
+
+
+def test_score_independent_of_batch_composition(tiny):
+    rng = np.random.default_rng(0)
+    words = " ".join(PASSAGES).split()
+    fillers = [" ".join(rng.choice(words, size=rng.integers(1, 40))) for _ in range(49)]
+    target = pd.DataFrame([{"qid": "q", "query": "who forged the blade", "docno": "t", "text": PASSAGES[3]}])
+    alone = tiny.text_scorer()(target)["score"].iloc[0]
+    crowd = _frame(["who forged the blade"], fillers + [PASSAGES[3]])
+    crowd.loc[crowd.index[-1], "docno"] = "t"
+    together = tiny.text_scorer()(crowd).set_index("docno")["score"]["t"]
+    assert abs(alone - together) < 1e-5
+
+
+def test_text_scorer_equals_encoders_then_embedding_scorer(tiny):
+    frame = _frame(["when was it released", "who forged the blade"], PASSAGES)
+    direct = tiny.text_scorer()(frame).set_index(["qid", "docno"])["score"]
+    pipe = tiny.query_encoder() >> tiny.doc_encoder() >> tiny.scorer()
+    staged = pipe(frame).set_index(["qid", "docno"])["score"]
+    np.testing.assert_allclose(staged.loc[direct.index].to_numpy(), direct.to_numpy(), atol=1e-5)
+
+
+def test_ranks_follow_scores_and_input_columns_kept(tiny):
+    frame = _frame(["castle builders"], PASSAGES).assign(extra=list(range(len(PASSAGES))))
+    out = tiny.text_scorer()(frame)
+    assert list(out["rank"]) == list(range(len(PASSAGES)))
+    assert out["score"].is_monotonic_decreasing
+    assert sorted(out["extra"]) == list(range(len(PASSAGES)))
+    assert list(out.columns) == pt.inspect.transformer_outputs(tiny.text_scorer(), list(frame.columns))
+
+
+def test_encoder_shapes_and_tokens(tiny):
+    q = tiny.query_encoder()(pd.DataFrame({"qid": ["1"], "query": ["castle"]}))
+    assert q["query_embs"][0].shape == (16, 16)
+    d = tiny.doc_encoder()(pd.DataFrame({"docno": ["a", "b"], "text": ["castle", "word " * 500]}))
+    assert d["doc_embs"][0].shape == (len(d["doc_toks"][0]), 16)
+    assert d["doc_embs"][1].shape[0] == 48, "long texts are truncated to doc_maxlen, not an error"
+    assert d["doc_toks"][0][1] == "[D]"
+    norms = np.linalg.norm(d["doc_embs"][0], axis=1)
+    np.testing.assert_allclose(norms, 1.0, rtol=1e-5)
+
+
+def test_unscored_masks_are_left_out_of_query_embs(tiny_bert_dir):
+    c = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(**TINY, score_query_masks=False))
+    q = c.query_encoder()(pd.DataFrame({"qid": ["1"], "query": ["the castle"]}))
+    assert q["query_toks"][0] == ["[CLS]", "[Q]", "the", "castle", "[SEP]"]
+    assert q["query_embs"][0].shape == (5, 16)
+
+
+@pytest.mark.parametrize("make, cols", [
+    (lambda c: c.query_encoder(), ["qid", "query"]),
+    (lambda c: c.doc_encoder(), ["docno", "text"]),
+    (lambda c: c.text_scorer(), ["qid", "query", "docno", "text"]),
+    (lambda c: c.scorer(), ["qid", "query_embs", "doc_embs"]),
+])
+def test_empty_frames_give_declared_columns(tiny, make, cols):
+    t = make(tiny)
+    out = t(pd.DataFrame(columns=cols + ["kept"]))
+    assert len(out) == 0
+    assert list(out.columns) == pt.inspect.transformer_outputs(t, cols + ["kept"])
+    assert set(out.columns) > set(cols + ["kept"])
+
+
+def test_bad_input_errors_name_the_problem(tiny):
+    with pytest.raises(ValueError, match="'q7'"):
+        tiny.query_encoder()(pd.DataFrame({"qid": ["q1", "q7"], "query": ["castle", "   "]}))
+    with pytest.raises(pt.validate.InputValidationError, match="text.*get_text"):
+        tiny.text_scorer()(pd.DataFrame({"qid": ["1"], "query": ["x"], "docno": ["d"]}))
+    with pytest.raises(ValueError, match="'d2'"):
+        tiny.doc_encoder()(pd.DataFrame({"docno": ["d1", "d2"], "text": ["fine", math.nan]}))
+
+
+def test_save_load_round_trip_identical_scores(tiny, tmp_path):
+    frame = _frame(["who built the castle"], PASSAGES)
+    before = tiny.text_scorer()(frame)["score"].to_numpy()
+    tiny.save_pretrained(tmp_path / "ckpt")
+    again = pfc.ColBERT.from_pretrained(tmp_path / "ckpt", batch_size=4)
+    after = again.text_scorer()(frame)["score"].to_numpy()
+    np.testing.assert_array_equal(before, after)
+    assert again.fingerprint() == tiny.fingerprint()
+    assert again.config == tiny.config
+
+
+def test_fp16_checkpoint_close_and_same_fingerprint(tiny_bert_dir, tmp_path):
+    c = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(**TINY))
+    c.save_pretrained(tmp_path / "half", dtype="float16")
+    again = pfc.ColBERT.from_pretrained(tmp_path / "half")
+    frame = _frame(["who built the castle"], PASSAGES)
+    np.testing.assert_allclose(again.text_scorer()(frame)["score"], c.text_scorer()(frame)["score"], atol=2e-3)
+    assert next(again.model.parameters()).dtype.is_floating_point and next(again.model.parameters()).dtype.itemsize == 4
+
+
+def test_config_not_matching_weights_is_an_error(tiny_bert_dir, tmp_path):
+    c = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(**TINY))
+    folder = c.save_pretrained(tmp_path / "ckpt")
+    cfg = json.loads((folder / "colbert_config.json").read_text())
+    cfg["dim"] = 32
+    (folder / "colbert_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="dim=32.*does not match"):
+        pfc.ColBERT.from_pretrained(folder)
+
+
+def test_different_seeds_differ_in_fingerprint(tiny_bert_dir):
+    a = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(**TINY), seed=0)
+    b = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(**TINY), seed=1)
+    assert a.fingerprint() != b.fingerprint()
+
+
+def test_not_a_model_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="neither a ColBERT checkpoint"):
+        pfc.ColBERT.from_pretrained(tmp_path)
+
+
+QA = [
+    ("When was Emberfall released?", 1),
+    ("Who forged the silver blade?", 3),
+    ("Who built the castle of Vel Amara?", 0),
+    ("How long did Zoë rule Ørnvik?", 4),
+    ("What do dragons do in winter?", 2),
+]
+
+
+def test_reranking_pipeline_with_minilm_puts_answer_first():
+    colbert = pfc.ColBERT.from_pretrained(default_backbone(), config=pfc.ColBERTConfig(score_query_masks=False))
+    corpus = pd.DataFrame({"docno": [f"d{j}" for j in range(len(PASSAGES))], "text": PASSAGES})
+    topics = pd.DataFrame({"qid": [str(i) for i in range(len(QA))], "query": [q for q, _ in QA]})
+    first_stage = pt.Transformer.from_df(topics.merge(corpus, how="cross").assign(score=0.0, rank=0))
+    run = (first_stage >> colbert.text_scorer())(topics)
+    top = run[run["rank"] == 0].set_index("qid")["docno"]
+    for i, (_, answer) in enumerate(QA):
+        assert top[str(i)] == f"d{answer}", QA[i]
