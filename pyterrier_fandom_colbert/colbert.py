@@ -127,21 +127,21 @@ class ColBERT:
                     torch.zeros(0, self.config.query_maxlen, dtype=torch.bool, device=self.device))
         return torch.cat(embs), torch.cat(masks)
 
-    def doc_batches(self, texts: Sequence[str], offsets: bool = False, chunk: int = 32) -> Iterator[DocBatch]:
+    def doc_batches(self, texts: Sequence[str], offsets: bool = False, chunk: int = 8) -> Iterator[DocBatch]:
         """Encode documents in length-bucketed batches (``chunk`` batches are tokenised and sorted at once).
 
-        Memory is bounded by ``chunk * batch_size`` texts; batches come in input order of their chunk.
+        Memory is bounded by a few chunks of ``chunk * batch_size`` texts. The next chunk is tokenised in
+        a background thread, and each batch is handed out only after the next one has been queued on the
+        device, so on a GPU neither tokenisation nor the consumer's work leaves it idle.
         """
         import torch
 
         from .progress import progress
 
-        span = max(1, chunk) * self.batch_size
         bar = progress(total=len(texts), desc="encoding documents", unit="doc", enabled=self.verbose)
+        pending: Optional[DocBatch] = None
         try:
-            for start in range(0, len(texts), span):
-                part = list(texts[start:start + span])
-                content, offs = self.tokenizer.document_content(part, offsets=offsets)
+            for start, content, offs in self._tokenised_chunks(texts, max(1, chunk) * self.batch_size, offsets):
                 order = np.argsort([len(c) for c in content], kind="stable")
                 for b in range(0, len(order), self.batch_size):
                     sel = order[b:b + self.batch_size]
@@ -149,10 +149,29 @@ class ColBERT:
                                                            [offs[i] for i in sel] if offsets else None)
                     embs = self._forward(packed)
                     mask = torch.as_tensor(packed.score_mask, device=self.device)
-                    yield DocBatch(sel + start, embs, mask, packed.input_ids, packed.offsets)
-                    bar.update(len(sel))
+                    if pending is not None:
+                        yield pending
+                        bar.update(len(pending.positions))
+                    pending = DocBatch(sel + start, embs, mask, packed.input_ids, packed.offsets)
+            if pending is not None:
+                yield pending
+                bar.update(len(pending.positions))
         finally:
             bar.close()
+
+    def _tokenised_chunks(self, texts: Sequence[str], span: int, offsets: bool):
+        """(start, content ids, offsets) per chunk of ``span`` texts; chunk i+1 is tokenised while i is used."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            future, at = None, 0
+            for start in range(0, len(texts), span):
+                following = pool.submit(self.tokenizer.document_content, list(texts[start:start + span]), offsets)
+                if future is not None:
+                    yield (at, *future.result())
+                future, at = following, start
+            if future is not None:
+                yield (at, *future.result())
 
     def encode_docs(self, texts: Sequence[str]) -> List[np.ndarray]:
         """Per document, its scoring token vectors ``[n, d]`` as float32 arrays, in input order."""

@@ -46,6 +46,7 @@ class ColBERTTokenizer:
                                  "(or <s>/</s>/<mask>/<pad>) special tokens")
         self.q_marker_id, self.d_marker_id = self._marker_ids()
         self._punct = self._punctuation_ids() if config.skip_punctuation else None
+        self._strings: Optional[np.ndarray] = None
 
     # -- markers -------------------------------------------------------------------------------------------
     def _marker_ids(self):
@@ -126,7 +127,12 @@ class ColBERTTokenizer:
         return self.pack_documents(content, offs)
 
     def tokens(self, ids: Sequence[int]) -> List[str]:
-        """Token strings for ids, with the markers shown as ``[Q]``/``[D]``."""
-        names = {self.q_marker_id: self.config.query_marker, self.d_marker_id: self.config.doc_marker}
-        return [names.get(int(i)) or self.hf.convert_ids_to_tokens(int(i)) for i in ids]
+        """Token strings for ids, with the markers shown as ``[Q]``/``[D]`` (one array lookup, no loop)."""
+        if self._strings is None:
+            size = max(len(self.hf), max(self.hf.get_vocab().values()) + 1)
+            strings = np.array(self.hf.convert_ids_to_tokens(list(range(size))), dtype=object)
+            strings[self.q_marker_id] = self.config.query_marker
+            strings[self.d_marker_id] = self.config.doc_marker
+            self._strings = strings
+        return self._strings[np.asarray(ids, dtype=np.int64)].tolist()
 
