@@ -15,7 +15,7 @@ _LAZY = {
     "ColBERT": "colbert",
     "TfidfIndex": "tfidf",
     "ColBERTIndex": "index",
-    "Explainer": "explain",
+    "Explainer": "explainer",
 }
 
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from .encoders import DocEncoder, EmbeddingScorer, QueryEncoder, TextScorer
+    from .explainer import Explainer
 
 #: the trained checkpoint shipped with the package (used by ``from_pretrained()`` when present)
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "default"
@@ -205,6 +206,12 @@ class ColBERT:
         from .encoders import EmbeddingScorer
 
         return EmbeddingScorer(self.config)
+
+    def explainer(self, k_tilde: int = 2, bandwidth="scott", index=None, **kwargs) -> "Explainer":
+        """qid, query, docno, text → + why each passage matched and where the answer likely is."""
+        from .explainer import Explainer
+
+        return Explainer(self, k_tilde=k_tilde, bandwidth=bandwidth, index=index, **kwargs)
 
     def __repr__(self) -> str:
         return f"ColBERT(dim={self.config.dim}, similarity={self.config.similarity!r}, device={self.device.type!r})"

@@ -1,0 +1,201 @@
+"""``Explainer``: a PyTerrier transformer that adds, to each retrieved passage, why it matched the query.
+
+Append it to any pipeline whose output has ``qid, query, docno, text``::
+
+    pipeline = index.retriever(colbert) % 10 >> pt.text.get_text(dataset, "text") >> pfc.Explainer(colbert)
+
+The maths is in :mod:`pyterrier_fandom_colbert.explain`; this module only encodes (or looks up) token vectors and
+turns per-passage explanations into columns. Columns added (one value per row; arrays are numpy):
+
+=====================  =========================================================================================
+``expl_query_tokens``  list of the N_q scoring query tokens (rows of ``expl_sim``; no [MASK]s when
+                       ``score_query_masks=False``)
+``expl_tokens``        list of the L passage tokens: ``[CLS] [D] … [SEP]``
+``expl_offsets``       ``[L, 2]`` int64 character span of each token in the text (``(0, 0)`` for specials)
+``expl_words``         ``[L]`` int64 word index of each token, -1 for ``[CLS]``/``[D]``/``[SEP]``
+``expl_sim``           ``[N_q, L]`` float32 token similarities (NaN for tokens that do not score)
+``r_abs``              ``[L]`` int64: query vectors that have the token among their top-k̃
+``r_acc``              ``[L]`` float64: sum of those similarities
+``kde``                ``[L]`` float64: Gaussian kernel density of the matched positions (specials excluded)
+``word_spans``         ``[W, 2]`` int64 character spans of the words (word pieces merged)
+``word_r_abs``         ``[W]`` int64, sum over the word's pieces
+``word_r_acc``         ``[W]`` float64, sum over the word's pieces
+``word_kde``           ``[W]`` float64, mean over the word's pieces
+``answer_tokens``      ``(start, end)`` token span (end exclusive) of the highest-density region, or None
+``answer_span``        ``(start, end)`` its character offsets in the text (``text[start:end]``), or None
+``token_sim``          (with ``query_token=``) ``[L]`` similarity of each token to that query token
+``word_token_sim``     (with ``query_token=``) ``[W]`` its maximum over each word's pieces
+=====================  =========================================================================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, Iterator, List, Sequence, Tuple, Union
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from .encoders import check_queries, check_texts
+from .explain import ExplainOptions, explain_passage, select_query_token, word_scores
+from .frames import empty_output, require_columns, with_columns
+from .progress import progress
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from .colbert import ColBERT
+    from .index import ColBERTIndex
+
+EXPLANATION_COLUMNS = ["expl_query_tokens", "expl_tokens", "expl_offsets", "expl_words", "expl_sim", "r_abs",
+                       "r_acc", "kde", "word_spans", "word_r_abs", "word_r_acc", "word_kde", "answer_tokens",
+                       "answer_span"]
+TOKEN_VIEW_COLUMNS = ["token_sim", "word_token_sim"]
+
+
+@dataclass
+class _Passage:
+    """One passage's full token layout: vectors (rows that do not score are ignored), ids, offsets, text."""
+
+    vectors: "torch.Tensor"   # [L, d]
+    d_mask: np.ndarray        # [L] True = the token has a scoring vector
+    ids: np.ndarray           # [L]
+    offsets: np.ndarray       # [L, 2]
+    text: str
+
+
+class Explainer(pt.Transformer):
+    """qid, query, docno, text → + per-token and per-word relevance (R_abs, R_acc, KDE) and the answer span.
+
+    ``k_tilde``: matches per query vector; ``bandwidth``: "scott", "silverman" or a number of tokens;
+    ``span_threshold``: the answer span is where the density is at least this fraction of its peak.
+    ``index``: a :class:`~pyterrier_fandom_colbert.index.ColBERTIndex` (or its path) built by the same encoder:
+    passage vectors are read from it instead of re-encoding the text (the text is still needed for character
+    offsets, and must tokenise to the stored token ids). ``query_token`` (a position in ``expl_query_tokens`` or a
+    token string such as ``"when"``) adds the single-token view columns.
+    """
+
+    def __init__(self, colbert: "ColBERT", k_tilde: int = 2, bandwidth: Union[str, float] = "scott",
+                 index: Union["ColBERTIndex", str, Path, None] = None, *, span_threshold: float = 0.5,
+                 query_token: Union[int, str, None] = None, text_field: str = "text", verbose: bool = False):
+        self.colbert = colbert
+        self.options = ExplainOptions(k_tilde=k_tilde, bandwidth=bandwidth, span_threshold=span_threshold)
+        if isinstance(index, (str, Path)):
+            from .index import ColBERTIndex
+
+            index = ColBERTIndex(index)
+        self.index = index
+        if query_token is not None and (isinstance(query_token, bool)
+                                        or not isinstance(query_token, (int, np.integer, str))):
+            raise ValueError(f"query_token={query_token!r}; expected a query token position (int) or string")
+        self.query_token = query_token
+        self.text_field = text_field
+        self.verbose = verbose
+
+    @property
+    def output_columns(self) -> List[str]:
+        return EXPLANATION_COLUMNS + (TOKEN_VIEW_COLUMNS if self.query_token is not None else [])
+
+    def transform_outputs(self, input_columns: List[str]) -> List[str]:
+        require_columns(input_columns, ["qid", "query", "docno", self.text_field], self)
+        return list(input_columns) + [c for c in self.output_columns if c not in input_columns]
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        require_columns(inp.columns, ["qid", "query", "docno", self.text_field], self)
+        if len(inp) == 0:
+            return empty_output(inp, self.output_columns)
+        queries = check_queries(inp)
+        texts = check_texts(inp, self.text_field)
+        q_codes, q_unique = pd.factorize(pd.Series(queries))
+        encoded = self._encode_queries(list(q_unique))
+        qids = inp["qid"].tolist()
+        values: Dict[str, List] = {c: [None] * len(inp) for c in self.output_columns}
+        passages = self._from_index(inp["docno"].tolist(), texts) if self.index is not None else self._encode(texts)
+        bar = progress(total=len(inp), desc="explaining", unit="row", enabled=self.verbose)
+        try:
+            for rows, passage in passages:
+                tokens = self.colbert.tokenizer.tokens(passage.ids)
+                for row in rows:
+                    q_vectors, q_tokens = encoded[q_codes[row]]
+                    self._explain_row(values, row, qids[row], q_vectors, q_tokens, passage, tokens)
+                bar.update(len(rows))
+        finally:
+            bar.close()
+        return with_columns(inp, values)
+
+    # -- one row -------------------------------------------------------------------------------------------
+    def _explain_row(self, values: Dict[str, List], row: int, qid, q_vectors: "torch.Tensor",
+                     q_tokens: List[str], passage: _Passage, tokens: List[str]) -> None:
+        from .scoring import similarity_matrix
+
+        sim = similarity_matrix(q_vectors, passage.vectors.to(q_vectors.device), self.colbert.config.similarity)
+        sim = sim.cpu().numpy().astype(np.float64)
+        e = explain_passage(sim, passage.d_mask, passage.text, passage.offsets, self.options)
+        shown = np.where(passage.d_mask[None, :], sim, np.nan).astype(np.float32)
+        out = {"expl_query_tokens": list(q_tokens), "expl_tokens": list(tokens), "expl_offsets": passage.offsets,
+               "expl_words": e.word_of_token, "expl_sim": shown, "r_abs": e.r_abs, "r_acc": e.r_acc, "kde": e.kde,
+               "word_spans": e.word_spans, "word_r_abs": e.word_r_abs, "word_r_acc": e.word_r_acc,
+               "word_kde": e.word_kde, "answer_tokens": e.answer_tokens, "answer_span": e.answer_span}
+        if self.query_token is not None:
+            try:
+                which = select_query_token(q_tokens, self.query_token)
+            except ValueError as err:
+                raise ValueError(f"qid {qid!r}: {err}") from None
+            out["token_sim"] = shown[which]
+            out["word_token_sim"] = word_scores(shown[which], e.word_of_token, len(e.word_spans), "max")
+        for name, value in out.items():
+            values[name][row] = value
+
+    # -- vectors -------------------------------------------------------------------------------------------
+    def _encode_queries(self, texts: List[str]) -> List[Tuple["torch.Tensor", List[str]]]:
+        """(scoring query vectors [N_q, d], their token strings) per query text."""
+        Q, q_mask = self.colbert.encode_queries(texts)
+        ids = self.colbert.tokenizer.queries(texts).input_ids
+        mask = q_mask.cpu().numpy()
+        return [(Q[i][q_mask[i]], self.colbert.tokenizer.tokens(ids[i][mask[i]])) for i in range(len(texts))]
+
+    def _encode(self, texts: List[str]) -> Iterator[Tuple[np.ndarray, _Passage]]:
+        """(rows, passage) for each distinct text, encoded by the ColBERT model."""
+        codes, unique = pd.factorize(pd.Series(texts))
+        rows_of = pd.Series(np.arange(len(texts))).groupby(codes).indices
+        for batch in self.colbert.doc_batches(list(unique), offsets=True):
+            mask = batch.mask.cpu().numpy()
+            for j, pos in enumerate(batch.positions):
+                n = len(batch.offsets[j])
+                yield rows_of[pos], _Passage(batch.embs[j, :n].float(), mask[j, :n], batch.input_ids[j, :n],
+                                             batch.offsets[j], unique[pos])
+
+    def _from_index(self, docnos: Sequence, texts: List[str]) -> Iterator[Tuple[np.ndarray, _Passage]]:
+        """(rows, passage) for each distinct (docno, text), vectors read from the index."""
+        import torch
+
+        index = self.index
+        index.check_encoder(self.colbert)
+        rows_of: Dict[Tuple[str, str], List[int]] = {}
+        for row, key in enumerate(zip(docnos, texts)):
+            rows_of.setdefault(key, []).append(row)
+        keys = list(rows_of)
+        doc_ids = index.doc_ids([str(d) for d, _ in keys])
+        size = self.colbert.batch_size
+        for start in range(0, len(keys), size):
+            chunk = keys[start:start + size]
+            tok = self.colbert.tokenizer.documents([t for _, t in chunk], offsets=True)
+            for j, (docno, text) in enumerate(chunk):
+                n = int(tok.lengths[j])
+                ids, d_mask = tok.input_ids[j, :n], tok.score_mask[j, :n]
+                stored, stored_ids = index.doc_vectors(int(doc_ids[start + j]))
+                if not np.array_equal(stored_ids.astype(np.int64), ids[d_mask]):
+                    raise ValueError(f"docno {docno!r}: its text tokenises to {int(d_mask.sum())} scoring tokens "
+                                     f"that differ from the {len(stored_ids)} token ids stored in the index at "
+                                     f"{index.path}; give the text that was indexed")
+                vectors = np.zeros((n, stored.shape[1]), dtype=np.float32)
+                vectors[d_mask] = stored
+                yield np.array(rows_of[(docno, text)]), _Passage(torch.from_numpy(vectors), d_mask, ids,
+                                                                 tok.offsets[j], text)
+
+    def __repr__(self) -> str:
+        o = self.options
+        extra = f", index={self.index!r}" if self.index is not None else ""
+        return (f"Explainer({self.colbert!r}, k_tilde={o.k_tilde}, bandwidth={o.bandwidth!r}, "
+                f"span_threshold={o.span_threshold}{extra})")
