@@ -1,0 +1,470 @@
+"""Reading MediaWiki XML exports (Fandom ``<dbname>_pages_current.xml.7z`` and friends) and cleaning wikitext.
+
+Two concerns, kept apart from passage splitting (``passages.py``):
+
+* :func:`iter_pages` streams ``<page>`` records out of an export (schema 0.10/0.11) in plain ``.xml``, ``.bz2``,
+  ``.gz`` or ``.7z`` form, in memory that does not grow with the dump: the file is decompressed chunk by chunk
+  (1 MiB) into an :class:`xml.etree.ElementTree.XMLPullParser`, and each ``<page>`` element is dropped once read.
+  For ``.7z``, py7zr decompresses in a background thread that hands 1 MiB pieces over through a bounded queue;
+  nothing is extracted to disk. py7zr itself works in blocks of 1 MiB of *compressed* data, so the peak is about
+  one block's worth of XML (10-20 MB for wiki dumps) plus the queue.
+* :func:`clean_wikitext` turns wikitext into plain prose with mwparserfromhell (rules in its docstring), keeping
+  section headings as ``== Heading ==`` lines so that the passage splitter can see them.
+
+Malformed XML and truncated archives raise :class:`DumpError`, naming the file and the position.
+"""
+from __future__ import annotations
+
+import bz2
+import gzip
+import queue
+import re
+import threading
+import urllib.parse
+import zlib
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+__all__ = ["DumpError", "SiteInfo", "WikiPage", "iter_pages", "xml_chunks", "clean_wikitext", "skip_reason",
+           "is_translation"]
+
+CHUNK_BYTES = 1 << 20
+
+# ISO 639-1 codes (plus a few 3-letter codes MediaWiki uses): "Title/de" translation subpages, "[[de:Titel]]" links
+_LANGS = frozenset("""
+aa ab ae af ak am an ar as av ay az ba be bg bh bi bm bn bo br bs ca ce ch co cr cs cu cv cy da de dv dz ee el en eo
+es et eu fa ff fi fj fo fr fy ga gd gl gn gu gv ha he hi ho hr ht hu hy hz ia id ie ig ii ik io is it iu ja jv ka kg
+ki kj kk kl km kn ko kr ks ku kv kw ky la lb lg li ln lo lt lu lv mg mh mi mk ml mn mr ms mt my na nb nd ne ng nl nn
+no nr nv ny oc oj om or os pa pi pl ps pt qu rm rn ro ru rw sa sc sd se sg si sk sl sm sn so sq sr ss st su sv sw ta
+te tg th ti tk tl tn to tr ts tt tw ty ug uk ur uz ve vi vo wa wo xh yi yo za zh zu
+ast bcc ckb dsb hsb ksh lzh nan nds sco yue
+""".split())
+_LANG_RE = re.compile(r"([a-z]{2,3})(?:-[a-z0-9]{2,8})*")
+
+_FILE_NS = frozenset({"file", "image"})
+_DROP_TAGS = frozenset("""
+ref references gallery math chem ce score syntaxhighlight source script style noinclude includeonly timeline imagemap
+languages infobox categorytree inputbox dynamicpagelist dpl mapframe maplink graph templatedata table
+""".split())
+_BLOCK_TAGS = frozenset("p div li ul ol dl dt dd blockquote tr".split())
+_HEADING_TAGS = {f"h{i}": i for i in range(1, 7)}
+_GONE = "\x00"  # stands for removed markup while rendering; lines holding only this vanish
+_MAGIC_RE = re.compile(r"__[A-Z]+__")
+_QUOTES_RE = re.compile(r"'{2,}")
+_TABLE_LINE_RE = re.compile(r"\s*(?:\{\||\||!)")
+_HTML_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
+_LIST_RE = re.compile(r"^[*#:;]+\s*")
+_SPACE_RE = re.compile(r"[ \t\u00a0\u2009\u200b]+")
+
+
+class DumpError(ValueError):
+    """A dump that cannot be read: malformed XML, a truncated or corrupt archive, an unknown format."""
+
+    def __init__(self, path, message: str, *, line: Optional[int] = None, column: Optional[int] = None,
+                 offset: Optional[int] = None):
+        where = []
+        if line is not None:
+            where.append(f"line {line}, column {column}")
+        if offset is not None:
+            where.append(f"after {offset:,} bytes of XML")
+        super().__init__(f"{path}: {message}" + (f" ({'; '.join(where)})" if where else ""))
+        self.path, self.line, self.column, self.offset = str(path), line, column, offset
+
+
+@dataclass(frozen=True)
+class SiteInfo:
+    """The ``<siteinfo>`` block: database name (``starwars``) and the URL prefix of its articles."""
+    dbname: str
+    sitename: str
+    base_url: str  # e.g. https://starwars.fandom.com/wiki/
+
+    def page_url(self, title: str) -> str:
+        return self.base_url + urllib.parse.quote(title.replace(" ", "_"), safe=";@$!*(),/~:")
+
+
+@dataclass(frozen=True)
+class WikiPage:
+    """One ``<page>`` with its current revision."""
+    title: str
+    ns: int
+    page_id: int
+    revid: int
+    text: str
+    redirect: bool
+
+
+def _base_url(base: str) -> str:
+    """Article URL prefix from the ``<base>`` (main page) URL.
+
+    >>> _base_url("https://starwars.fandom.com/wiki/Main_Page")
+    'https://starwars.fandom.com/wiki/'
+    >>> _base_url("https://example.org/index.php/Home")
+    'https://example.org/index.php/'
+    """
+    i = base.find("/wiki/")
+    return base[: i + len("/wiki/")] if i >= 0 else base.rsplit("/", 1)[0] + "/"
+
+
+# ----------------------------------------------------------------------------------------------- byte sources
+
+class _Counter:
+    """Counts the uncompressed bytes handed to the XML parser (for error positions and throughput)."""
+    def __init__(self):
+        self.bytes = 0
+
+
+def _file_chunks(path: Path, opener, counter: _Counter) -> Iterator[bytes]:
+    with open(path, "rb") as raw:
+        f = opener(raw) if opener else raw
+        try:
+            while True:
+                try:
+                    chunk = f.read1(CHUNK_BYTES)  # what is ready: a truncation is found where it is
+                except (EOFError, OSError, ValueError, zlib.error) as err:
+                    raise DumpError(path, f"truncated or corrupt archive ({err}), compressed byte {raw.tell():,}",
+                                    offset=counter.bytes) from err
+                if not chunk:
+                    return
+                counter.bytes += len(chunk)
+                yield chunk
+        finally:
+            if opener:
+                f.close()
+
+
+def _7z_chunks(path: Path, counter: _Counter) -> Iterator[bytes]:
+    """Decompress the single ``.xml`` member of a 7z archive in a worker thread, yielding chunks as they come."""
+    import py7zr
+    from py7zr.io import Py7zIO, WriterFactory
+
+    try:
+        archive = py7zr.SevenZipFile(path, mode="r")
+    except (py7zr.Bad7zFile, EOFError, OSError, KeyError, ValueError) as err:
+        raise DumpError(path, f"truncated or corrupt 7z archive ({type(err).__name__}: {err})") from err
+    names = [n for n in archive.getnames() if n.endswith(".xml")]
+    if len(names) != 1:
+        archive.close()
+        raise DumpError(path, f"expected exactly one .xml file in the 7z archive, found {names}")
+    chunks: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+    done = object()
+
+    class _Cancelled(Exception):
+        pass
+
+    class _Sink(Py7zIO):
+        def write(self, s):
+            view = memoryview(s)  # py7zr hands over one decompressed block (1 MiB of 7z data, ~15 MB of XML)
+            for i in range(0, len(view), CHUNK_BYTES):
+                piece = bytes(view[i:i + CHUNK_BYTES])
+                while True:
+                    if stop.is_set():
+                        raise _Cancelled()
+                    try:
+                        chunks.put(piece, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+            return len(view)
+
+        def read(self, size=None):
+            return b""
+
+        def seek(self, offset, whence=0):
+            return 0
+
+        def flush(self):
+            pass
+
+        def size(self):
+            return 0
+
+    class _Factory(WriterFactory):
+        def create(self, filename):
+            return _Sink()
+
+    def work():
+        try:
+            archive.extract(targets=names, factory=_Factory())
+            item = done
+        except BaseException as err:  # handed to the reading thread, which raises it
+            item = err
+        while not stop.is_set():
+            try:
+                chunks.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    worker = threading.Thread(target=work, name=f"7z:{path.name}", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = chunks.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise DumpError(path, f"truncated or corrupt 7z archive ({type(item).__name__}: {item})",
+                                offset=counter.bytes) from item
+            counter.bytes += len(item)
+            yield item
+    finally:
+        stop.set()
+        worker.join()
+        archive.close()
+
+
+def xml_chunks(path, counter: Optional[_Counter] = None) -> Iterator[bytes]:
+    """The uncompressed bytes of a dump (``.xml``, ``.bz2``, ``.gz`` or ``.7z``, told apart by their first bytes)."""
+    path, counter = Path(path), counter or _Counter()
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic.startswith(b"BZh"):
+        return _file_chunks(path, bz2.BZ2File, counter)
+    if magic.startswith(b"\x1f\x8b"):
+        return _file_chunks(path, lambda raw: gzip.GzipFile(fileobj=raw), counter)
+    if magic.startswith(b"7z\xbc\xaf\x27\x1c"):
+        return _7z_chunks(path, counter)
+    if magic.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") or magic.startswith(b"\xef\xbb\xbf"):
+        return _file_chunks(path, None, counter)
+    raise DumpError(path, f"not a MediaWiki XML export (.xml, .bz2, .gz or .7z); starts with {magic!r}")
+
+
+# ----------------------------------------------------------------------------------------------- XML pages
+
+def _local(tag: str) -> str:
+    return tag.rpartition("}")[2]
+
+
+def _child_text(elem, name: str) -> Optional[str]:
+    for child in elem:
+        if _local(child.tag) == name:
+            return child.text or ""
+    return None
+
+
+def _page(elem) -> WikiPage:
+    rev = next((c for c in elem if _local(c.tag) == "revision"), None)
+    redirect = any(_local(c.tag) == "redirect" for c in elem)
+    text = (_child_text(rev, "text") if rev is not None else None) or ""
+    revid = int(_child_text(rev, "id") or 0) if rev is not None else 0
+    return WikiPage(title=_child_text(elem, "title") or "", ns=int(_child_text(elem, "ns") or 0),
+                    page_id=int(_child_text(elem, "id")), revid=revid, text=text,
+                    redirect=redirect or text.lstrip()[:9].upper() == "#REDIRECT")
+
+
+class _Pages:
+    """Iterator over ``(SiteInfo, WikiPage)``; ``bytes_read`` counts uncompressed XML consumed so far."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._counter = _Counter()
+
+    @property
+    def bytes_read(self) -> int:
+        return self._counter.bytes
+
+    def __iter__(self) -> Iterator[tuple[SiteInfo, WikiPage]]:
+        if not self.path.exists():
+            raise FileNotFoundError(f"dump not found: {self.path}")
+        site, root = None, None
+        for event, elem in self._events():
+            if root is None:
+                root = elem
+                if _local(elem.tag) != "mediawiki":
+                    raise DumpError(self.path, f"root element is <{_local(elem.tag)}>, not <mediawiki>")
+            if event != "end":
+                continue
+            name = _local(elem.tag)
+            if name == "siteinfo":
+                dbname = _child_text(elem, "dbname") or self.path.name.split("_pages")[0]
+                site = SiteInfo(dbname=dbname, sitename=_child_text(elem, "sitename") or dbname,
+                                base_url=_base_url(_child_text(elem, "base") or ""))
+                root.clear()
+            elif name == "page":
+                if site is None:
+                    raise DumpError(self.path, "<page> before <siteinfo>", offset=self.bytes_read)
+                try:
+                    page = _page(elem)
+                except (TypeError, ValueError) as err:
+                    raise DumpError(self.path, f"bad <page> record ({err})", offset=self.bytes_read) from err
+                root.clear()  # forget the pages already handed out
+                yield site, page
+
+    def _events(self) -> Iterator[tuple[str, ET.Element]]:
+        """Parser events, chunk by chunk; the events before a syntax error come out before the error does."""
+        parser = ET.XMLPullParser(events=("start", "end"))
+        chunks = xml_chunks(self.path, self._counter)
+        try:
+            for chunk in chunks:
+                parser.feed(chunk)
+                yield from parser.read_events()
+            parser.close()
+            yield from parser.read_events()
+        except ET.ParseError as err:
+            raise self._error(err) from err
+        finally:
+            chunks.close()
+
+    def _error(self, err: ET.ParseError) -> DumpError:
+        line, column = err.position
+        return DumpError(self.path, f"malformed XML ({str(err).split(':')[0]})",
+                         line=line, column=column, offset=self.bytes_read)
+
+
+def iter_pages(path) -> _Pages:
+    """Stream ``(site, page)`` pairs from a MediaWiki export; the format is recognised from the file's first bytes.
+
+    The returned object is iterable (once per ``for`` loop) and reports ``bytes_read`` (uncompressed XML).
+    """
+    return _Pages(path)
+
+
+# ----------------------------------------------------------------------------------------------- page filters
+
+def is_translation(title: str) -> bool:
+    """True for translation subpages such as ``Title/de`` or ``Title/pt-br``.
+
+    >>> is_translation("Abundant Shrine/fr"), is_translation("AC/DC"), is_translation("Route 1/zh-hans")
+    (True, False, True)
+    """
+    head, sep, tail = title.rpartition("/")
+    if not sep or not head:
+        return False
+    m = _LANG_RE.fullmatch(tail)
+    return bool(m) and m.group(1) in _LANGS
+
+
+def skip_reason(page: WikiPage, namespaces=(0,), skip_translations: bool = True) -> Optional[str]:
+    """Why a page is not an article (``"redirect"``, ``"namespace"``, ``"translation"``), or None."""
+    if page.redirect:
+        return "redirect"
+    if page.ns not in namespaces:
+        return "namespace"
+    if skip_translations and is_translation(page.title):
+        return "translation"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------- wikitext
+
+def _link(node) -> str:
+    title = str(node.title).strip()
+    visible = title.startswith(":")  # [[:Category:X]] is an inline link, not a categorisation
+    title = title.lstrip(":").strip()
+    prefix = title.split(":", 1)[0].strip().lower() if ":" in title else ""
+    if not visible and (prefix in _FILE_NS or prefix == "category" or
+                        (_LANG_RE.fullmatch(prefix) and prefix.split("-")[0] in _LANGS)):
+        return _GONE
+    if node.text is not None:
+        label = _render(node.text.nodes)
+        if label.strip():
+            return label
+        # pipe trick: [[Namespace:Foo (bar)|]] shows "Foo"
+        return re.sub(r"\s*\(.*\)$", "", title.split(":")[-1]).strip()
+    return title[1:] if title.startswith("#") else title
+
+
+def _tag(node) -> str:
+    markup = node.wiki_markup
+    name = str(node.tag).strip().lower()
+    if markup == "{|":
+        return "\n\n"  # a table is a block: dropped, and it ends the paragraph
+    if name in _DROP_TAGS:
+        return _GONE
+    if markup in ("*", "#", ";"):
+        return ""
+    if name in ("br", "hr"):
+        return "\n"
+    contents = _render(node.contents.nodes) if node.contents is not None else ""
+    if name in _HEADING_TAGS:
+        level = "=" * _HEADING_TAGS[name]
+        title = _SPACE_RE.sub(" ", contents.replace(_GONE, "")).strip()
+        return f"\n{level} {title} {level}\n" if title else _GONE
+    if node.self_closing and not contents:
+        return _GONE  # e.g. <languages/>
+    if name in _BLOCK_TAGS:
+        return f"\n{contents}\n"
+    return contents  # formatting (b, i, u, small, span, center, sup, nowiki, translate, tabs, ...): keep the text
+
+
+def _render(nodes) -> str:
+    from mwparserfromhell import nodes as n
+
+    out = []
+    for node in nodes:
+        if isinstance(node, n.Text):
+            out.append(_MAGIC_RE.sub("", node.value))
+        elif isinstance(node, n.Wikilink):
+            out.append(_link(node))
+        elif isinstance(node, n.ExternalLink):
+            out.append(_render(node.title.nodes) if node.brackets and node.title else _GONE)
+        elif isinstance(node, n.Tag) and node.wiki_markup == ":":
+            # indentation at a line start; inside a line it ends a ";" term: "; Fate : text" -> "Fate: text"
+            before = "".join(out[-2:]).replace(_GONE, "").rstrip(" ")
+            if before and not before.endswith("\n") and out:
+                out[-1] = out[-1].rstrip(" ")
+                out.append(": ")
+        elif isinstance(node, n.Tag):
+            out.append(_tag(node))
+        elif isinstance(node, n.HTMLEntity):
+            out.append(node.normalize())
+        elif isinstance(node, n.Heading):
+            title = _SPACE_RE.sub(" ", _render(node.title.nodes).replace(_GONE, "").replace("\n", " ")).strip()
+            level = "=" * node.level
+            out.append(f"{level} {title} {level}" if title else _GONE)
+        else:  # Template, Argument, Comment: dropped
+            out.append(_GONE)
+    return "".join(out)
+
+
+def _strip_tables(wikitext: str) -> str:
+    """Drop line-start ``{| ... |}`` tables (nesting counted) before parsing: they are most of the parse time.
+
+    >>> _strip_tables("a\\n{| x\\n| 1\\n{|\\n|2\\n|}\\n|}\\nb")
+    'a\\n\\nb'
+    """
+    if "{|" not in wikitext:
+        return wikitext
+    out, depth = [], 0
+    for line in wikitext.split("\n"):
+        head = line.lstrip()
+        if head.startswith("{|"):
+            if depth == 0:
+                out.append("")  # a table ends the paragraph
+            depth += 1
+        elif depth and head.startswith("|}"):
+            depth -= 1
+        elif not depth:
+            out.append(line)
+    return "\n".join(out)
+
+
+def clean_wikitext(wikitext: str) -> str:
+    """Plain prose from wikitext, headings kept as ``== Heading ==`` lines, paragraphs split by blank lines.
+
+    Dropped: templates and parser functions (infoboxes, navboxes), tables, file/image links (with captions),
+    category and interlanguage links, ``<ref>``, ``<gallery>``, ``<math>`` and similar tags, comments, magic words
+    (``__NOTOC__``), bare and numbered external links. Kept: the text of internal links (``[[a|b]]`` -> ``b``,
+    ``[[a]]`` -> ``a``), the label of external links, the inner text of formatting tags (``<small>``, ``<span>``,
+    bold, italics, ...). HTML entities are decoded; list markers removed (one item per line); a line that held only
+    dropped markup disappears entirely; runs of spaces are collapsed.
+
+    >>> clean_wikitext("{{Infobox|x=1}}\\n'''Ann''' met [[Bob Smith|Bob]].<ref>src</ref>\\n\\n== Later ==\\nShe left.")
+    'Ann met Bob.\\n\\n== Later ==\\nShe left.'
+    """
+    import mwparserfromhell
+
+    raw = _render(mwparserfromhell.parse(_strip_tables(wikitext)).nodes)
+    lines = []
+    for line in raw.split("\n"):
+        if _GONE in line and not line.replace(_GONE, "").strip():
+            continue  # the line held only removed markup: drop it with its line break
+        if _TABLE_LINE_RE.match(line):
+            continue  # rows of a table whose start a template supplied
+        line = _HTML_RE.sub("", _QUOTES_RE.sub("", line.replace(_GONE, "")))  # unbalanced tags stay as text
+        line = _LIST_RE.sub("", _SPACE_RE.sub(" ", line).strip())
+        lines.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
