@@ -86,6 +86,13 @@ def plot_recall(curve, cutoffs: Sequence[int], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def query_topics(dataset):
+    """qid, query topics. Datasets whose queries carry more fields (FANDOM-QA and SQuAD keep the gold answers)
+    give several columns and no ``query``; then their ``text`` field is the query."""
+    topics = dataset.get_topics()
+    return topics if "query" in topics.columns else dataset.get_topics("text")
+
+
 def compare(dataset, dataset_id: str, names: Sequence[str], metrics: str, out: Path, k: int,
             checkpoint: Optional[str] = None, verbose: bool = False):
     """Run the experiment for a PyTerrier dataset (corpus iter, topics, qrels); write files; return the table."""
@@ -98,7 +105,7 @@ def compare(dataset, dataset_id: str, names: Sequence[str], metrics: str, out: P
     cache = out / "cache" / dataset_id.replace("/", "--")
     systems = systems_for(dataset.get_corpus_iter, names, cache, k, checkpoint, verbose)
     # plan="tree": the TF-IDF stage shared by several systems runs once
-    res = pt.Experiment(list(systems.values()), dataset.get_topics(), dataset.get_qrels(), names=list(systems),
+    res = pt.Experiment(list(systems.values()), query_topics(dataset), dataset.get_qrels(), names=list(systems),
                         eval_metrics=measures + [ir_measures.R @ c for c in cutoffs], plan="tree", verbose=verbose)
     table = res[["name"] + [str(m) for m in measures]]
     curve = res[["name"] + [f"R@{c}" for c in cutoffs]]
