@@ -1,0 +1,38 @@
+"""Training ColBERT checkpoints: examples (:mod:`.data`), losses (:mod:`.losses`), the loop (:mod:`.trainer`),
+self-supervised pairs from unlabeled wiki passages (:mod:`.selfsup`) and the ``pfc-train`` command (:mod:`.cli`).
+
+    from pyterrier_fandom_colbert import ColBERT
+    from pyterrier_fandom_colbert.training import PRESETS, Trainer, load_collection
+
+    train = load_collection("train-v1.1.json")          # SQuAD JSON or an ir_datasets id
+    dev = load_collection("dev-v1.1.json")
+    colbert = ColBERT.from_pretrained(config=ColBERTConfig())   # fresh, over all-MiniLM-L6-v2
+    result = Trainer(colbert, PRESETS["fresh"], train, "runs/squad", dev=dev, verbose=True).train()
+    best = ColBERT.from_pretrained("runs/squad/best")
+
+Names load on first use (torch is imported only by the trainer and losses).
+"""
+from importlib import import_module
+from typing import Any
+
+_LAZY = {
+    "QAData": "data", "QPP": "data", "QQP": "data", "QPPSource": "data", "QQPSource": "data",
+    "FixedSource": "data", "from_irds": "data", "load_collection": "data", "docpair_examples": "data",
+    "tfidf_rankings": "data", "collate": "data",
+    "SelfSupConfig": "selfsup", "selfsup_collection": "selfsup", "selfsup_from_irds": "selfsup",
+    "TrainConfig": "trainer", "PRESETS": "trainer", "Trainer": "trainer", "TrainResult": "trainer",
+    "evaluate": "trainer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
+
+
+__all__ = list(_LAZY)

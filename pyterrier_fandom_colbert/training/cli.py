@@ -1,0 +1,146 @@
+"""``pfc-train``: train a ColBERT checkpoint from the command line.
+
+    pfc-train --dataset fandom-qa/sample/train --dev fandom-qa/sample/dev --out runs/sample
+    pfc-train --dataset train-v1.1.json --dev dev-v1.1.json --preset fresh --out runs/squad
+    pfc-train --selfsup fandom-qa/witcher --init runs/squad/best --dev ... --out runs/witcher-adapted
+
+Defaults are the study's settings (``--preset study``: lr 3e-6, 9 TF-IDF negatives, warm-up over the first of
+4 epochs). That learning rate suits a model already trained as ColBERT (``--init <checkpoint>``); a fresh
+projection over a sentence encoder needs about 1e-4 (``--preset fresh``). Every TrainConfig field has an option
+(``--lr``, ``--backbone-lr``, ``--negatives`` …) that overrides the preset.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+import typing
+from pathlib import Path
+from typing import List, Optional
+
+_HELP = {
+    "form": "qpp ⟨q, d+, d-…⟩ or qqp ⟨q+, q-, d+⟩", "loss": "ce (N_q-scaled cross-entropy) or mse",
+    "lr": "learning rate of the projection head", "backbone_lr": "learning rate of the encoder (default: --lr)",
+    "warmup": "warm-up fraction of all steps", "negatives": "QPP negatives per example",
+    "negative_source": "tfidf or random", "negative_depth": "sample TF-IDF negatives from this many top passages",
+    "in_batch": "score every candidate of the batch", "distill_weight": "weight of KL distillation from the "
+    "backbone as a bi-encoder (0: off)", "amp_dtype": "autocast dtype on GPU: bfloat16, float16 or none",
+    "eval_every": "optimizer steps between dev evaluations (0: every epoch)",
+}
+
+
+def _optional(tp):
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return args[0] if args else tp
+
+
+def _none_or(kind):
+    def parse(text: str):
+        return None if text.lower() == "none" else kind(text)
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .trainer import PRESETS, TrainConfig
+
+    p = argparse.ArgumentParser(prog="pfc-train", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    data = p.add_argument_group("data")
+    data.add_argument("--dataset", action="append", default=[], metavar="ID_OR_JSON",
+                      help="training questions: an ir_datasets id with queries and qrels, or a SQuAD-format .json "
+                           "(repeatable: collections are merged)")
+    data.add_argument("--selfsup", action="append", default=[], metavar="CORPUS_ID",
+                      help="also train on self-supervised pairs (title+heading, held-out sentence) from this corpus")
+    data.add_argument("--selfsup-max-passages", type=int, default=None)
+    data.add_argument("--dev", metavar="ID_OR_JSON", help="dev questions for model selection (RR@10, exhaustive)")
+    data.add_argument("--limit", type=int, help="use only the first N training questions")
+    data.add_argument("--dev-limit", type=int, help="evaluate only the first N dev questions")
+    p.add_argument("--out", required=True, help="run folder (checkpoints, best/, history.json)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--init", help="start from this ColBERT checkpoint or backbone folder (default: a fresh "
+                                  "ColBERT over all-MiniLM-L6-v2)")
+    p.add_argument("--device", help="cuda or cpu (default: cuda when available)")
+    p.add_argument("-v", "--verbose", action="store_true", help="progress bars")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="study", help="base settings (default: study)")
+    model = p.add_argument_group("fresh model (ignored with a checkpoint --init)")
+    model.add_argument("--dim", type=int, default=128)
+    model.add_argument("--query-maxlen", type=int, default=32)
+    model.add_argument("--doc-maxlen", type=int, default=180)
+    model.add_argument("--similarity", default="cosine")
+    model.add_argument("--score-query-masks", action=argparse.BooleanOptionalAction, default=True)
+    model.add_argument("--projection-init", default="orthogonal")
+    train = p.add_argument_group("training (override the preset)")
+    hints = typing.get_type_hints(TrainConfig)
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        kind = _optional(hints[f.name])
+        if kind is bool:
+            train.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=_HELP.get(f.name))
+        else:
+            parse = _none_or(kind) if kind is not hints[f.name] else kind
+            train.add_argument(flag, type=parse, default=None, help=_HELP.get(f.name))
+    return p
+
+
+def _load_data(args):
+    from .data import QAData, load_collection
+    from .selfsup import SelfSupConfig, selfsup_from_irds
+
+    if not args.dataset and not args.selfsup:
+        raise SystemExit("pfc-train: give training data with --dataset and/or --selfsup")
+    parts = [load_collection(s).limit(args.limit) for s in args.dataset]
+    parts += [selfsup_from_irds(s, SelfSupConfig(max_passages=args.selfsup_max_passages)) for s in args.selfsup]
+    dev = load_collection(args.dev).limit(args.dev_limit) if args.dev else None
+    return QAData.concat(parts), dev
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from ..colbert import ColBERT
+    from ..config import ColBERTConfig
+    from ..model import is_checkpoint
+    from .trainer import PRESETS, Trainer
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(PRESETS["study"])
+                 if getattr(args, f.name) is not None}
+    config = PRESETS[args.preset].replace(**overrides)
+    train, dev = _load_data(args)
+    if args.init and is_checkpoint(args.init):
+        colbert = ColBERT.from_pretrained(args.init, device=args.device, verbose=args.verbose)
+    else:
+        cb = ColBERTConfig(query_maxlen=args.query_maxlen, doc_maxlen=args.doc_maxlen, dim=args.dim,
+                           similarity=args.similarity, score_query_masks=args.score_query_masks,
+                           projection_init=args.projection_init)
+        colbert = ColBERT.from_pretrained(args.init, config=cb, seed=config.seed, device=args.device,
+                                          verbose=args.verbose)
+    print(f"training on {len(train.pairs())} (question, passage) pairs, {len(train.docnos)} passages; "
+          f"device {colbert.device.type}; {json.dumps(config.to_dict(), sort_keys=True)}", flush=True)
+    trainer = Trainer(colbert, config, train, args.out, dev=dev, resume=args.resume, verbose=args.verbose)
+    result = trainer.train()
+    summary = {"start": result.start, "best": result.best, "best_step": result.best_step, "steps": result.steps,
+               "train_seconds": round(result.seconds, 1),
+               "pairs_per_second": round(result.examples_per_second, 2), "device": colbert.device.type}
+    out = Path(args.out) / "result.json"
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=2))
+    tmp.replace(out)
+    if result.start is not None:
+        print(f"dev {_metric(result.start)} at the start; best {_metric(result.best)} at step {result.best_step} "
+              f"of {result.steps}")
+        if result.best_step == 0:
+            print("warning: no trained checkpoint beat the starting model; best/ holds the start", file=sys.stderr)
+    print(f"trained {result.steps} steps in {result.seconds:.1f} s ({result.examples_per_second:.1f} pairs/s); "
+          f"best checkpoint: {Path(args.out) / 'best'}")
+    return 0
+
+
+def _metric(m) -> str:
+    return ", ".join(f"{k} {v:.4f}" for k, v in m.items())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,450 @@
+"""The training loop: AdamW, linear warm-up then linear decay, gradient accumulation, mixed precision on GPU,
+periodic dev evaluation with best-checkpoint keeping, and exact resumption from a run folder.
+
+A run folder holds::
+
+    train_config.json         the TrainConfig
+    trainer_state.pt          step, optimizer, AMP scaler, RNG states, history; names the latest checkpoint
+    checkpoints/step-NNNNNNN/ the latest weights (a ColBERT checkpoint; written before the state that names it)
+    best/                     the checkpoint with the best dev RR@10 so far (the start counts too)
+    history.json              loss and dev metrics at every evaluation
+    tfidf/                    the TF-IDF index of the training corpus (TF-IDF negatives only)
+
+Every checkpoint is what :meth:`ColBERT.from_pretrained` loads. The examples of each epoch depend on
+``(seed, epoch)`` only (see :mod:`.data`), so a resumed run takes exactly the steps an uninterrupted one would.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from .data import Batch, QAData, QPPSource, QQPSource, collate, tfidf_rankings
+from .losses import LOSSES, aligned_scores, cross_entropy, kl_distillation, mse_to_targets, pairwise_scores
+
+CONFIG_FILE = "train_config.json"
+STATE_FILE = "trainer_state.pt"
+HISTORY_FILE = "history.json"
+METRIC = "RR@10"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training settings; the defaults are the study's (SPEC section 3). A fresh projection needs ``lr`` near
+    1e-4 (``PRESETS["fresh"]``): the study's 3e-6 suits a model already trained as ColBERT."""
+
+    form: str = "qpp"                     # "qpp" ⟨q, d+, d-…⟩ or "qqp" ⟨q+, q-, d+⟩
+    loss: str = "ce"                      # "ce" (N_q-scaled cross-entropy) or "mse" (cosine MaxSim → 1 / 0)
+    lr: float = 3e-6                      # projection (the head)
+    backbone_lr: Optional[float] = None   # encoder incl. marker embeddings; None = lr
+    weight_decay: float = 0.01            # not on biases and LayerNorm weights
+    warmup: float = 0.25                  # fraction of all steps (the study: the first epoch of 4)
+    epochs: int = 4
+    max_steps: Optional[int] = None       # stop earlier than ``epochs`` (optimizer steps)
+    batch_size: int = 32                  # examples per forward pass
+    grad_accumulation: int = 1            # forward passes per optimizer step
+    negatives: int = 9                    # QPP negatives per example
+    negative_source: str = "tfidf"        # "tfidf" (top ``negative_depth`` minus positives) or "random"
+    negative_depth: int = 10
+    in_batch: bool = False                # also score every other candidate of the batch
+    distill_weight: float = 0.0           # + weight · KL(bi-encoder teacher ‖ student)
+    distill_temperature: float = 0.05     # teacher cosine / T
+    seed: int = 0
+    amp_dtype: Optional[str] = "bfloat16"  # autocast dtype on CUDA ("bfloat16", "float16", None); CPU is fp32
+    dropout: float = 0.1                  # every dropout of the backbone
+    max_grad_norm: Optional[float] = 1.0
+    eval_every: int = 0                   # optimizer steps between dev evaluations (0: every epoch)
+    eval_k: int = 10
+
+    def __post_init__(self) -> None:
+        checks = [(self.form in ("qpp", "qqp"), f"form={self.form!r}; expected 'qpp' or 'qqp'"),
+                  (self.loss in LOSSES, f"loss={self.loss!r}; expected one of {LOSSES}"),
+                  (self.negative_source in ("tfidf", "random"),
+                   f"negative_source={self.negative_source!r}; expected 'tfidf' or 'random'"),
+                  (self.amp_dtype in (None, "bfloat16", "float16"),
+                   f"amp_dtype={self.amp_dtype!r}; expected 'bfloat16', 'float16' or None"),
+                  (self.lr > 0 and (self.backbone_lr is None or self.backbone_lr >= 0), "lr must be > 0"),
+                  (0 <= self.warmup < 1, f"warmup={self.warmup}; expected a fraction in [0, 1)"),
+                  (self.epochs >= 1 and self.batch_size >= 1 and self.grad_accumulation >= 1,
+                   "epochs, batch_size and grad_accumulation must be >= 1"),
+                  (self.form == "qqp" or self.negatives >= 1 or self.in_batch,
+                   "QPP needs negatives >= 1 or in_batch=True (else there is nothing to rank against)"),
+                  (0 <= self.dropout < 1, f"dropout={self.dropout}; expected [0, 1)")]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def save(self, folder: Union[str, Path]) -> None:
+        _write_text(Path(folder) / CONFIG_FILE, json.dumps(self.to_dict(), indent=2, sort_keys=True))
+
+    @classmethod
+    def load(cls, folder: Union[str, Path]) -> "TrainConfig":
+        return cls(**json.loads((Path(folder) / CONFIG_FILE).read_text()))
+
+
+#: "study": the paper's settings; "fresh": what a new projection over a sentence encoder needs (the pilot's)
+PRESETS = {
+    "study": TrainConfig(),
+    "fresh": TrainConfig(lr=1e-4, backbone_lr=3e-5, warmup=0.1, negatives=1, in_batch=True),
+}
+
+
+def lr_factor(step: int, total: int, warmup_steps: int) -> float:
+    """Multiplier of the base learning rate at optimizer step ``step`` (0-based): linear warm-up, linear decay.
+
+    >>> [round(lr_factor(s, 10, 4), 3) for s in range(10)]
+    [0.25, 0.5, 0.75, 1.0, 1.0, 0.833, 0.667, 0.5, 0.333, 0.167]
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    return max(0.0, (total - step) / max(1, total - warmup_steps))
+
+
+def ranking_metrics(top: np.ndarray, docnos: Sequence[str], qids: Sequence[str], qrels: Dict[str, Sequence[str]],
+                    k: Optional[int] = None) -> Dict[str, float]:
+    """RR@k, R@1 and R@k from the top document indices per query (``top [nq, ≤k]``, best first).
+
+    >>> ranking_metrics(np.array([[1, 0], [0, 1]]), ["a", "b"], ["q1", "q2"], {"q1": ["a"], "q2": ["c"]})
+    {'RR@2': 0.25, 'R@1': 0.0, 'R@2': 0.5}
+    """
+    k = k or top.shape[1]
+    rr, r1, rk = [], [], []
+    for qid, row in zip(qids, top):
+        rel = set(qrels[qid])
+        hits = [docnos[i] in rel for i in row]
+        rr.append(next((1.0 / (r + 1) for r, h in enumerate(hits) if h), 0.0))
+        r1.append(sum(hits[:1]) / len(rel))
+        rk.append(sum(hits) / len(rel))
+    return {f"RR@{k}": float(np.mean(rr)), "R@1": float(np.mean(r1)), f"R@{k}": float(np.mean(rk))}
+
+
+def evaluate(colbert, dev: QAData, k: int = 10, query_chunk: int = 64) -> Dict[str, float]:
+    """Exhaustive MaxSim of every dev question against every dev passage (small corpora) → RR@k, R@1, R@k."""
+    was_training = colbert.model.training
+    colbert.model.eval()
+    try:
+        qids = sorted(dev.qrels)
+        docnos = list(dev.docnos)
+        q, qm = colbert.encode_queries([dev.queries[x] for x in qids])
+        scores = torch.full((len(qids), len(docnos)), float("-inf"))
+        for batch in colbert.doc_batches([dev.docs[d] for d in docnos]):
+            pos = torch.as_tensor(batch.positions)
+            for a in range(0, len(qids), query_chunk):
+                s = pairwise_scores(q[a:a + query_chunk], qm[a:a + query_chunk], batch.embs.float(), batch.mask,
+                                    colbert.config.similarity, colbert.config.reduction)
+                scores[a:a + query_chunk, pos] = s.cpu()
+        top = scores.topk(min(k, len(docnos)), dim=1).indices.numpy()
+        return ranking_metrics(top, docnos, qids, dev.qrels, k)
+    finally:
+        colbert.model.train(was_training)
+
+
+class BiEncoderTeacher:
+    """The backbone as a frozen sentence encoder (mean-pooled, normalised; all-MiniLM-L6-v2's own use): its
+    cosine scores are the distillation targets."""
+
+    def __init__(self, colbert):
+        import copy
+
+        self.net = copy.deepcopy(colbert.model.backbone).eval().requires_grad_(False)
+        self.hf, self.device = colbert.tokenizer.hf, colbert.device
+
+    @torch.no_grad()
+    def _embed(self, texts: List[str], max_length: int) -> torch.Tensor:
+        enc = self.hf(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        enc = {n: t.to(self.device) for n, t in enc.items() if n in ("input_ids", "attention_mask")}
+        hidden = self.net(**enc).last_hidden_state.float()
+        mask = enc["attention_mask"].unsqueeze(-1).float()
+        return torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1).clamp_min(1), dim=-1)
+
+    def __call__(self, queries: List[str], docs: List[str]) -> torch.Tensor:
+        return self._embed(queries, 64) @ self._embed(docs, 256).T
+
+
+@dataclass
+class TrainResult:
+    start: Optional[Dict[str, float]]
+    best: Optional[Dict[str, float]]
+    best_step: Optional[int]
+    steps: int
+    seconds: float
+    examples_per_second: float
+    history: List[Dict[str, Any]] = field(default_factory=list)
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+class Trainer:
+    """Trains ``colbert`` (a :class:`~pyterrier_fandom_colbert.colbert.ColBERT`, changed in place) on ``train``,
+    writing checkpoints to ``out``. ``source`` overrides the examples ``config`` would make (e.g. docpairs).
+    An ``out`` folder holding a run is refused unless ``resume=True``, which continues it exactly."""
+
+    def __init__(self, colbert, config: TrainConfig, train: QAData, out: Union[str, Path],
+                 dev: Optional[QAData] = None, source=None, resume: bool = False, verbose: bool = False):
+        self.colbert, self.config, self.data, self.dev = colbert, config, train, dev
+        self.out, self.verbose, self.resume = Path(out), verbose, resume
+        if (self.out / STATE_FILE).exists() and not resume:
+            raise FileExistsError(f"{self.out} already holds a training run; pass resume=True (--resume) to "
+                                  "continue it, or choose another folder")
+        self.source = source or self._default_source()
+        self.device = colbert.device
+        self.model = colbert.model
+        for module in self.model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = config.dropout
+        self.teacher = BiEncoderTeacher(colbert) if config.distill_weight > 0 else None
+        self.optimizer = self._optimizer()
+        use_amp = self.device.type == "cuda" and config.amp_dtype is not None
+        self.amp = getattr(torch, config.amp_dtype) if use_amp else None
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp == torch.float16 else None
+        n_examples = len(self.source.epoch(0))
+        batches = math.ceil(n_examples / config.batch_size)
+        self.steps_per_epoch = math.ceil(batches / config.grad_accumulation)
+        self.total_steps = config.epochs * self.steps_per_epoch
+        if config.max_steps is not None:
+            self.total_steps = min(self.total_steps, config.max_steps)
+        self.warmup_steps = round(config.warmup * self.total_steps)
+        self.step, self.history, self.best, self.start = 0, [], None, None
+        self.seconds, self.examples = 0.0, 0
+        self._epoch_cache: Dict[int, List[List[Any]]] = {}
+
+    # -- setup ---------------------------------------------------------------------------------------------
+    def _default_source(self):
+        c = self.config
+        if c.form == "qqp":
+            return QQPSource(self.data, seed=c.seed)
+        rankings = None
+        if c.negative_source == "tfidf" and c.negatives:
+            self.out.mkdir(parents=True, exist_ok=True)
+            rankings = tfidf_rankings(self.data, self.out / "tfidf", c.negative_depth, verbose=self.verbose)
+        return QPPSource(self.data, c.negatives, c.seed, rankings, c.negative_depth)
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        c = self.config
+        groups: Dict[tuple, List[torch.nn.Parameter]] = {}
+        for name, p in self.model.named_parameters():
+            head = name.startswith("projection.")
+            decay = not (name.endswith(".bias") or "LayerNorm" in name or "layer_norm" in name)
+            groups.setdefault((head, decay), []).append(p)
+        params = [{"params": ps, "lr": c.lr if head else (c.backbone_lr if c.backbone_lr is not None else c.lr),
+                   "weight_decay": c.weight_decay if decay else 0.0} for (head, decay), ps in sorted(groups.items())]
+        for g in params:
+            g["base_lr"] = g["lr"]
+        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
+
+    def _batches(self, epoch: int) -> List[List[Any]]:
+        if epoch not in self._epoch_cache:
+            examples = self.source.epoch(epoch)
+            order = np.random.default_rng([self.config.seed, epoch, 1]).permutation(len(examples))
+            bs = self.config.batch_size
+            self._epoch_cache = {epoch: [[examples[i] for i in order[a:a + bs]] for a in range(0, len(order), bs)]}
+        return self._epoch_cache[epoch]
+
+    # -- one step ------------------------------------------------------------------------------------------
+    def _encode(self, tokenized):
+        ids = torch.as_tensor(tokenized.input_ids, device=self.device)
+        attn = torch.as_tensor(tokenized.attention_mask, device=self.device)
+        with torch.autocast(self.device.type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
+            embs = self.model(ids, attn)
+        return embs.float(), torch.as_tensor(tokenized.score_mask, device=self.device)
+
+    def loss(self, batch: Batch) -> torch.Tensor:
+        """The configured loss of one batch (the model's current mode decides whether dropout applies)."""
+        cfg = self.colbert.config
+        q, qm = self._encode(self.colbert.tokenizer.queries(batch.queries))
+        d, dm = self._encode(self.colbert.tokenizer.documents(batch.docs))
+        sim, red = cfg.similarity, cfg.reduction
+        if self.config.in_batch:
+            scores = pairwise_scores(q, qm, d, dm, sim, red)           # [queries, docs]
+            if batch.form == "qqp":
+                scores = scores.T                                      # rows: documents ranking queries
+        elif batch.form == "qpp":
+            g = batch.group
+            scores = aligned_scores(q, qm, d.view(len(q), g, *d.shape[1:]), dm.view(len(q), g, -1), sim, red)
+        else:
+            scores = _qqp_aligned(q, qm, d, dm, sim, red)             # [docs, (q+, q-)]
+        labels = torch.as_tensor(batch.labels, device=self.device)
+        valid = torch.as_tensor(batch.valid, device=self.device)
+        scale = float(cfg.query_maxlen) if red == "mean" else 1.0
+        if self.config.loss == "ce":
+            total = cross_entropy(scores, labels, valid, scale)
+        else:
+            total = mse_to_targets(scores, labels, valid)
+        if self.teacher is not None:
+            teacher = self.teacher(batch.queries, batch.docs)
+            teacher = _like_scores(teacher, batch, self.config.in_batch)
+            total = total + self.config.distill_weight * kl_distillation(
+                scores, teacher, valid, scale, self.config.distill_temperature)
+        return total
+
+    def optimizer_step(self, micro: List[List[Any]]) -> float:
+        """One optimizer step over the given micro-batches of examples (gradients accumulated); the mean loss."""
+        c = self.config
+        for g in self.optimizer.param_groups:
+            g["lr"] = g["base_lr"] * lr_factor(self.step, self.total_steps, self.warmup_steps)
+        total = 0.0
+        for examples in micro:
+            loss = self.loss(collate(examples, self.source_data, c.in_batch)) / len(micro)
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            total += float(loss.detach())
+            self.examples += len(examples)
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        if c.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        return total
+
+    @property
+    def source_data(self) -> QAData:
+        return getattr(self.source, "data", self.data)
+
+    # -- run -----------------------------------------------------------------------------------------------
+    def train(self) -> TrainResult:
+        from ..progress import progress
+
+        if self.resume and (self.out / STATE_FILE).exists():
+            self._load_state()
+        else:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.config.save(self.out)
+            torch.manual_seed(self.config.seed)
+            if self.dev is not None:
+                self._evaluate(loss=None)
+        self.model.train()
+        bar = progress(total=self.total_steps - self.step, desc="training", unit="step", enabled=self.verbose)
+        losses: List[float] = []
+        try:
+            while self.step < self.total_steps:
+                epoch, k = divmod(self.step, self.steps_per_epoch)
+                acc = self.config.grad_accumulation
+                micro = self._batches(epoch)[k * acc:(k + 1) * acc]
+                started = time.perf_counter()
+                losses.append(self.optimizer_step(micro))
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize()
+                self.seconds += time.perf_counter() - started
+                bar.update(1)
+                bar.set_postfix(loss=f"{losses[-1]:.4f}", epoch=epoch)
+                every = self.config.eval_every or self.steps_per_epoch
+                if self.step % every == 0 or self.step == self.total_steps:
+                    self._evaluate(loss=float(np.mean(losses)))
+                    losses = []
+        finally:
+            bar.close()
+            self.model.eval()
+            self.colbert._fingerprint = None  # the weights changed; ColBERT caches its fingerprint
+        best = self.best or {}
+        return TrainResult(self.start, best.get("metrics"), best.get("step"), self.step, self.seconds,
+                           self.examples / self.seconds if self.seconds else 0.0, list(self.history))
+
+    def _evaluate(self, loss: Optional[float]) -> None:
+        """Dev metrics (if any), history, best checkpoint, latest checkpoint and state, in that order."""
+        entry: Dict[str, Any] = {"step": self.step, "epoch": self.step / self.steps_per_epoch, "loss": loss,
+                                 "train_seconds": round(self.seconds, 3), "examples": self.examples}
+        self.colbert._fingerprint = None
+        if self.dev is not None:
+            metrics = evaluate(self.colbert, self.dev, self.config.eval_k)
+            entry["dev"] = metrics
+            if self.step == 0:
+                self.start = metrics
+            if self.best is None or metrics[METRIC] > self.best["metrics"][METRIC]:
+                self.best = {"step": self.step, "metrics": metrics}
+                self._save(self.out / "best")
+        elif self.step == self.total_steps:
+            self.best = {"step": self.step, "metrics": None}
+            self._save(self.out / "best")
+        self.history.append(entry)
+        if self.step > 0:
+            self._save_state()
+        _write_text(self.out / HISTORY_FILE, json.dumps(self.history, indent=1))
+
+    def _save(self, folder: Path) -> None:
+        from ..model import _quiet_transformers
+
+        with _quiet_transformers():  # no "Writing model shards" bar per checkpoint
+            self.colbert.save_pretrained(folder)
+
+    def _save_state(self) -> None:
+        name = f"checkpoints/step-{self.step:07d}"
+        self._save(self.out / name)
+        state = {"step": self.step, "checkpoint": name, "optimizer": self.optimizer.state_dict(),
+                 "scaler": self.scaler.state_dict() if self.scaler else None, "rng_cpu": torch.get_rng_state(),
+                 "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                 "history": json.dumps(self.history), "best": json.dumps(self.best), "start": json.dumps(self.start),
+                 "seconds": self.seconds, "examples": self.examples}
+        tmp = self.out / (STATE_FILE + ".tmp")
+        torch.save(state, tmp)
+        tmp.replace(self.out / STATE_FILE)
+        for old in (self.out / "checkpoints").iterdir():
+            if old.name != name.split("/")[1]:
+                shutil.rmtree(old)
+
+    def _load_state(self) -> None:
+        from .. import model as m
+
+        saved = TrainConfig.load(self.out)
+        if saved != self.config:
+            diff = {k: (v, getattr(self.config, k)) for k, v in saved.to_dict().items() if getattr(self.config, k) != v}
+            raise ValueError(f"{self.out}: cannot resume with different settings (saved, given): {diff}")
+        state = torch.load(self.out / STATE_FILE, weights_only=True)
+        net, _ = m.load(self.out / state["checkpoint"])
+        self.model.load_state_dict(net.state_dict())
+        self.optimizer.load_state_dict(state["optimizer"])
+        for g in self.optimizer.param_groups:
+            g.setdefault("base_lr", g["lr"])
+        if self.scaler and state["scaler"]:
+            self.scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["rng_cpu"])
+        if state["rng_cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng_cuda"])
+        self.step, self.seconds, self.examples = state["step"], state["seconds"], state["examples"]
+        self.history, self.best = json.loads(state["history"]), json.loads(state["best"])
+        self.start = json.loads(state["start"])
+
+
+def _qqp_aligned(q, qm, d, dm, sim, red) -> torch.Tensor:
+    """``[B, 2]``: S(q+_i, d_i), S(q-_i, d_i) with queries interleaved ``[q+_1, q-_1, q+_2, …]``."""
+    from ..scoring import maxsim
+
+    n = len(d)
+    return maxsim(q.view(n, 2, *q.shape[1:]), d[:, None], qm.view(n, 2, -1), dm[:, None], sim, red)
+
+
+def _like_scores(full: torch.Tensor, batch: Batch, in_batch: bool) -> torch.Tensor:
+    """The teacher's all-pairs ``[queries, docs]`` matrix cut to the student's score layout."""
+    if batch.form == "qqp":
+        full = full.T                                                    # [docs, queries]
+        if in_batch:
+            return full
+        rows = torch.arange(full.shape[0], device=full.device)
+        return torch.stack([full[rows, 2 * rows], full[rows, 2 * rows + 1]], dim=1)
+    if in_batch:
+        return full
+    g = batch.group
+    cols = torch.arange(full.shape[0], device=full.device)[:, None] * g + torch.arange(g, device=full.device)
+    return full.gather(1, cols)

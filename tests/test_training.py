@@ -1,0 +1,243 @@
+"""Training: losses go down, QQP negatives, in-batch masks, exact resumption, checkpoints, self-supervised pairs."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.training import data as D
+from pyterrier_fandom_colbert.training.losses import cross_entropy, pairwise_scores
+from pyterrier_fandom_colbert.training.selfsup import SelfSupConfig, selfsup_collection
+from pyterrier_fandom_colbert.training.trainer import PRESETS, STATE_FILE, Trainer, TrainConfig, evaluate
+
+TINY = dict(dim=16, query_maxlen=12, doc_maxlen=40)
+PLACES = ["Vel Amara", "Ørnvik", "Emberfall", "Dunmere", "Kaldor", "Sunspire", "Greywater", "Halvard"]
+THINGS = ["castle", "blade", "crown", "bridge", "library", "harbour"]
+
+
+def _collection(n_docs=12, per_doc=2) -> D.QAData:
+    """Hand-made passages, each answering ``per_doc`` questions."""
+    docs, queries, qrels = {}, {}, {}
+    for i in range(n_docs):
+        place, thing = PLACES[i % len(PLACES)], THINGS[i % len(THINGS)]
+        docs[f"d{i}"] = (f"The {thing} of {place} was built in year {100 + i} by the river folk. "
+                         f"Travellers say the {thing} still stands beside the old road to {place}.")
+        for j in range(per_doc):
+            qid = f"q{i}-{j}"
+            queries[qid] = f"who built the {thing} of {place}" if j == 0 else f"when was the {place} {thing} built"
+            qrels[qid] = (f"d{i}",)
+    return D.QAData(queries, qrels, docs)
+
+
+@pytest.fixture()
+def colbert(tiny_bert_dir):
+    return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(**TINY), device="cpu")
+
+
+def _config(**kw) -> TrainConfig:
+    base = dict(lr=5e-3, backbone_lr=5e-3, warmup=0.0, epochs=1, batch_size=4, negatives=2,
+                negative_source="random", in_batch=False, seed=0, eval_every=0)
+    return TrainConfig(**{**base, **kw})
+
+
+# -- losses decrease ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("form,loss,in_batch", [("qpp", "ce", False), ("qpp", "ce", True), ("qqp", "ce", False),
+                                                ("qqp", "ce", True), ("qpp", "mse", False), ("qqp", "mse", False)])
+def test_one_step_lowers_the_loss_on_a_fixed_batch(colbert, tmp_path, form, loss, in_batch):
+    data = _collection()
+    trainer = Trainer(colbert, _config(form=form, loss=loss, in_batch=in_batch), data, tmp_path / "run")
+    examples = trainer.source.epoch(0)[:6]
+    batch = D.collate(examples, data, in_batch)
+    colbert.model.eval()  # no dropout: the loss is a function of the weights only
+    with torch.no_grad():
+        before = float(trainer.loss(batch))
+    trainer.optimizer_step([examples])
+    with torch.no_grad():
+        after = float(trainer.loss(batch))
+    assert after < before - 1e-4, (before, after)
+
+
+def test_qqp_cross_entropy_is_ce_over_the_two_queries():
+    from pyterrier_fandom_colbert.training.losses import qqp_cross_entropy
+
+    pos, neg = torch.tensor([0.3, 0.8, -0.1]), torch.tensor([0.5, 0.1, -0.2])
+    pair = cross_entropy(torch.stack([pos, neg], 1), torch.zeros(3, dtype=torch.long), scale=32.0)
+    assert torch.allclose(qqp_cross_entropy(pos, neg, scale=32.0), pair)
+
+
+def test_pairwise_scores_match_one_pair_at_a_time():
+    from pyterrier_fandom_colbert.scoring import maxsim
+
+    g = torch.Generator().manual_seed(0)
+    q, d = torch.randn(3, 5, 4, generator=g), torch.randn(4, 7, 4, generator=g)
+    qm, dm = torch.rand(3, 5, generator=g) > 0.3, torch.rand(4, 7, generator=g) > 0.3
+    qm[:, 0], dm[:, 0] = True, True
+    full = pairwise_scores(q, qm, d, dm)
+    for i in range(3):
+        for j in range(4):
+            one = maxsim(q[i:i + 1], d[j:j + 1], qm[i:i + 1], dm[j:j + 1])
+            assert torch.allclose(full[i, j], one[0], atol=1e-6)
+
+
+# -- examples ------------------------------------------------------------------------------------------------
+
+def test_qqp_negative_queries_never_come_from_the_positive_passage():
+    rng = np.random.default_rng(1)
+    for trial in range(20):
+        n_docs = int(rng.integers(2, 9))
+        qrels = {f"q{k}": (f"d{int(rng.integers(n_docs))}",) for k in range(int(rng.integers(3, 30)))}
+        if len({d for v in qrels.values() for d in v}) < 2:
+            continue
+        data = D.QAData({q: q for q in qrels}, qrels, {f"d{i}": "x" for i in range(n_docs)})
+        source = D.QQPSource(data, seed=trial)
+        negs = []
+        for epoch in range(5):
+            examples = source.epoch(epoch)
+            assert len(examples) == len(qrels)
+            for e in examples:
+                assert e.docno in data.qrels[e.qid]
+                assert e.docno not in data.qrels[e.neg_qid], "a negative question from the positive's own passage"
+            negs.append([e.neg_qid for e in examples])
+        assert source.epoch(3) == source.epoch(3), "an epoch's examples depend on (seed, epoch) only"
+
+
+def test_qpp_negatives_come_from_the_ranking_minus_positives():
+    data = _collection(n_docs=10, per_doc=1)
+    rankings = {q: [data.qrels[q][0], "d9", "d8", "d7", "d6"] for q in data.qrels}
+    for e in D.QPPSource(data, negatives=2, rankings=rankings, depth=3).epoch(0):
+        assert e.positive not in e.negatives and len(set(e.negatives)) == 2
+        allowed = [d for d in ["d9", "d8", "d7", "d6"] if d != e.positive][:3]  # the 3 best non-answers
+        assert set(e.negatives) <= set(allowed)
+
+
+def test_tfidf_rankings_put_the_answering_passage_first(tmp_path):
+    data = _collection(n_docs=8, per_doc=1)
+    ranked = D.tfidf_rankings(data, tmp_path / "tfidf", depth=3)
+    assert all(ranked[q][0] == data.qrels[q][0] for q in ["q0-0", "q3-0"])
+    for e in D.QPPSource(data, negatives=1, rankings=ranked, depth=3).epoch(0):
+        assert e.negatives[0] in ranked[e.qid][:4] and e.negatives[0] != e.positive
+
+
+def test_in_batch_mask_hides_other_answers_of_the_same_question():
+    data = D.QAData({"a": "qa", "b": "qb"}, {"a": ("d1", "d2"), "b": ("d2",)}, {"d1": "x", "d2": "y", "d3": "z"})
+    batch = D.collate([D.QPP("a", "d1", ("d3",)), D.QPP("b", "d2", ("d3",))], data, in_batch=True)
+    assert batch.docs == ["x", "z", "y", "z"] and list(batch.labels) == [0, 2]
+    # row a: d2 (column 2) also answers a, so it must not count as a negative; row b: d1 is a fair negative
+    assert batch.valid.tolist() == [[True, True, False, True], [True, True, True, True]]
+
+
+# -- checkpoints and resumption --------------------------------------------------------------------------
+
+class _Interrupted(Exception):
+    pass
+
+
+class _StopAfter(Trainer):
+    stop_at = 2
+
+    def _save_state(self):
+        super()._save_state()
+        if self.step == self.stop_at:
+            raise _Interrupted
+
+
+def test_resume_takes_the_same_steps_as_an_uninterrupted_run(tiny_bert_dir, tmp_path):
+    data = _collection(n_docs=8, per_doc=2)  # 16 examples / batch 4 = 4 steps
+    cfg = _config(eval_every=1, dropout=0.1, lr=1e-3, backbone_lr=5e-4, warmup=0.25)
+
+    def fresh():
+        return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(**TINY), device="cpu")
+
+    whole = Trainer(fresh(), cfg, data, tmp_path / "whole").train()
+    with pytest.raises(_Interrupted):
+        _StopAfter(fresh(), cfg, data, tmp_path / "cut").train()
+    with pytest.raises(FileExistsError):
+        Trainer(fresh(), cfg, data, tmp_path / "cut")
+    with pytest.raises(ValueError, match="different settings"):
+        Trainer(fresh(), cfg.replace(lr=2e-3), data, tmp_path / "cut", resume=True).train()
+    resumed = Trainer(fresh(), cfg, data, tmp_path / "cut", resume=True).train()
+    assert [h["step"] for h in resumed.history] == [1, 2, 3, 4]
+    np.testing.assert_allclose([h["loss"] for h in resumed.history], [h["loss"] for h in whole.history],
+                               rtol=1e-5)
+    assert [p.name for p in (tmp_path / "cut" / "checkpoints").iterdir()] == ["step-0000004"]
+
+
+def test_trainer_checkpoint_loads_and_scores_like_the_trained_model(colbert, tmp_path):
+    data = _collection()
+    dev = data.limit(6)
+    result = Trainer(colbert, _config(max_steps=3, eval_every=3), data, tmp_path / "run", dev=dev).train()
+    assert result.steps == 3 and result.start is not None
+    assert (tmp_path / "run" / STATE_FILE).exists()
+    frame = pd.DataFrame([{"qid": "1", "query": "who built the castle of Vel Amara", "docno": d, "text": data.docs[d]}
+                          for d in ["d0", "d1", "d2"]])
+    loaded = pfc.ColBERT.from_pretrained(tmp_path / "run" / "checkpoints" / "step-0000003", device="cpu")
+    np.testing.assert_allclose(loaded.text_scorer()(frame)["score"], colbert.text_scorer()(frame)["score"],
+                               atol=1e-5)
+    best = pfc.ColBERT.from_pretrained(tmp_path / "run" / "best", device="cpu")
+    assert evaluate(best, dev) == result.best
+    assert TrainConfig.load(tmp_path / "run") == _config(max_steps=3, eval_every=3)
+
+
+def test_evaluate_matches_a_brute_force_ranking(colbert):
+    data = _collection(n_docs=6, per_doc=1)
+    metrics = evaluate(colbert, data, k=3)
+    scorer = colbert.text_scorer()
+    rr = []
+    for qid in sorted(data.qrels):
+        frame = pd.DataFrame([{"qid": qid, "query": data.queries[qid], "docno": d, "text": t}
+                              for d, t in data.docs.items()])
+        ranked = list(scorer(frame)["docno"])[:3]
+        rr.append(next((1 / (r + 1) for r, d in enumerate(ranked) if d in data.qrels[qid]), 0.0))
+    assert metrics["RR@3"] == pytest.approx(np.mean(rr))
+
+
+def test_config_validation_and_presets():
+    assert PRESETS["study"].lr == 3e-6 and PRESETS["study"].negatives == 9
+    assert PRESETS["fresh"].lr == 1e-4 and PRESETS["fresh"].in_batch
+    with pytest.raises(ValueError, match="form='pairs'"):
+        TrainConfig(form="pairs")
+    with pytest.raises(ValueError, match="warmup"):
+        TrainConfig(warmup=1.5)
+
+
+# -- self-supervised pairs and the command line ----------------------------------------------------------
+
+def test_selfsup_pairs_hold_out_a_sentence_and_strip_headings():
+    passages = [{"docno": "w-1-0", "title": "Orrin", "section": "Trivia",
+                 "text": "Trivia. Orrin forged the silver blade. He was left-handed all his life. "
+                         "His hammer is kept in Dunmere today."},
+                {"docno": "w-1-1", "title": "Orrin", "section": "Trivia", "text": "Trivia. Orrin disliked rain."}]
+    data = selfsup_collection(passages, SelfSupConfig(seed=3, min_query_words=3))
+    heading = "h:Orrin\x1fTrivia"
+    assert data.queries[heading] == "Orrin Trivia"
+    assert data.qrels[heading] == ("w-1-0#h", "w-1-1#h")
+    assert data.docs["w-1-1#h"] == "Orrin disliked rain."
+    (doc,) = data.qrels["s:w-1-0"]
+    sentence = data.queries["s:w-1-0"]
+    assert sentence in passages[0]["text"] and sentence not in data.docs[doc]
+    assert len(data.docs[doc].split()) + len(sentence.split()) == len(passages[0]["text"].split()) - 1
+    assert "s:w-1-1" not in data.qrels, "a one-sentence passage cannot give a sentence away"
+
+
+def test_cli_trains_on_a_squad_file(tiny_bert_dir, tmp_path, capsys):
+    from pyterrier_fandom_colbert.training.cli import main
+
+    data = _collection(n_docs=6, per_doc=2)
+    paragraphs = [{"context": data.docs[f"d{i}"],
+                   "qas": [{"id": f"q{i}-{j}", "question": data.queries[f"q{i}-{j}"],
+                            "answers": [{"text": "river folk", "answer_start": data.docs[f"d{i}"].index("river folk")}]}
+                           for j in range(2)]} for i in range(6)]
+    squad = tmp_path / "tiny-squad.json"
+    squad.write_text(json.dumps({"data": [{"title": "Places", "paragraphs": paragraphs}]}))
+    out = tmp_path / "run"
+    code = main(["--dataset", str(squad), "--dev", str(squad), "--dev-limit", "4", "--out", str(out),
+                 "--init", tiny_bert_dir, "--dim", "16", "--query-maxlen", "12", "--doc-maxlen", "40",
+                 "--preset", "fresh", "--batch-size", "4", "--max-steps", "2", "--negatives", "1"])
+    assert code == 0
+    summary = json.loads((out / "result.json").read_text())
+    assert summary["steps"] == 2 and set(summary["start"]) == {"RR@10", "R@1", "R@10"}
+    assert pfc.ColBERT.from_pretrained(out / "best").config.dim == 16
+    assert "at the start; best" in capsys.readouterr().out
