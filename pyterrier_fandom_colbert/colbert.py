@@ -104,6 +104,10 @@ class ColBERT:
             self._fingerprint = m.fingerprint(self.model)
         return self._fingerprint
 
+    def weights_changed(self) -> None:
+        """Say that the weights were modified in place (training does): the fingerprint is computed afresh."""
+        self._fingerprint = None
+
     # -- tensors -------------------------------------------------------------------------------------------
     def _forward(self, batch) -> "torch.Tensor":
         import torch

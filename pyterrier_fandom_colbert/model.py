@@ -111,7 +111,8 @@ def save(model: ColBERTModel, tokenizer: ColBERTTokenizer, folder: Union[str, Pa
         backbone = model.backbone
         if dtype is not None:
             backbone = _copy_as(backbone, dtype)
-        backbone.save_pretrained(tmp / BACKBONE_DIR, safe_serialization=True)
+        with _quiet_transformers():  # no "Writing model shards" bar
+            backbone.save_pretrained(tmp / BACKBONE_DIR, safe_serialization=True)
         tokenizer.hf.save_pretrained(tmp / BACKBONE_DIR)
         weight = model.projection.weight.detach().to("cpu", dtype or model.projection.weight.dtype).contiguous()
         save_file({"weight": weight}, str(tmp / PROJECTION_FILE))

@@ -161,3 +161,16 @@ def test_reranking_pipeline_with_minilm_puts_answer_first():
     top = run[run["rank"] == 0].set_index("qid")["docno"]
     for i, (_, answer) in enumerate(QA):
         assert top[str(i)] == f"d{answer}", QA[i]
+
+
+def test_shipped_default_checkpoint_loads_offline_and_ranks_answers_first():
+    from pyterrier_fandom_colbert.colbert import DEFAULT_CHECKPOINT
+
+    colbert = pfc.ColBERT.from_pretrained()
+    assert colbert.config == pfc.ColBERTConfig.load(DEFAULT_CHECKPOINT)
+    assert colbert.fingerprint() == pfc.ColBERT.from_pretrained(DEFAULT_CHECKPOINT).fingerprint()
+    corpus = pd.DataFrame({"docno": [f"d{j}" for j in range(len(PASSAGES))], "text": PASSAGES})
+    topics = pd.DataFrame({"qid": [str(i) for i in range(len(QA))], "query": [q for q, _ in QA]})
+    run = colbert.text_scorer()(topics.merge(corpus, how="cross"))
+    top = run[run["rank"] == 0].set_index("qid")["docno"]
+    assert [top[str(i)] for i in range(len(QA))] == [f"d{a}" for _, a in QA]

@@ -357,7 +357,7 @@ class Trainer:
         finally:
             bar.close()
             self.model.eval()
-            self.colbert._fingerprint = None  # the weights changed; ColBERT caches its fingerprint
+            self.colbert.weights_changed()
         best = self.best or {}
         return TrainResult(self.start, best.get("metrics"), best.get("step"), self.step, self.seconds,
                            self.examples / self.seconds if self.seconds else 0.0, list(self.history))
@@ -366,7 +366,7 @@ class Trainer:
         """Dev metrics (if any), history, best checkpoint, latest checkpoint and state, in that order."""
         entry: Dict[str, Any] = {"step": self.step, "epoch": self.step / self.steps_per_epoch, "loss": loss,
                                  "train_seconds": round(self.seconds, 3), "examples": self.examples}
-        self.colbert._fingerprint = None
+        self.colbert.weights_changed()
         if self.dev is not None:
             metrics = evaluate(self.colbert, self.dev, self.config.eval_k)
             entry["dev"] = metrics
@@ -384,10 +384,7 @@ class Trainer:
         _write_text(self.out / HISTORY_FILE, json.dumps(self.history, indent=1))
 
     def _save(self, folder: Path) -> None:
-        from ..model import _quiet_transformers
-
-        with _quiet_transformers():  # no "Writing model shards" bar per checkpoint
-            self.colbert.save_pretrained(folder)
+        self.colbert.save_pretrained(folder)
 
     def _save_state(self) -> None:
         name = f"checkpoints/step-{self.step:07d}"
