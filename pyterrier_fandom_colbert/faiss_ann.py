@@ -1,0 +1,235 @@
+"""FAISS nearest-neighbour indexes over a ColBERT index's token vectors: what to build, building, caching, search.
+
+Three kinds, chosen by the user:
+
+``flat``   exact search (inner product of unit vectors for cosine / l2_normalised, squared L2 for l2). Built in
+           memory from the stored vectors on first use (float32: 4·d bytes per token), never written to disk.
+``ivf``    inverted lists over k-means centroids, vectors kept as fp16 (exact distances inside the probed lists).
+``ivfpq``  inverted lists with product-quantised residuals (``pq_m`` bytes per token at 8 bits): compact, and
+           approximate distances; candidates are rescored exactly from the stored vectors anyway.
+
+Trained kinds are cached in the index folder as ``faiss/<name>.faiss`` with their parameters in
+``faiss/<name>.json`` (written to temporary files and renamed, so an interrupted build leaves no cache).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple
+
+import numpy as np
+
+from .progress import progress
+
+if TYPE_CHECKING:  # pragma: no cover
+    import faiss
+
+KINDS = ("flat", "ivf", "ivfpq")
+CACHE_DIR = "faiss"
+#: vectors converted to float32 at once while training/adding (bounds memory to ~32 MB at d = 128)
+ADD_CHUNK = 65536
+#: inverted lists probed when the user does not say (FAISS' own default, 1, misses most neighbours)
+DEFAULT_NPROBE = 32
+
+
+@dataclass(frozen=True)
+class FaissSpec:
+    """How to build the token-vector FAISS index. ``None`` fields are filled from the index size by :meth:`resolve`.
+
+    >>> FaissSpec("ivf").resolve(num_tokens=1_000_000, dim=128)
+    FaissSpec(kind='ivf', nlist=1024, pq_m=None, pq_bits=None, train_size=65536, niter=10, seed=0)
+    >>> FaissSpec("ivfpq").resolve(num_tokens=2_000, dim=16).factory_string()
+    'IVF32,PQ4x5'
+    >>> FaissSpec("hnsw")
+    Traceback (most recent call last):
+    ...
+    ValueError: faiss='hnsw' is not supported; expected one of ('flat', 'ivf', 'ivfpq')
+    """
+
+    kind: str = "flat"
+    #: number of inverted lists (None: the power of two nearest sqrt(tokens), at most tokens / 39)
+    nlist: Optional[int] = None
+    #: product-quantiser sub-vectors for ``ivfpq`` (None: dim / 4); must divide dim
+    pq_m: Optional[int] = None
+    #: bits per sub-vector code for ``ivfpq`` (None: 8, fewer when there are too few tokens to train 256 centroids)
+    pq_bits: Optional[int] = None
+    #: token vectors sampled to train the quantisers (None: 64 per list, at most all tokens)
+    train_size: Optional[int] = None
+    #: k-means iterations
+    niter: int = 10
+    #: seed of the training sample and k-means
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"faiss={self.kind!r} is not supported; expected one of {KINDS}")
+        for name in ("nlist", "pq_m", "pq_bits", "train_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name}={value}; expected a positive integer or None")
+        if self.kind != "ivfpq" and (self.pq_m is not None or self.pq_bits is not None):
+            raise ValueError(f"pq_m / pq_bits apply only to faiss='ivfpq', not {self.kind!r}")
+        if self.kind == "flat" and (self.nlist is not None or self.train_size is not None):
+            raise ValueError("nlist / train_size apply only to the trained kinds 'ivf' and 'ivfpq', not 'flat'")
+
+    @property
+    def trained(self) -> bool:
+        return self.kind != "flat"
+
+    def resolve(self, num_tokens: int, dim: int) -> "FaissSpec":
+        """This spec with every ``None`` filled in for an index of ``num_tokens`` vectors of ``dim`` dimensions."""
+        if not self.trained:
+            return self
+        nlist = self.nlist or max(1, min(2 ** round(math.log2(math.sqrt(num_tokens))), num_tokens // 39))
+        train = min(num_tokens, self.train_size or 64 * nlist)
+        if train < nlist:
+            raise ValueError(f"nlist={nlist} needs at least {nlist} training vectors, but only {train} are used "
+                             f"(index has {num_tokens} tokens); lower nlist or raise train_size")
+        pq_m, pq_bits = None, None
+        if self.kind == "ivfpq":
+            pq_m = self.pq_m or max(1, dim // 4)
+            if dim % pq_m:
+                raise ValueError(f"pq_m={pq_m} must divide the vector dimension {dim}")
+            pq_bits = self.pq_bits or max(1, min(8, int(math.log2(max(2, train // 39)))))
+            if 2 ** pq_bits > train:
+                raise ValueError(f"pq_bits={pq_bits} needs {2 ** pq_bits} training vectors, only {train} are used")
+        return dataclasses.replace(self, nlist=nlist, pq_m=pq_m, pq_bits=pq_bits, train_size=train)
+
+    def factory_string(self) -> str:
+        """The ``faiss.index_factory`` description of a resolved spec."""
+        if self.kind == "flat":
+            return "Flat"
+        if self.kind == "ivf":
+            return f"IVF{self.nlist},SQfp16"
+        return f"IVF{self.nlist},PQ{self.pq_m}x{self.pq_bits}"
+
+    def file_stem(self) -> str:
+        """Cache file name of a resolved spec: every build parameter is in it, so specs never share a file."""
+        pq = f"-pq{self.pq_m}x{self.pq_bits}" if self.kind == "ivfpq" else ""
+        return f"{self.kind}-nlist{self.nlist}{pq}-train{self.train_size}-iter{self.niter}-seed{self.seed}"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def metric_for(similarity: str) -> Tuple[int, bool]:
+    """(FAISS metric, whether vectors are unit-normalised first) giving the same neighbours as ``similarity``.
+
+    Cosine and negated squared L2 of unit vectors (= 2·cos − 2) both rank by the inner product of unit vectors.
+    """
+    import faiss
+
+    if similarity in ("cosine", "l2_normalised"):
+        return faiss.METRIC_INNER_PRODUCT, True
+    if similarity == "l2":
+        return faiss.METRIC_L2, False
+    raise ValueError(f"similarity={similarity!r} has no FAISS metric; expected cosine, l2 or l2_normalised")
+
+
+def as_search_vectors(x: np.ndarray, normalise: bool) -> np.ndarray:
+    """Contiguous float32 rows, unit-normalised if asked (zero rows stay zero).
+
+    >>> as_search_vectors(np.array([[3., 4.], [0., 0.]], dtype=np.float16), True).tolist()
+    [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]]
+    """
+    out = np.array(x, dtype=np.float32, order="C", copy=True)
+    if normalise:
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+    return out
+
+
+def _chunks(vectors: np.ndarray, normalise: bool, verbose: bool, desc: str) -> Iterator[np.ndarray]:
+    bar = progress(total=len(vectors), desc=desc, unit="tok", enabled=verbose)
+    try:
+        for start in range(0, len(vectors), ADD_CHUNK):
+            block = as_search_vectors(vectors[start:start + ADD_CHUNK], normalise)
+            yield block
+            bar.update(len(block))
+    finally:
+        bar.close()
+
+
+def build(vectors: np.ndarray, spec: FaissSpec, similarity: str, verbose: bool = False) -> "faiss.Index":
+    """A FAISS index over ``vectors [T, d]`` (any float dtype, e.g. a fp16 memmap) for a *resolved* ``spec``.
+
+    Row ``i`` of ``vectors`` gets FAISS id ``i``. Only one chunk of vectors is converted to float32 at a time
+    (plus the training sample for trained kinds).
+    """
+    import faiss
+
+    metric, normalise = metric_for(similarity)
+    index = faiss.index_factory(vectors.shape[1], spec.factory_string(), metric)
+    if spec.trained:
+        rng = np.random.default_rng(spec.seed)
+        rows = np.sort(rng.choice(len(vectors), size=spec.train_size, replace=False))
+        index.cp.niter, index.cp.seed, index.cp.verbose = spec.niter, spec.seed, verbose
+        if spec.kind == "ivfpq":
+            index.pq.cp.niter, index.pq.cp.seed = spec.niter, spec.seed
+            index.do_polysemous_training = False  # on by default; slows training ~10x and is never used here
+        index.train(as_search_vectors(vectors[rows], normalise))
+    for block in _chunks(vectors, normalise, verbose, f"adding tokens to FAISS {spec.factory_string()}"):
+        index.add(block)
+    return index
+
+
+def load_or_build(folder: Path, vectors: np.ndarray, spec: FaissSpec, similarity: str,
+                  verbose: bool = False) -> "faiss.Index":
+    """The index for a resolved ``spec``: read from ``folder/faiss/`` if cached there, else built (and cached
+    if the kind is trained)."""
+    import faiss
+
+    if not spec.trained:
+        return build(vectors, spec, similarity, verbose)
+    cache = Path(folder) / CACHE_DIR
+    target = cache / f"{spec.file_stem()}.faiss"
+    if target.exists():
+        return faiss.read_index(str(target))
+    started = time.perf_counter()
+    index = build(vectors, spec, similarity, verbose)
+    params = {"spec": spec.to_dict(), "factory": spec.factory_string(), "similarity": similarity,
+              "num_tokens": int(index.ntotal), "build_seconds": round(time.perf_counter() - started, 3),
+              "faiss_version": faiss.__version__}
+    cache.mkdir(exist_ok=True)
+    _write_atomic(cache / f"{spec.file_stem()}.json", lambda p: p.write_text(json.dumps(params, indent=2)))
+    _write_atomic(target, lambda p: faiss.write_index(index, str(p)))
+    return index
+
+
+def _write_atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def to_gpu_if_available(index: "faiss.Index") -> "faiss.Index":
+    """A copy of ``index`` on GPU 0 when FAISS was built with GPU support and sees a GPU; else ``index`` itself."""
+    import faiss
+
+    if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
+        return index
+    resources = faiss.StandardGpuResources()
+    gpu_index = faiss.index_cpu_to_gpu(resources, 0, index)
+    gpu_index.referenced_resources = resources  # keep the resources alive as long as the index
+    return gpu_index
+
+
+def search(index: "faiss.Index", queries: np.ndarray, k: int, nprobe: Optional[int] = None) -> np.ndarray:
+    """Row ids ``[n, k]`` (int64; -1 where fewer than ``k`` exist) of each query vector's ``k`` nearest tokens.
+
+    ``queries`` must already be prepared with :func:`as_search_vectors`.
+    """
+    import faiss
+
+    if nprobe is None:
+        _, ids = index.search(queries, k)
+    else:
+        _, ids = index.search(queries, k, params=faiss.SearchParametersIVF(nprobe=nprobe))
+    return ids

@@ -1,0 +1,234 @@
+"""Retrieval and re-ranking from a :class:`~pyterrier_fandom_colbert.index.ColBERTIndex`'s stored vectors.
+
+End-to-end retrieval: each scoring query vector fetches its ``k̂ = ceil(k / λ)`` nearest document tokens from
+FAISS; their documents (at most ``k̂ · N_q``) are scored exactly with the encoder's MaxSim over the stored
+vectors (``scoring.maxsim_packed``, packed, no per-document padding); the top ``k`` are returned.
+
+Array helpers are pure functions; :func:`score_docs` and :func:`search` work on arrays and tensors; the two
+transformers at the end do the DataFrame plumbing.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from .encoders import check_queries
+from .faiss_ann import DEFAULT_NPROBE, FaissSpec
+from .frames import empty_output, rank_by_score, with_columns
+from .progress import progress
+
+if TYPE_CHECKING:  # pragma: no cover
+    import faiss
+    import torch
+
+    from .colbert import ColBERT
+    from .index import ColBERTIndex
+
+#: tokens scored per maxsim_packed call: on CPU a block that stays in cache is ~2x faster than one big block
+BLOCK_TOKENS = {"cpu": 16_384, "cuda": 1 << 20}
+#: queries whose vectors go to FAISS in one search call
+QUERY_BATCH = 64
+
+
+def token_rows(offsets: np.ndarray, doc_ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Rows of the given documents' tokens in the packed matrix, back to back, and each document's length.
+
+    >>> rows, lengths = token_rows(np.array([0, 2, 5, 6]), np.array([2, 0]))
+    >>> rows.tolist(), lengths.tolist()
+    ([5, 0, 1], [1, 2])
+    """
+    starts = np.asarray(offsets[doc_ids], dtype=np.int64)
+    lengths = np.asarray(offsets[doc_ids + 1], dtype=np.int64) - starts
+    before = np.cumsum(lengths) - lengths  # where each document's rows begin in the output
+    return np.repeat(starts - before, lengths) + np.arange(lengths.sum()), lengths
+
+
+def docs_of_rows(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Document id owning each token row.
+
+    >>> docs_of_rows(np.array([0, 2, 5, 6]), np.array([0, 1, 2, 5])).tolist()
+    [0, 0, 1, 2]
+    """
+    return np.searchsorted(offsets, rows, side="right") - 1
+
+
+def token_blocks(lengths: np.ndarray, max_tokens: int) -> List[Tuple[int, int]]:
+    """Consecutive ``(start, end)`` ranges of documents with at most ``max_tokens`` tokens in all (a longer
+    document gets a block of its own).
+
+    >>> token_blocks(np.array([3, 3, 5, 1]), 6)
+    [(0, 2), (2, 4)]
+    >>> token_blocks(np.array([9, 1]), 4)
+    [(0, 1), (1, 2)]
+    """
+    ends = np.cumsum(lengths)
+    blocks, start, base = [], 0, 0
+    while start < len(lengths):
+        end = max(start + 1, int(np.searchsorted(ends, base + max_tokens, side="right")))
+        blocks.append((start, end))
+        base, start = int(ends[end - 1]), end
+    return blocks
+
+
+def top_k(doc_ids: np.ndarray, scores: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best documents, by score descending, then document id.
+
+    >>> ids, s = top_k(np.array([4, 2, 9]), np.array([0.5, 0.9, 0.5]), 2)
+    >>> ids.tolist(), s.tolist()
+    ([2, 4], [0.9, 0.5])
+    """
+    order = np.lexsort((doc_ids, -scores))[:k]
+    return doc_ids[order], scores[order]
+
+
+def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
+               block_tokens: Optional[int] = None) -> np.ndarray:
+    """Exact scores (float64) of ``doc_ids`` for one query's scoring vectors ``q [n, d]``, on ``q``'s device.
+
+    Documents are gathered from the memory-mapped fp16 vectors a block of tokens at a time.
+    """
+    import torch
+
+    from .scoring import maxsim_packed
+
+    config = index.config
+    block_tokens = block_tokens or BLOCK_TOKENS.get(q.device.type, BLOCK_TOKENS["cuda"])
+    rows, lengths = token_rows(index.offsets, np.asarray(doc_ids, dtype=np.int64))
+    first_row = np.concatenate([[0], np.cumsum(lengths)])
+    scores = np.empty(len(doc_ids), dtype=np.float64)
+    for start, end in token_blocks(lengths, block_tokens):
+        block = rows[first_row[start]:first_row[end]]
+        tokens = torch.from_numpy(index.vectors[block]).to(q.device).float()
+        token_doc = torch.repeat_interleave(torch.arange(end - start, device=q.device),
+                                            torch.from_numpy(lengths[start:end]).to(q.device))
+        s = maxsim_packed(q.float(), tokens, token_doc, end - start, None, config.similarity, config.reduction)
+        scores[start:end] = s.cpu().numpy()
+    return scores
+
+
+def search(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequence["torch.Tensor"], k: int, lam: float,
+           nprobe: Optional[int] = None) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """Per query (its scoring vectors ``[n, d]``): the top ``k`` (document ids, exact scores), best first.
+
+    One FAISS call fetches ``ceil(k / lam)`` token neighbours for every vector of every query.
+    """
+    from . import faiss_ann
+
+    if not queries:
+        return []
+    k_hat = math.ceil(k / lam)
+    _, normalise = faiss_ann.metric_for(index.config.similarity)
+    vectors = faiss_ann.as_search_vectors(np.concatenate([q.float().cpu().numpy() for q in queries]), normalise)
+    hits = faiss_ann.search(ann, vectors, k_hat, nprobe)
+    bounds = np.cumsum([0] + [len(q) for q in queries])
+    results = []
+    for i, q in enumerate(queries):
+        rows = hits[bounds[i]:bounds[i + 1]]
+        candidates = np.unique(docs_of_rows(index.offsets, rows[rows >= 0]))
+        results.append(top_k(candidates, score_docs(index, q, candidates), k))
+    return results
+
+
+def _scoring_vectors(colbert: "ColBERT", texts: Sequence[str]) -> List["torch.Tensor"]:
+    Q, mask = colbert.encode_queries(list(texts))
+    return [Q[i][mask[i]] for i in range(len(texts))]
+
+
+class ColBERTRetriever(pt.Transformer):
+    """End-to-end retriever: qid, query → + docno, score, rank (other input columns kept)."""
+
+    def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, num_results: int = 1000, lam: float = 2,
+                 faiss: Union[str, FaissSpec] = "flat", nprobe: Optional[int] = None, verbose: bool = False):
+        spec = faiss if isinstance(faiss, FaissSpec) else FaissSpec(faiss)
+        if num_results < 1:
+            raise ValueError(f"num_results={num_results}; expected at least 1")
+        if not lam > 0:
+            raise ValueError(f"lam={lam}; expected a positive number (k̂ = ceil(num_results / lam))")
+        if nprobe is not None and (not spec.trained or nprobe < 1):
+            raise ValueError(f"nprobe={nprobe} applies only to faiss='ivf' or 'ivfpq' and must be positive "
+                             f"(faiss={spec.kind!r})")
+        index.check_encoder(colbert)
+        self.index = index
+        self.colbert = colbert
+        self.num_results = num_results
+        self.lam = lam
+        self.spec = spec
+        self.nprobe = nprobe if nprobe is not None or not spec.trained else DEFAULT_NPROBE
+        self.verbose = verbose
+
+    def fuse_rank_cutoff(self, k: int) -> "ColBERTRetriever":
+        if k >= self.num_results:
+            return self
+        return ColBERTRetriever(self.index, self.colbert, num_results=k, lam=self.lam, faiss=self.spec,
+                                nprobe=self.nprobe, verbose=self.verbose)
+
+    def transform_outputs(self, input_columns: List[str]) -> List[str]:
+        pt.validate.query_frame(input_columns, ["query"], context=self)
+        return input_columns + ["docno", "score", "rank"]
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.query_frame(inp, ["query"], context=self)
+        if len(inp) == 0:
+            return empty_output(inp, ["docno", "score", "rank"])
+        codes, unique = pd.factorize(pd.Series(check_queries(inp)))
+        ann = self.index.ann(self.spec)
+        found: List[Tuple[np.ndarray, np.ndarray]] = []
+        bar = progress(total=len(unique), desc="ColBERT retrieval", unit="query", enabled=self.verbose)
+        try:
+            for start in range(0, len(unique), QUERY_BATCH):
+                queries = _scoring_vectors(self.colbert, unique[start:start + QUERY_BATCH])
+                found.extend(search(self.index, ann, queries, self.num_results, self.lam, self.nprobe))
+                bar.update(len(queries))
+        finally:
+            bar.close()
+        counts = np.array([len(found[c][0]) for c in codes])
+        out = inp.iloc[np.repeat(np.arange(len(inp)), counts)].reset_index(drop=True)
+        ids = np.concatenate([found[c][0] for c in codes])
+        scores = np.concatenate([found[c][1] for c in codes])
+        return rank_by_score(with_columns(out, {"docno": self.index.docnos_of(ids), "score": scores}))
+
+    def __repr__(self) -> str:
+        nprobe = f", nprobe={self.nprobe}" if self.nprobe is not None else ""
+        return (f"{self.index!r}.retriever(num_results={self.num_results}, lam={self.lam}, "
+                f"faiss={self.spec!r}{nprobe})")
+
+
+class IndexScorer(pt.Transformer):
+    """Re-ranker from stored vectors: qid, query, docno → + score, rank. No text, no document encoding."""
+
+    def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, verbose: bool = False):
+        index.check_encoder(colbert)
+        self.index = index
+        self.colbert = colbert
+        self.verbose = verbose
+
+    def transform_outputs(self, input_columns: List[str]) -> List[str]:
+        pt.validate.result_frame(input_columns, ["query"], context=self)
+        return input_columns + [c for c in ("score", "rank") if c not in input_columns]
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.result_frame(inp, ["query"], context=self)
+        if len(inp) == 0:
+            return empty_output(inp, ["score", "rank"])
+        doc_ids = self.index.doc_ids(inp["docno"].tolist())
+        codes, unique = pd.factorize(pd.Series(check_queries(inp)))
+        rows_of_query = pd.Series(np.arange(len(inp))).groupby(codes).indices
+        scores = np.empty(len(inp), dtype=np.float64)
+        bar = progress(total=len(unique), desc="ColBERT re-ranking", unit="query", enabled=self.verbose)
+        try:
+            for start in range(0, len(unique), QUERY_BATCH):
+                for j, q in enumerate(_scoring_vectors(self.colbert, unique[start:start + QUERY_BATCH])):
+                    rows = rows_of_query[start + j]
+                    docs, where = np.unique(doc_ids[rows], return_inverse=True)
+                    scores[rows] = score_docs(self.index, q, docs)[where]
+                    bar.update(1)
+        finally:
+            bar.close()
+        return rank_by_score(with_columns(inp, {"score": scores}))
+
+    def __repr__(self) -> str:
+        return f"{self.index!r}.scorer({self.colbert!r})"

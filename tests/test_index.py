@@ -1,0 +1,273 @@
+"""ColBERTIndex: building, loading, end-to-end FAISS retrieval and index-based re-ranking, checked against
+brute-force MaxSim references computed here."""
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+import pytest
+import torch
+
+import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.faiss_ann import FaissSpec
+from pyterrier_fandom_colbert.index import ColBERTIndex
+from pyterrier_fandom_colbert.retrieval import ColBERTRetriever
+from pyterrier_fandom_colbert.scoring import maxsim
+
+SUBJECTS = ["The castle of Vel Amara", "Captain Mirel of the grey fleet", "The silver dragon Ysolde",
+            "Old Orrin the smith", "The river folk of Dunmere", "Queen Salasi", "The northern merchants' guild",
+            "A wandering bard called Pell", "The library of Kest", "The twin moons of Arhan"]
+FACTS = ["was built during the third age, after the flood", "fought a long war against the hill giants",
+         "guards a crown of frozen fire beneath the mountain", "forged twelve blades from fallen stars",
+         "trades spices and silk along the eastern coast", "is remembered in songs about the lost city of Ombra"]
+PASSAGES = [f"{s} {f}." for s in SUBJECTS for f in FACTS]  # 60 short passages
+TOPICS = pd.DataFrame({"qid": ["q1", "q2", "q3"],
+                       "query": ["who forged blades from fallen stars", "when was the castle built",
+                                 "what does the dragon guard under the mountain"]})
+CONFIG = pfc.ColBERTConfig(dim=16, doc_maxlen=64, query_maxlen=16)
+
+
+def corpus(n=len(PASSAGES)):
+    return [{"docno": f"p{i:02d}", "text": PASSAGES[i]} for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def colbert(tiny_bert_dir):
+    torch.set_num_threads(2)
+    return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=CONFIG, device="cpu", batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def index(colbert, tmp_path_factory):
+    path = tmp_path_factory.mktemp("idx") / "colbert.idx"
+    return ColBERTIndex(path).indexer(colbert, batch_size=16).index(iter(corpus()))
+
+
+def exhaustive(index, colbert, query):
+    """Scores of every indexed document by brute force: scoring.maxsim over each document's stored vectors."""
+    Q, mask = colbert.encode_queries([query])
+    cfg = index.config
+    out = {}
+    for i in range(len(index)):
+        vecs, _ = index.doc_vectors(i)
+        out[f"p{i:02d}"] = float(maxsim(Q, torch.as_tensor(vecs)[None], mask, None, cfg.similarity, cfg.reduction))
+    return out
+
+
+def reference_search(index, colbert, query, k, lam):
+    """The end-to-end algorithm written out by brute force: exact token neighbours over all stored vectors."""
+    Q, mask = colbert.encode_queries([query])
+    q = torch.nn.functional.normalize(Q[0][mask[0]], dim=-1)
+    toks = torch.nn.functional.normalize(torch.as_tensor(np.asarray(index.vectors, dtype=np.float32)), dim=-1)
+    rows = (q @ toks.T).topk(math.ceil(k / lam), dim=1).indices.flatten().numpy()
+    docs = {int(np.searchsorted(index.offsets, r, side="right") - 1) for r in rows}
+    scores = exhaustive(index, colbert, query)
+    ranked = sorted(((scores[f"p{d:02d}"], f"p{d:02d}") for d in docs), key=lambda t: (-t[0], t[1]))
+    return ranked[:k]
+
+
+# -- the artifact ----------------------------------------------------------------------------------------
+def test_round_trip_through_artifact_load(index, colbert):
+    loaded = pt.Artifact.load(str(index.path))
+    assert isinstance(loaded, ColBERTIndex)
+    meta = json.loads((index.path / "pt_meta.json").read_text())
+    assert (meta["type"], meta["format"], meta["package_hint"]) == ("colbert", "fp16", "pyterrier-fandom-colbert")
+    assert len(loaded) == 60 and loaded.fingerprint == colbert.fingerprint() and loaded.config == colbert.config
+    assert loaded.vectors.dtype == np.float16 and loaded.vectors.shape == (meta["num_tokens"], 16)
+    assert loaded.offsets[0] == 0 and loaded.offsets[-1] == meta["num_tokens"]
+    # stored vectors and token ids are what the encoder produces for that text, in input order
+    for i in (0, 17, 59):
+        batch = next(colbert.doc_batches([PASSAGES[i]]))
+        _, fresh, fresh_ids = next(batch.per_document())
+        vecs, ids = loaded.doc_vectors(f"p{i:02d}")
+        np.testing.assert_allclose(vecs, fresh, atol=2e-3)
+        assert ids.tolist() == fresh_ids.tolist() and ids.dtype == np.int32
+        np.testing.assert_array_equal(loaded.doc_vectors(i)[0], vecs)
+    assert loaded.doc_ids(["p59", "p00"]).tolist() == [59, 0]
+
+
+def test_indexer_takes_a_dataframe_and_any_batch_size(index, colbert, tmp_path):
+    other = ColBERTIndex(tmp_path / "df.idx").indexer(colbert, batch_size=7).index(pd.DataFrame(corpus()))
+    np.testing.assert_array_equal(np.asarray(other.vectors), np.asarray(index.vectors))
+    np.testing.assert_array_equal(np.asarray(other.offsets), np.asarray(index.offsets))
+    assert other.docnos_of(np.arange(60)).tolist() == [d["docno"] for d in corpus()]
+
+
+def test_interrupted_build_leaves_nothing(colbert, tmp_path):
+    def failing():
+        yield from corpus(30)
+        raise RuntimeError("corpus reader died")
+
+    target = tmp_path / "broken.idx"
+    with pytest.raises(RuntimeError, match="reader died"):
+        ColBERTIndex(target).indexer(colbert, batch_size=8).index(failing())
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+    with pytest.raises(FileNotFoundError):
+        pt.Artifact.load(str(target))
+
+
+def test_overwrite_refused_unless_asked(colbert, tmp_path):
+    target = tmp_path / "o.idx"
+    idx = ColBERTIndex(target).indexer(colbert).index(corpus(5))
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        ColBERTIndex(target).indexer(colbert).index(corpus(8))
+    assert len(ColBERTIndex(target)) == 5
+    assert len(idx) == 5
+    idx.indexer(colbert, overwrite=True).index(corpus(8))
+    assert len(idx) == 8 and len(ColBERTIndex(target)) == 8
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.idx"]
+
+
+@pytest.mark.parametrize("docs, message", [
+    ([{"docno": "a", "text": "one"}, {"docno": "b", "text": "two"}, {"docno": "a", "text": "three"}],
+     r"duplicate docno\(s\) \['a'\]"),
+    ([{"docno": "a", "text": "one"}, {"docno": "a", "text": "two"}], r"duplicate docno\(s\) \['a'\]"),
+    ([{"docno": "a", "text": "one"}], "at least two documents"),
+    ([{"docno": "a", "text": "one"}, {"docno": "b", "text": float("nan")}], r"docno 'b' has 'text' = nan"),
+    ([{"docno": "a", "text": None}], r"docno 'a' has 'text' = None"),
+    ([{"docno": 7, "text": "seven"}], "docno 7 is not a non-empty single-line string"),
+    ([{"id": "a", "text": "one"}], "expected 'docno' and 'text'"),
+    ([], "no documents"),
+])
+def test_bad_corpus_is_refused_and_leaves_nothing(colbert, tmp_path, docs, message):
+    with pytest.raises(ValueError, match=message):
+        ColBERTIndex(tmp_path / "bad.idx").indexer(colbert).index(docs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_refuses_bad_vectors(tmp_path):
+    with pytest.raises(ValueError, match=r"expected \[n, 16\]"):
+        with ColBERTIndex(tmp_path / "w.idx").writer(CONFIG, "fp") as w:
+            w.add("d1", np.ones((3, 8), dtype=np.float32), np.arange(3))
+    with pytest.raises(ValueError, match="no token vectors"):
+        with ColBERTIndex(tmp_path / "w.idx").writer(CONFIG, "fp") as w:
+            w.add("d1", np.ones((0, 16), dtype=np.float32), np.arange(0))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unbuilt_index_says_how_to_build(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"\.indexer\(colbert\)\.index"):
+        len(ColBERTIndex(tmp_path / "nothing"))
+
+
+# -- end-to-end retrieval ------------------------------------------------------------------------------------
+def test_flat_lambda_1_large_k_is_exhaustive_maxsim(index, colbert):
+    res = index.retriever(colbert, num_results=1000, lam=1)(TOPICS)
+    assert list(res.columns) == ["qid", "query", "docno", "score", "rank"]
+    for qid, query in zip(TOPICS.qid, TOPICS["query"]):
+        got = res[res.qid == qid]
+        ref = sorted(exhaustive(index, colbert, query).items(), key=lambda t: (-t[1], t[0]))
+        assert got.docno.tolist() == [d for d, _ in ref]  # every document, fewer than k = 1000
+        np.testing.assert_allclose(got.score.to_numpy(), [s for _, s in ref], atol=1e-5)
+        assert got["rank"].tolist() == list(range(60))
+
+
+@pytest.mark.parametrize("k, lam", [(5, 1), (10, 2), (8, 8)])
+def test_small_k_follows_the_candidate_algorithm(index, colbert, k, lam):
+    res = index.retriever(colbert, num_results=k, lam=lam)(TOPICS)
+    for qid, query in zip(TOPICS.qid, TOPICS["query"]):
+        got = res[res.qid == qid]
+        ref = reference_search(index, colbert, query, k, lam)
+        assert got.docno.tolist() == [d for _, d in ref]
+        np.testing.assert_allclose(got.score.to_numpy(), [s for s, _ in ref], atol=1e-5)
+
+
+def test_rank_cutoff_is_fused(index, colbert):
+    retr = index.retriever(colbert, num_results=50, lam=1)
+    fused = (retr % 5).compile()
+    assert isinstance(fused, ColBERTRetriever) and fused.num_results == 5
+    pd.testing.assert_frame_equal((retr % 5)(TOPICS), index.retriever(colbert, num_results=5, lam=1)(TOPICS))
+    assert (retr % 100).compile() is retr
+
+
+def test_other_columns_kept_and_empty_frames(index, colbert):
+    topics = TOPICS.assign(extra=[1, 2, 3])
+    retr = index.retriever(colbert, num_results=4)
+    res = retr(topics)
+    assert list(res.columns) == retr.transform_outputs(list(topics.columns))
+    assert (res.groupby("qid").extra.first() == pd.Series([1, 2, 3], index=["q1", "q2", "q3"])).all()
+    empty = retr(topics.iloc[:0])
+    assert len(empty) == 0 and list(empty.columns) == list(res.columns)
+    scored = index.scorer(colbert)(res.iloc[:0])
+    assert len(scored) == 0 and {"score", "rank"} <= set(scored.columns)
+
+
+def test_ivf_and_ivfpq_overlap_flat_and_are_cached(index, colbert):
+    flat = index.retriever(colbert, num_results=10)(TOPICS)
+    for kind, nprobe in [("ivf", 8), ("ivfpq", 8)]:
+        approx = index.retriever(colbert, num_results=10, faiss=kind, nprobe=nprobe)(TOPICS)
+        overlap = np.mean([len(set(flat[flat.qid == q].docno) & set(approx[approx.qid == q].docno)) / 10
+                           for q in TOPICS.qid])
+        assert overlap >= 0.8, (kind, overlap)
+        spec = FaissSpec(kind).resolve(index.meta.num_tokens, 16)
+        params = json.loads((index.path / "faiss" / f"{spec.file_stem()}.json").read_text())
+        assert params["spec"]["nlist"] == spec.nlist and params["num_tokens"] == index.meta.num_tokens
+        # a fresh handle reads the cached FAISS index and gives the same results
+        again = ColBERTIndex(index.path).retriever(colbert, num_results=10, faiss=kind, nprobe=nprobe)(TOPICS)
+        pd.testing.assert_frame_equal(again, approx)
+    # exhaustive probing of fp16 IVF lists finds exactly the flat neighbours
+    nlist = FaissSpec("ivf").resolve(index.meta.num_tokens, 16).nlist
+    full = index.retriever(colbert, num_results=10, faiss="ivf", nprobe=nlist)(TOPICS)
+    assert full.docno.tolist() == flat.docno.tolist()
+
+
+def test_bad_retriever_settings(index, colbert):
+    with pytest.raises(ValueError, match="nprobe=4 applies only"):
+        index.retriever(colbert, nprobe=4)
+    with pytest.raises(ValueError, match="faiss='hnsw' is not supported"):
+        index.retriever(colbert, faiss="hnsw")
+    with pytest.raises(ValueError, match="lam=0"):
+        index.retriever(colbert, lam=0)
+
+
+def test_mismatched_query_encoder_is_refused(index, tiny_bert_dir):
+    other = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=CONFIG, seed=1, device="cpu")
+    for factory in (index.retriever, index.scorer):
+        with pytest.raises(ValueError, match="is not the encoder") as err:
+            factory(other)
+        assert other.fingerprint() in str(err.value) and index.fingerprint in str(err.value)
+
+
+# -- index-based re-ranking ----------------------------------------------------------------------------------
+def test_index_scorer_matches_text_scorer(index, colbert):
+    rng = np.random.default_rng(0)
+    rows = [{"qid": qid, "query": query, "docno": f"p{i:02d}", "text": PASSAGES[i], "first_stage": float(j)}
+            for qid, query in zip(TOPICS.qid, TOPICS["query"])
+            for j, i in enumerate(rng.choice(60, 20, replace=False))]
+    cands = pd.DataFrame(rows)
+    by_index = index.scorer(colbert)(cands.drop(columns="text"))
+    by_text = colbert.text_scorer()(cands)
+    merged = by_index.merge(by_text, on=["qid", "docno"], suffixes=("", "_text"))
+    assert len(merged) == 60
+    assert np.abs(merged.score - merged.score_text).max() < 1e-3
+    assert "first_stage" in by_index.columns
+    for qid in TOPICS.qid:  # rank follows score within each query
+        got = by_index[by_index.qid == qid]
+        assert got["rank"].tolist() == list(range(20)) and got.score.is_monotonic_decreasing
+
+
+def test_index_scorer_equals_retriever_scores(index, colbert):
+    res = index.retriever(colbert, num_results=15, lam=1)(TOPICS)
+    rescored = index.scorer(colbert)(res.drop(columns=["score", "rank"]))
+    np.testing.assert_allclose(rescored.score.to_numpy(), res.score.to_numpy(), atol=1e-6)
+
+
+def test_unknown_docnos_are_named(index, colbert):
+    frame = pd.DataFrame({"qid": ["q1"] * 3, "query": ["castle"] * 3, "docno": ["p01", "nope-1", "nope-2"]})
+    with pytest.raises(ValueError, match=r"2 docno\(s\) are not in the index.*'nope-1', 'nope-2'"):
+        index.scorer(colbert)(frame)
+    with pytest.raises(ValueError, match="nope-3"):
+        index.doc_vectors("nope-3")
+
+
+def test_scores_do_not_depend_on_blocking(index, colbert):
+    from pyterrier_fandom_colbert.retrieval import score_docs
+
+    Q, mask = colbert.encode_queries(["castle built by the river folk"])
+    docs = np.array([3, 5, 8, 13, 21, 34, 55])
+    whole = score_docs(index, Q[0][mask[0]], docs)
+    for block in (1, 7, 40):  # one token per block (each document alone), a few documents, many
+        np.testing.assert_allclose(score_docs(index, Q[0][mask[0]], docs, block_tokens=block), whole, atol=1e-6)
+    ref = exhaustive(index, colbert, "castle built by the river folk")
+    np.testing.assert_allclose(whole, [ref[f"p{d:02d}"] for d in docs], atol=1e-5)
