@@ -12,7 +12,7 @@ from pyterrier_fandom_colbert.__main__ import main
 
 SETTINGS = [
     "--dataset", "fandom-qa/sample/test",
-    "--systems", "tfidf", "colbert-rerank",
+    "--systems", "tfidf", "colbert-rerank", "colbert-full",
     "--metrics", "RR@10,R@1,R@10,R@50",
     "--out", "runs/compare",
     "--k", "1000",

@@ -24,7 +24,7 @@ DEFAULT_METRICS = "RR@10,R@1,R@10,R@50"
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="pfc-compare", description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="fandom-qa/sample/test", help="ir_datasets id (topics, qrels, corpus)")
-    ap.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=["tfidf", "colbert-rerank"])
+    ap.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
     ap.add_argument("--metrics", default=DEFAULT_METRICS, help="comma-separated ir_measures names")
     ap.add_argument("--out", type=Path, default=Path("runs/compare"), help="output folder (created)")
     ap.add_argument("--checkpoint", default=None, help="ColBERT checkpoint folder (default: the bundled one)")
@@ -103,7 +103,7 @@ def compare(dataset, dataset_id: str, names: Sequence[str], metrics: str, out: P
     cutoffs = curve_cutoffs(k)
     out.mkdir(parents=True, exist_ok=True)
     cache = out / "cache" / dataset_id.replace("/", "--")
-    systems = systems_for(dataset.get_corpus_iter, names, cache, k, checkpoint, verbose)
+    systems = systems_for(lambda: dataset.get_corpus_iter(verbose=verbose), names, cache, k, checkpoint, verbose)
     # plan="tree": the TF-IDF stage shared by several systems runs once
     res = pt.Experiment(list(systems.values()), query_topics(dataset), dataset.get_qrels(), names=list(systems),
                         eval_metrics=measures + [ir_measures.R @ c for c in cutoffs], plan="tree", verbose=verbose)

@@ -277,7 +277,7 @@ def test_missing_index_is_explained(tmp_path):
 class ToyDataset:
     """The three methods of a PyTerrier dataset that the comparison uses."""
 
-    def get_corpus_iter(self):
+    def get_corpus_iter(self, verbose=False):
         return iter(CORPUS)
 
     def get_topics(self):
