@@ -271,3 +271,27 @@ def test_scores_do_not_depend_on_blocking(index, colbert):
         np.testing.assert_allclose(score_docs(index, Q[0][mask[0]], docs, block_tokens=block), whole, atol=1e-6)
     ref = exhaustive(index, colbert, "castle built by the river folk")
     np.testing.assert_allclose(whole, [ref[f"p{d:02d}"] for d in docs], atol=1e-5)
+
+
+def test_l2_similarity_uses_l2_neighbours(tiny_bert_dir, tmp_path):
+    """Unnormalised vectors scored by negated squared L2: FAISS must search by L2, not inner product."""
+    from pyterrier_fandom_colbert import faiss_ann
+
+    colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir, device="cpu",
+                                          config=CONFIG.replace(similarity="l2", normalise=False))
+    index = ColBERTIndex(tmp_path / "l2.idx").indexer(colbert).index(corpus(30))
+    toks = torch.as_tensor(np.asarray(index.vectors, dtype=np.float32))
+    assert np.abs(toks.norm(dim=1).numpy() - 1).max() > 0.1  # really not unit vectors
+    Q, mask = colbert.encode_queries([TOPICS["query"][0]])
+    q = Q[0][mask[0]]
+    # token neighbours: FAISS rows are the brute-force L2 nearest rows
+    _, normalise = faiss_ann.metric_for("l2")
+    hits = faiss_ann.search(index.ann(FaissSpec("flat")), faiss_ann.as_search_vectors(q.numpy(), normalise), 3)
+    np.testing.assert_array_equal(hits, torch.cdist(q, toks).topk(3, dim=1, largest=False).indices.numpy())
+    # end to end with every token a candidate: exactly the exhaustive l2 MaxSim ranking
+    res = index.retriever(colbert, num_results=1000, lam=1)(TOPICS.iloc[:1])
+    ref = {f"p{i:02d}": float(maxsim(Q, torch.as_tensor(index.doc_vectors(i)[0])[None], mask, None, "l2"))
+           for i in range(30)}
+    expected = sorted(ref.items(), key=lambda t: (-t[1], t[0]))
+    assert res.docno.tolist() == [d for d, _ in expected]
+    np.testing.assert_allclose(res.score.to_numpy(), [s for _, s in expected], rtol=1e-5, atol=1e-4)
