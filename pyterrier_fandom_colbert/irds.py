@@ -12,7 +12,7 @@ Registered on ``import pyterrier_fandom_colbert`` (hence by PyTerrier's ``pyterr
   :func:`tsv_release_dataset`: one split folder of the ``passages.tsv``/``queries.tsv``/``triples.tsv``/``wiki.json``
   layout; :func:`squad_dataset` / :func:`register_squad`: any SQuAD-format JSON file.
 """
-from __future__ import annotations
+# no `from __future__ import annotations`: PyTerrier reads the doc class field types (str) at run time
 
 import csv
 import functools

@@ -23,7 +23,7 @@ A page is kept when it is an article (not a redirect, in ``namespaces``, not a t
 with at least ``min_page_words`` words of prose. Passage ids are ``f"{wiki}-{page_id}-{n}"`` (n from 0 in page
 order), stable for a given dump and configuration.
 """
-from __future__ import annotations
+# no `from __future__ import annotations`: PyTerrier reads the doc class field types (str) at run time
 
 import json
 import math

@@ -163,6 +163,9 @@ def save_html(frame: pd.DataFrame, path: Union[str, Path], **kwargs) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(page)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a page is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

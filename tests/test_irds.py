@@ -364,3 +364,15 @@ def test_top_level_datasets_folder_does_not_shadow_hf_datasets(tmp_path):
         at_root = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, check=True).stdout.split()
         assert at_root == elsewhere, f"{command[:2]} from the repo root: {at_root}, elsewhere: {elsewhere}"
     assert not (ROOT / "datasets" / "__init__.py").exists()
+
+def test_text_loader_works_on_the_sample():
+    """pt.text.get_text needs the docs class to declare its text fields as real ``str`` annotations."""
+    import pandas as pd
+    import pyterrier as pt
+
+    import pyterrier_fandom_colbert  # noqa: F401
+
+    dataset = pt.get_dataset("irds:fandom-qa/sample/test")
+    first = next(iter(dataset.get_corpus_iter(verbose=False)))
+    got = pt.text.get_text(dataset, ["text", "title"])(pd.DataFrame({"qid": ["1"], "docno": [first["docno"]]}))
+    assert got["text"][0] == first["text"] and got["title"][0] == first["title"]
