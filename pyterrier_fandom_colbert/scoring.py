@@ -27,10 +27,12 @@ def similarity_matrix(q: torch.Tensor, d: torch.Tensor, similarity: str = "cosin
     >>> similarity_matrix(q, d, "l2_normalised")
     tensor([[ 0.0000, -0.4000]])
     """
-    if similarity == "cosine":
-        return _normalise(q) @ _normalise(d).transpose(-1, -2)
-    if similarity == "l2_normalised":
-        return 2.0 * (_normalise(q) @ _normalise(d).transpose(-1, -2)) - 2.0
+    if similarity in ("cosine", "l2_normalised"):
+        # divide the [Lq, Ld] products by the document norms rather than normalising the [Ld, dim] vectors:
+        # the same cosines, with Lq instead of dim divisions per document token
+        norms = torch.linalg.vector_norm(d, dim=-1).clamp_min(1e-12).unsqueeze(-2)
+        cos = (_normalise(q) @ d.transpose(-1, -2)) / norms
+        return cos if similarity == "cosine" else 2.0 * cos - 2.0
     if similarity == "l2":
         dots = q @ d.transpose(-1, -2)
         qq = (q * q).sum(-1, keepdim=True)
