@@ -12,8 +12,7 @@ self-supervised pairs from unlabeled wiki passages (:mod:`.selfsup`) and the ``p
 
 Names load on first use (torch is imported only by the trainer and losses).
 """
-from importlib import import_module
-from typing import Any
+from ..lazy import lazy_attributes
 
 _LAZY = {
     "QAData": "data", "QPP": "data", "QQP": "data", "QPPSource": "data", "QQPSource": "data",
@@ -25,14 +24,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
 
 
 __all__ = list(_LAZY)
