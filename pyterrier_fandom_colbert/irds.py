@@ -12,66 +12,36 @@ Registered on ``import pyterrier_fandom_colbert`` (hence by PyTerrier's ``pyterr
   :func:`tsv_release_dataset`: one split folder of the ``passages.tsv``/``queries.tsv``/``triples.tsv``/``wiki.json``
   layout; :func:`squad_dataset` / :func:`register_squad`: any SQuAD-format JSON file.
 """
-# no `from __future__ import annotations`: PyTerrier reads the doc class field types (str) at run time
-
-import csv
 import functools
 import hashlib
 import http.client
 import json
-import logging
 import os
-import random
 import shutil
 import urllib.parse
 import urllib.request
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
 import ir_datasets
-from ir_datasets.formats import (BaseDocPairs, BaseDocs, BaseQrels, BaseQueries, GenericDocPair, GenericQrel,
-                                 GenericQuery)
+from ir_datasets.formats import BaseDocPairs, BaseDocs, BaseQrels, BaseQueries, GenericDocPair, GenericQrel
 from ir_datasets.indices import Docstore, PickleLz4FullStore
 from ir_datasets.indices.lz4_pickle import Lz4PickleLookup
 
 from .passages import DumpStats, Passage, PassageConfig, dump_passages
+from .qa_formats import SPLITS, QAData, QAQuery, SquadDoc, page_splits, read_qa_json, read_squad, read_tsv_release
 
 __all__ = ["WIKIS", "SPLITS", "QAQuery", "SquadDoc", "DumpUnavailableError", "dump_url", "page_splits",
            "fandom_dataset", "qa_json_dataset", "tsv_release_dataset", "squad_dataset", "register_fandom_wiki",
            "register_qa_release", "register_squad", "register", "SAMPLE_DIR"]
 
-_log = logging.getLogger(__name__)
-
 #: study wiki -> Fandom database name (``marvel`` is the Marvel Database, ``enmarveldatabase``)
 WIKIS = {"dc": "dc", "elderscrolls": "elderscrolls", "harrypotter": "harrypotter", "marvel": "enmarveldatabase",
          "starwars": "starwars", "witcher": "witcher"}
-SPLITS = ("train", "dev", "test")
-SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
-SPLIT_SEED = 42
 SAMPLE_DIR = Path(__file__).resolve().parent / "data" / "sample"
 _DUMP_SUFFIXES = (".xml.7z", ".xml.bz2", ".xml.gz", ".xml")
-
-
-class QAQuery(NamedTuple):
-    """A question with its gold answers: texts and character offsets into the relevant passage."""
-    query_id: str
-    text: str
-    answers: tuple
-    answer_starts: tuple
-
-    def default_text(self) -> str:
-        return self.text
-
-
-class SquadDoc(NamedTuple):
-    doc_id: str
-    text: str
-    title: str
-
-    def default_text(self) -> str:
-        return self.text
 
 
 class DumpUnavailableError(OSError):
@@ -87,42 +57,16 @@ def dump_url(dbname: str) -> str:
     return f"https://s3.amazonaws.com/wikia_xml_dumps/{dbname[0]}/{dbname[:2]}/{dbname}_pages_current.xml.7z"
 
 
-def page_splits(page_ids, seed: int = SPLIT_SEED, fractions=SPLIT_FRACTIONS) -> dict:
-    """Assign whole pages to train/dev/test: a seeded shuffle of the sorted ids, cut 80/10/10 (rounded).
-
-    >>> s = page_splits(range(20)); [sum(v == k for v in s.values()) for k in SPLITS]
-    [16, 2, 2]
-    """
-    ids = sorted(set(page_ids), key=lambda p: (isinstance(p, str), p))
-    random.Random(seed).shuffle(ids)
-    n_dev, n_test = (int(len(ids) * f + 0.5) for f in fractions[1:])
-    n_train = len(ids) - n_dev - n_test
-    return {p: SPLITS[0] if i < n_train else SPLITS[1] if i < n_train + n_dev else SPLITS[2]
-            for i, p in enumerate(ids)}
-
-
 # ----------------------------------------------------------------------------------------------- QA collections
-
-@dataclass
-class _QAData:
-    """A parsed QA collection; ``query_page``/``doc_page`` and ``page_split`` drive the split subsets."""
-    docs: list
-    queries: list
-    qrels: list
-    docpairs: list = field(default_factory=list)
-    query_page: dict = field(default_factory=dict)
-    doc_page: dict = field(default_factory=dict)
-    page_split: Optional[dict] = None
-
 
 class _Source:
     """Loads a collection once, on first use, for a dataset and all its split subsets."""
 
-    def __init__(self, loader: Callable[[], _QAData], description: str):
+    def __init__(self, loader: Callable[[], QAData], description: str):
         self._loader, self.description = loader, description
 
     @functools.cached_property
-    def data(self) -> _QAData:
+    def data(self) -> QAData:
         return self._loader()
 
     @functools.cached_property
@@ -236,125 +180,6 @@ def _dataset(source: _Source, split: Optional[str] = None, docs: Optional[_Docs]
                                _DocPairs(source, split))
 
 
-def _question_pairs(query_of: dict, negatives: list, query_doc: dict) -> list:
-    """Docpairs (question, its passage, the passage of a negative question); unresolvable negatives are logged."""
-    pairs, missing = [], 0
-    for qid, neg_text in negatives:
-        neg = query_of.get(neg_text)
-        if neg is None:
-            missing += 1
-            continue
-        pairs.append(GenericDocPair(qid, query_doc[qid], query_doc[neg]))
-    if missing:
-        _log.info("%d negative questions match no unique positive question; their docpairs are left out", missing)
-    return pairs
-
-
-def _read_qa_json(path: Path, wiki: str) -> _QAData:
-    with open(path, encoding="utf-8") as f:
-        pages = json.load(f)
-    if not isinstance(pages, list):
-        raise ValueError(f"{path}: expected a JSON list of pages, got {type(pages).__name__}")
-    has_answers = bool(pages) and all("answers" in p for p in pages)
-    docs, queries, qrels, query_page, doc_page, query_doc = [], [], [], {}, {}, {}
-    by_text: dict = {}
-    negatives, seen_pages = [], set()
-    for page in pages:
-        pid = page.get("id")
-        lengths = {k: len(page.get(k, ())) for k in ("text", "positive", "negative") + (("answers",) * has_answers)}
-        if len(set(lengths.values())) != 1:
-            raise ValueError(f"{path}: page id={pid!r}: text/positive/negative must be parallel lists, got {lengths}")
-        if pid in seen_pages:
-            raise ValueError(f"{path}: page id={pid!r} appears twice")
-        seen_pages.add(pid)
-        sections = page.get("sections") or [""] * len(page["text"])
-        for n, text in enumerate(page["text"]):
-            docno = f"{wiki}-{pid}-{n}"
-            docs.append(Passage(docno, text, page["title"], wiki, page["url"], sections[n], int(pid),
-                                int(page["revid"])))
-            doc_page[docno] = pid
-            for j, question in enumerate(page["positive"][n]):
-                qid = f"{docno}-{j}"
-                if has_answers:
-                    ans = page["answers"][n][j]
-                    queries.append(QAQuery(qid, question, (ans["text"],), (int(ans["start"]),)))
-                else:
-                    queries.append(GenericQuery(qid, question))
-                qrels.append(GenericQrel(qid, docno, 1))
-                query_page[qid], query_doc[qid] = pid, docno
-                by_text.setdefault(question, []).append(qid)
-                if j < len(page["negative"][n]):
-                    negatives.append((qid, page["negative"][n][j]))
-    unique = {text: qids[0] for text, qids in by_text.items() if len(qids) == 1}
-    return _QAData(docs, queries, qrels, _question_pairs(unique, negatives, query_doc), query_page, doc_page,
-                   page_splits(doc_page.values()))
-
-
-def _read_tsv(path: Path, columns: int) -> list:
-    """Rows of a headerless (or ``PID``/``QID``-headed) TSV file, checked for their column count."""
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if rows and rows[0] and rows[0][0].strip().lower() in ("pid", "qid", "qid+"):
-        rows = rows[1:]
-    for i, row in enumerate(rows, 1):
-        if len(row) != columns:
-            raise ValueError(f"{path}: row {i} has {len(row)} columns, expected {columns}: {row!r}")
-    return rows
-
-
-def _read_tsv_release(folder: Path, wiki: str) -> _QAData:
-    with open(folder / "wiki.json", encoding="utf-8") as f:
-        pages = json.load(f)
-    docs, doc_page = [], {}
-    for pid, text, wid in _read_tsv(folder / "passages.tsv", 3):
-        page = pages.get(wid)
-        if page is None:
-            raise ValueError(f"{folder / 'passages.tsv'}: passage {pid} names page {wid!r}, absent from wiki.json")
-        docs.append(Passage(pid, text, page.get("title", ""), wiki, page.get("url", ""), "", int(wid),
-                            int(page.get("revid", 0))))
-        doc_page[pid] = wid
-    queries = [GenericQuery(qid, text) for qid, text in _read_tsv(folder / "queries.tsv", 2)]
-    known = {d.doc_id for d in docs}
-    qrel_pairs, query_doc = {}, {}
-    triples = _read_tsv(folder / "triples.tsv", 3)
-    for pos, _neg, pid in triples:
-        if pid not in known:
-            raise ValueError(f"{folder / 'triples.tsv'}: passage {pid} is not in passages.tsv")
-        qrel_pairs[(pos, pid)] = None
-        query_doc.setdefault(pos, pid)
-    pairs = [GenericDocPair(pos, pid, query_doc[neg]) for pos, neg, pid in triples if neg in query_doc]
-    qrels = [GenericQrel(q, d, 1) for q, d in qrel_pairs]
-    return _QAData(docs, queries, qrels, pairs, {q: doc_page[d] for q, d in query_doc.items()}, doc_page)
-
-
-def _read_squad(path: Path) -> _QAData:
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-        raise ValueError(f"{path}: not SQuAD format (expected an object with a 'data' list of articles)")
-    docs, queries, qrels, seen = [], [], [], set()
-    for a, article in enumerate(data["data"]):
-        for p, para in enumerate(article["paragraphs"]):
-            docno, context = f"{a}-{p}", para["context"]
-            docs.append(SquadDoc(docno, context, article.get("title", "")))
-            for qa in para["qas"]:
-                if qa.get("is_impossible"):
-                    continue  # SQuAD 2.0 unanswerable question: no passage answers it
-                qid = str(qa["id"])
-                if qid in seen:
-                    raise ValueError(f"{path}: question id {qid!r} appears twice")
-                seen.add(qid)
-                for ans in qa["answers"]:
-                    start = int(ans["answer_start"])
-                    if context[start:start + len(ans["text"])] != ans["text"]:
-                        raise ValueError(f"{path}: question {qid!r}: answer {ans['text']!r} is not at character "
-                                         f"{start} of paragraph {docno}")
-                queries.append(QAQuery(qid, qa["question"], tuple(x["text"] for x in qa["answers"]),
-                                       tuple(int(x["answer_start"]) for x in qa["answers"])))
-                qrels.append(GenericQrel(qid, docno, 1))
-    return _QAData(docs, queries, qrels)
-
-
 def qa_json_dataset(path, wiki: Optional[str] = None, split: Optional[str] = None):
     """An ir_datasets Dataset over a study-format ``<wiki>_qa.json`` (whole, or one page-level split).
 
@@ -370,7 +195,7 @@ def qa_json_dataset(path, wiki: Optional[str] = None, split: Optional[str] = Non
 def _qa_json_source(path, wiki=None) -> _Source:
     path = Path(path)
     wiki = wiki or path.name.split("_qa.json")[0]
-    return _Source(lambda: _read_qa_json(path, wiki), str(path))
+    return _Source(lambda: read_qa_json(path, wiki), str(path))
 
 
 def tsv_release_dataset(folder, wiki: str = ""):
@@ -378,14 +203,14 @@ def tsv_release_dataset(folder, wiki: str = ""):
     query), ``triples.tsv`` (QID+, QID-, PID), ``wiki.json`` (WID -> revid, url, title, PIDs). Qrels are the
     (QID+, PID) pairs of the triples; docpairs (QID+, PID, passage of QID-) where QID- is some triple's QID+."""
     folder = Path(folder)
-    return _dataset(_Source(lambda: _read_tsv_release(folder, wiki), str(folder)))
+    return _dataset(_Source(lambda: read_tsv_release(folder, wiki), str(folder)))
 
 
 def squad_dataset(path):
     """An ir_datasets Dataset over a SQuAD-format JSON file: one doc per paragraph (docno ``f"{article}-{para}"``,
     indices in file order), queries carry ``answers`` and ``answer_starts``, one qrel per answerable question."""
     path = Path(path)
-    return _dataset(_Source(lambda: _read_squad(path), str(path)))
+    return _dataset(_Source(lambda: read_squad(path), str(path)))
 
 
 # ----------------------------------------------------------------------------------------------- dump corpora
