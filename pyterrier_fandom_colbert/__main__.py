@@ -89,6 +89,11 @@ def plot_recall(curve, cutoffs: Sequence[int], path: Path, title: str) -> None:
 def query_topics(dataset):
     """qid, query topics. Datasets whose queries carry more fields (FANDOM-QA and SQuAD keep the gold answers)
     give several columns and no ``query``; then their ``text`` field is the query."""
+    irds_ref = getattr(dataset, "irds_ref", None)
+    if irds_ref is not None:
+        fields = irds_ref().queries_cls()._fields[1:]
+        if len(fields) > 1 and "text" in fields:
+            return dataset.get_topics("text")
     topics = dataset.get_topics()
     return topics if "query" in topics.columns else dataset.get_topics("text")
 
