@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -33,6 +34,7 @@ from .progress import progress
 if TYPE_CHECKING:  # pragma: no cover
     import faiss
     import npids
+    import torch
 
     from .colbert import ColBERT
     from .faiss_ann import FaissSpec
@@ -195,6 +197,7 @@ def _move_into_place(tmp: Path, path: Path) -> None:
 def _check_unique(docnos_path: Path, num_docs: int, chunk: int = 100_000) -> None:
     """Raise ValueError naming duplicated docnos: a duplicate maps back to an id other than its own position."""
     import npids
+    import torch
 
     dupes: List[str] = []
     with npids.Lookup(docnos_path) as lookup:
@@ -270,6 +273,17 @@ class ColBERTIndex(pt.Artifact):
     def vectors(self) -> np.ndarray:
         """All token vectors, ``[num_tokens, dim]`` float16, memory-mapped."""
         return self._array(VECTORS_FILE, np.float16, (self.meta.num_tokens, self.meta.dim))
+
+    @property
+    def vector_tensor(self) -> "torch.Tensor":
+        """:attr:`vectors` as a CPU torch tensor sharing the memory map (read-only: never write to it)."""
+        if "vector_tensor" not in self._loaded:
+            import torch
+
+            with warnings.catch_warnings():  # torch warns that the (read-only) memory map is not writable
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                self._loaded["vector_tensor"] = torch.from_numpy(self.vectors)
+        return self._loaded["vector_tensor"]
 
     @property
     def token_ids(self) -> np.ndarray:
@@ -348,20 +362,21 @@ class ColBERTIndex(pt.Artifact):
         """Low-level writer for precomputed vectors (``with index.writer(...) as w: w.add(docno, vecs, ids)``)."""
         return IndexWriter(self.path, config, fingerprint, overwrite=overwrite)
 
-    def retriever(self, colbert: "ColBERT", *, num_results: int = 1000, lam: float = 2,
-                  faiss: Union[str, "FaissSpec"] = "flat", nprobe: Optional[int] = None,
+    def retriever(self, colbert: "ColBERT", *, num_results: int = 1000, lam: Optional[float] = None,
+                  k_hat: Optional[int] = None, faiss: Union[str, "FaissSpec"] = "flat", nprobe: Optional[int] = None,
                   verbose: bool = False) -> "ColBERTRetriever":
         """End-to-end retrieval (qid, query → docno, score, rank): FAISS token neighbours, exact MaxSim.
 
-        Each scoring query vector fetches its ``ceil(num_results / lam)`` nearest document tokens; their
-        documents are scored exactly. ``faiss``: ``'flat'`` (exact), ``'ivf'``, ``'ivfpq'`` or a
+        Each scoring query vector fetches its k̂ nearest document tokens, ``ceil(num_results / lam)`` (λ default
+        2), or ``k_hat`` when given (e.g. a deep candidate pool for a short top 10); their documents are scored
+        exactly. ``faiss``: ``'flat'`` (exact), ``'ivf'``, ``'ivfpq'`` or a
         :class:`~pyterrier_fandom_colbert.faiss_ann.FaissSpec`; ``nprobe``: inverted lists visited (IVF kinds;
         default 32).
         """
         from .retrieval import ColBERTRetriever
 
-        return ColBERTRetriever(self, colbert, num_results=num_results, lam=lam, faiss=faiss, nprobe=nprobe,
-                                verbose=verbose)
+        return ColBERTRetriever(self, colbert, num_results=num_results, lam=lam, k_hat=k_hat, faiss=faiss,
+                                nprobe=nprobe, verbose=verbose)
 
     def scorer(self, colbert: "ColBERT", *, verbose: bool = False) -> "IndexScorer":
         """Re-ranker (qid, query, docno → score, rank) from the stored vectors: no document text, no re-encoding."""

@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: tokens scored per maxsim_packed call: on CPU a block that stays in cache is ~2x faster than one big block
 BLOCK_TOKENS = {"cpu": 16_384, "cuda": 1 << 20}
+#: k̂ = ceil(k / λ) token neighbours per query vector, by default (SPEC §4)
+DEFAULT_LAM = 2
 #: queries whose vectors go to FAISS in one search call
 QUERY_BATCH = 64
 
@@ -89,7 +91,8 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
                block_tokens: Optional[int] = None) -> np.ndarray:
     """Exact scores (float64) of ``doc_ids`` for one query's scoring vectors ``q [n, d]``, on ``q``'s device.
 
-    Documents are gathered from the memory-mapped fp16 vectors a block of tokens at a time.
+    Documents are gathered from the memory-mapped fp16 vectors a block of tokens at a time, into buffers
+    allocated once per call (fresh multi-MB tensors per block cost page faults that rival the matmul on CPU).
     """
     import torch
 
@@ -100,27 +103,36 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
     rows, lengths = token_rows(index.offsets, np.asarray(doc_ids, dtype=np.int64))
     first_row = np.concatenate([[0], np.cumsum(lengths)])
     scores = np.empty(len(doc_ids), dtype=np.float64)
+    if len(rows) == 0:
+        return scores
+    rows_t, lengths_t = torch.from_numpy(rows), torch.from_numpy(lengths).to(q.device)
+    stored = index.vector_tensor
+    size = min(len(rows), max(block_tokens, int(lengths.max())))
+    gathered = torch.empty(size, stored.shape[1], dtype=stored.dtype)
+    as_float = torch.empty(size, stored.shape[1], dtype=torch.float32, device=q.device)
+    q = q.float()
     for start, end in token_blocks(lengths, block_tokens):
-        block = rows[first_row[start]:first_row[end]]
-        tokens = torch.from_numpy(index.vectors[block]).to(q.device).float()
-        token_doc = torch.repeat_interleave(torch.arange(end - start, device=q.device),
-                                            torch.from_numpy(lengths[start:end]).to(q.device))
-        s = maxsim_packed(q.float(), tokens, token_doc, end - start, None, config.similarity, config.reduction)
+        n = int(first_row[end] - first_row[start])
+        torch.index_select(stored, 0, rows_t[first_row[start]:first_row[end]], out=gathered[:n])
+        tokens = as_float[:n]
+        tokens.copy_(gathered[:n])
+        token_doc = torch.repeat_interleave(torch.arange(end - start, device=q.device), lengths_t[start:end])
+        s = maxsim_packed(q, tokens, token_doc, end - start, None, config.similarity, config.reduction)
         scores[start:end] = s.cpu().numpy()
     return scores
 
 
-def search(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequence["torch.Tensor"], k: int, lam: float,
-           nprobe: Optional[int] = None) -> List[Tuple[np.ndarray, np.ndarray]]:
+def search(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequence["torch.Tensor"], k: int,
+           k_hat: int, nprobe: Optional[int] = None) -> List[Tuple[np.ndarray, np.ndarray]]:
     """Per query (its scoring vectors ``[n, d]``): the top ``k`` (document ids, exact scores), best first.
 
-    One FAISS call fetches ``ceil(k / lam)`` token neighbours for every vector of every query.
+    One FAISS call fetches ``k_hat`` token neighbours for every vector of every query; the documents holding
+    them are the candidates, all scored exactly.
     """
     from . import faiss_ann
 
     if not queries:
         return []
-    k_hat = math.ceil(k / lam)
     _, normalise = faiss_ann.metric_for(index.config.similarity)
     vectors = faiss_ann.as_search_vectors(np.concatenate([q.float().cpu().numpy() for q in queries]), normalise)
     hits = faiss_ann.search(ann, vectors, k_hat, nprobe)
@@ -141,13 +153,18 @@ def _scoring_vectors(colbert: "ColBERT", texts: Sequence[str]) -> List["torch.Te
 class ColBERTRetriever(pt.Transformer):
     """End-to-end retriever: qid, query → + docno, score, rank (other input columns kept)."""
 
-    def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, num_results: int = 1000, lam: float = 2,
-                 faiss: Union[str, FaissSpec] = "flat", nprobe: Optional[int] = None, verbose: bool = False):
+    def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, num_results: int = 1000,
+                 lam: Optional[float] = None, k_hat: Optional[int] = None, faiss: Union[str, FaissSpec] = "flat",
+                 nprobe: Optional[int] = None, verbose: bool = False):
         spec = faiss if isinstance(faiss, FaissSpec) else FaissSpec(faiss)
         if num_results < 1:
             raise ValueError(f"num_results={num_results}; expected at least 1")
-        if not lam > 0:
+        if lam is not None and k_hat is not None:
+            raise ValueError(f"lam={lam} and k_hat={k_hat} both set the neighbours per query vector; give one")
+        if lam is not None and not lam > 0:
             raise ValueError(f"lam={lam}; expected a positive number (k̂ = ceil(num_results / lam))")
+        if k_hat is not None and k_hat < 1:
+            raise ValueError(f"k_hat={k_hat}; expected at least 1 token neighbour per query vector")
         if nprobe is not None and (not spec.trained or nprobe < 1):
             raise ValueError(f"nprobe={nprobe} applies only to faiss='ivf' or 'ivfpq' and must be positive "
                              f"(faiss={spec.kind!r})")
@@ -155,16 +172,19 @@ class ColBERTRetriever(pt.Transformer):
         self.index = index
         self.colbert = colbert
         self.num_results = num_results
-        self.lam = lam
+        self.lam = DEFAULT_LAM if lam is None and k_hat is None else lam
+        self.k_hat = k_hat if k_hat is not None else math.ceil(num_results / self.lam)
         self.spec = spec
         self.nprobe = nprobe if nprobe is not None or not spec.trained else DEFAULT_NPROBE
         self.verbose = verbose
 
     def fuse_rank_cutoff(self, k: int) -> "ColBERTRetriever":
+        """``% k``: fewer results; k̂ follows ``k / lam``, or stays fixed when it was given as ``k_hat``."""
         if k >= self.num_results:
             return self
-        return ColBERTRetriever(self.index, self.colbert, num_results=k, lam=self.lam, faiss=self.spec,
-                                nprobe=self.nprobe, verbose=self.verbose)
+        neighbours = {"lam": self.lam} if self.lam is not None else {"k_hat": self.k_hat}
+        return ColBERTRetriever(self.index, self.colbert, num_results=k, faiss=self.spec, nprobe=self.nprobe,
+                                verbose=self.verbose, **neighbours)
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         pt.validate.query_frame(input_columns, ["query"], context=self)
@@ -181,7 +201,7 @@ class ColBERTRetriever(pt.Transformer):
         try:
             for start in range(0, len(unique), QUERY_BATCH):
                 queries = _scoring_vectors(self.colbert, unique[start:start + QUERY_BATCH])
-                found.extend(search(self.index, ann, queries, self.num_results, self.lam, self.nprobe))
+                found.extend(search(self.index, ann, queries, self.num_results, self.k_hat, self.nprobe))
                 bar.update(len(queries))
         finally:
             bar.close()
@@ -192,8 +212,9 @@ class ColBERTRetriever(pt.Transformer):
         return rank_by_score(with_columns(out, {"docno": self.index.docnos_of(ids), "score": scores}))
 
     def __repr__(self) -> str:
+        neighbours = f"lam={self.lam}" if self.lam is not None else f"k_hat={self.k_hat}"
         nprobe = f", nprobe={self.nprobe}" if self.nprobe is not None else ""
-        return (f"{self.index!r}.retriever(num_results={self.num_results}, lam={self.lam}, "
+        return (f"{self.index!r}.retriever(num_results={self.num_results}, {neighbours}, "
                 f"faiss={self.spec!r}{nprobe})")
 
 

@@ -212,6 +212,19 @@ def test_ivf_and_ivfpq_overlap_flat_and_are_cached(index, colbert):
     assert full.docno.tolist() == flat.docno.tolist()
 
 
+def test_k_hat_is_the_neighbour_count_and_survives_rank_cutoff(index, colbert):
+    retr = index.retriever(colbert, num_results=50, k_hat=7)
+    assert retr.k_hat == 7 and retr.lam is None
+    fused = (retr % 5).compile()
+    assert fused.num_results == 5 and fused.k_hat == 7
+    assert index.retriever(colbert, num_results=50, lam=5).k_hat == 10
+    assert index.retriever(colbert, num_results=51).k_hat == 26  # ceil(51 / 2): λ defaults to 2
+    for qid, query in zip(TOPICS.qid, TOPICS["query"]):  # k̂ = 7 neighbours, as with λ = 5 / 7
+        got = fused(TOPICS[TOPICS.qid == qid])
+        ref = reference_search(index, colbert, query, 5, 5 / 7)
+        assert got.docno.tolist() == [d for _, d in ref]
+
+
 def test_bad_retriever_settings(index, colbert):
     with pytest.raises(ValueError, match="nprobe=4 applies only"):
         index.retriever(colbert, nprobe=4)
@@ -219,6 +232,10 @@ def test_bad_retriever_settings(index, colbert):
         index.retriever(colbert, faiss="hnsw")
     with pytest.raises(ValueError, match="lam=0"):
         index.retriever(colbert, lam=0)
+    with pytest.raises(ValueError, match="lam=2 and k_hat=10 both set"):
+        index.retriever(colbert, lam=2, k_hat=10)
+    with pytest.raises(ValueError, match="k_hat=0"):
+        index.retriever(colbert, k_hat=0)
 
 
 def test_mismatched_query_encoder_is_refused(index, tiny_bert_dir):
@@ -295,3 +312,24 @@ def test_l2_similarity_uses_l2_neighbours(tiny_bert_dir, tmp_path):
     expected = sorted(ref.items(), key=lambda t: (-t[1], t[0]))
     assert res.docno.tolist() == [d for d, _ in expected]
     np.testing.assert_allclose(res.score.to_numpy(), [s for _, s in expected], rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "l2_normalised", "l2"])
+def test_exact_search_finds_faiss_flat_neighbours(similarity):
+    import faiss
+
+    from pyterrier_fandom_colbert import faiss_ann
+
+    rng = np.random.default_rng(5)
+    tokens = (rng.standard_normal((1000, 16)) * rng.uniform(0.5, 2, (1000, 1))).astype(np.float16)
+    q = rng.standard_normal((7, 16)).astype(np.float32)
+    metric, normalise = faiss_ann.metric_for(similarity)
+    reference = faiss.IndexFlatIP(16) if metric == faiss.METRIC_INNER_PRODUCT else faiss.IndexFlatL2(16)
+    reference.add(faiss_ann.as_search_vectors(tokens, normalise))
+    prepared = faiss_ann.as_search_vectors(q, normalise)
+    _, expected = reference.search(prepared, 25)
+    for block_rows in (64, 333, 4096):  # blocks smaller than k, uneven, one block
+        _, ids = faiss_ann.ExactSearch(tokens, similarity, block_rows=block_rows).search(prepared, 25)
+        np.testing.assert_array_equal(ids, expected)
+    _, ids = faiss_ann.ExactSearch(tokens[:10], similarity, block_rows=4).search(prepared, 25)
+    assert ids.shape == (7, 10) and all(sorted(row) == list(range(10)) for row in ids.tolist())
