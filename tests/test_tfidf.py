@@ -307,3 +307,16 @@ def test_compare_writes_table_curve_and_plot(tmp_path, tiny_bert_dir):
     assert list(curve.columns) == [f"R@{c}" for c in range(1, 11)]
     assert (np.diff(curve.to_numpy(), axis=1) >= 0).all()  # recall never falls as k grows
     assert pt.Artifact.load(str(tmp_path / "cache" / "toy--test" / "tfidf")).meta["num_docs"] == 4
+
+
+def test_main_job_takes_the_question_text_as_query(capsys):
+    from pyterrier_fandom_colbert.__main__ import query_topics
+
+    dataset = pt.get_dataset("irds:fandom-qa/sample/test")
+    got = query_topics(dataset)
+    assert list(got.columns[:2]) == ["qid", "query"] and len(got) == 30
+    questions = {q.query_id: q.text for q in dataset.irds_ref().queries_iter()}
+    assert all(questions[qid] == query for qid, query in zip(got.qid, got["query"]))
+    printed = capsys.readouterr()
+    assert "multiple query fields" not in printed.out + printed.err  # PyTerrier prints it for get_topics()
+    assert query_topics(ToyDataset())["query"].tolist() == ToyDataset().get_topics()["query"].tolist()
