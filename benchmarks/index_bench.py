@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -199,11 +200,10 @@ def exhaustive_top(index: ColBERTIndex, q, k: int = 10) -> np.ndarray:
 
 def bench_e2e(args) -> Dict:
     """Latency and top-10 agreement with exhaustive MaxSim for flat / IVF / IVF-PQ candidate generation."""
-    from pyterrier_fandom_colbert.retrieval import search
-
     corpus = Synthetic(num_docs=args.docs or 100_000, mean_tokens=60)
     path = args.workdir / "e2e.idx"
-    built = build(path, corpus)
+    reused = args.reuse and (path / "pt_meta.json").exists()
+    built = {"reused": str(path)} if reused else build(path, corpus)
     index = ColBERTIndex(path)
     sources, queries = corpus.queries(index, args.queries)
     queries = [q.to(args.device) for q in queries]
@@ -212,8 +212,9 @@ def bench_e2e(args) -> Dict:
     exhaustive_ms = 1e3 * (time.perf_counter() - t) / len(queries)
     print(f"exhaustive MaxSim: {exhaustive_ms:.0f} ms/query", file=sys.stderr)
     rows = []
-    flat_top: Dict[int, List[np.ndarray]] = {}
-    settings = [("flat", None)] + [(kind, nprobe) for kind in ("ivf", "ivfpq") for nprobe in args.nprobe]
+    flat_top: Dict[Tuple[int, int], List[np.ndarray]] = {}
+    settings = [(kind, nprobe) for kind in args.kinds for nprobe in ([None] if kind == "flat" else args.nprobe)]
+    neighbours = [(k, k_hat) for k in args.k for k_hat in (args.k_hat or [math.ceil(k / args.lam)])]
     for kind, nprobe in settings:
         spec = FaissSpec(kind)
         t = time.perf_counter()
@@ -221,19 +222,14 @@ def bench_e2e(args) -> Dict:
         build_s = time.perf_counter() - t
         resolved = spec.resolve(index.meta.num_tokens, index.meta.dim)
         cache = path / "faiss" / f"{resolved.file_stem()}.faiss"
-        for k in args.k:
-            search(index, ann, queries[:3], k, args.lam, nprobe)  # warm-up
-            times, tops = [], []
-            for q in queries:
-                t = time.perf_counter()
-                (ids, _), = search(index, ann, [q], k, args.lam, nprobe)
-                times.append(time.perf_counter() - t)
-                tops.append(ids[:10])
-            flat_top.setdefault(k, tops)
-            row = {"faiss": resolved.factory_string(), "nprobe": nprobe, "k": k, "lam": args.lam,
+        for k, k_hat in neighbours:
+            times, tops = timed_search(index, ann, queries, k, k_hat, nprobe)
+            flat_top.setdefault((k, k_hat), tops)  # the first kind's (flat, unless --kinds says otherwise)
+            row = {"faiss": resolved.factory_string(), "nprobe": nprobe, "k": k, "k_hat": k_hat,
                    "ms_per_query_mean": round(1e3 * float(np.mean(times)), 1),
                    "ms_per_query_p95": round(1e3 * float(np.percentile(times, 95)), 1),
-                   "overlap_at_10": overlap(tops, truth), "overlap_at_10_with_flat": overlap(tops, flat_top[k]),
+                   "overlap_at_10": overlap(tops, truth),
+                   "overlap_at_10_with_flat": overlap(tops, flat_top[(k, k_hat)]),
                    "source_in_top_10": round(float(np.mean([s in top for s, top in zip(sources, tops)])), 3),
                    "faiss_build_or_load_s": round(build_s, 1),
                    "faiss_bytes_per_token": round(cache.stat().st_size / index.meta.num_tokens, 1)
@@ -245,6 +241,20 @@ def bench_e2e(args) -> Dict:
             "queries": len(queries), "exhaustive_ms_per_query": round(exhaustive_ms),
             "exhaustive_source_in_top_10": round(float(np.mean([s in top for s, top in zip(sources, truth)])), 3),
             "results": rows}
+
+
+def timed_search(index: ColBERTIndex, ann, queries, k: int, k_hat: int, nprobe) -> Tuple[List[float], List[np.ndarray]]:
+    """End-to-end search of each query alone, after three warm-up queries: (seconds, top-10 ids) per query."""
+    from pyterrier_fandom_colbert.retrieval import search
+
+    search(index, ann, queries[:3], k, k_hat, nprobe)
+    times, tops = [], []
+    for q in queries:
+        t = time.perf_counter()
+        (ids, _), = search(index, ann, [q], k, k_hat, nprobe)
+        times.append(time.perf_counter() - t)
+        tops.append(ids[:10])
+    return times, tops
 
 
 def overlap(tops: List[np.ndarray], reference: List[np.ndarray]) -> float:
@@ -290,7 +300,10 @@ def main(argv=None) -> None:
     parser.add_argument("--tokens", type=int, default=60, help="rss: mean tokens per passage")
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--k", type=int, nargs="+", default=[10, 100, 1000], help="e2e: num_results values")
-    parser.add_argument("--lam", type=float, default=2)
+    parser.add_argument("--lam", type=float, default=2, help="e2e: k̂ = ceil(k / lam) unless --k-hat is given")
+    parser.add_argument("--k-hat", type=int, nargs="+", default=None, help="e2e: token neighbours per vector")
+    parser.add_argument("--kinds", nargs="+", default=["flat", "ivf", "ivfpq"], help="e2e: FAISS kinds")
+    parser.add_argument("--reuse", action="store_true", help="e2e: reuse a kept index in --workdir")
     parser.add_argument("--nprobe", type=int, nargs="+", default=[16, 64], help="e2e: IVF lists probed")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark indexes")
     args = parser.parse_args(argv)

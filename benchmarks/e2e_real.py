@@ -1,0 +1,98 @@
+"""End-to-end retrieval on real ColBERT vectors: latency and top-10 overlap with exhaustive MaxSim.
+
+index_bench.py e2e times FAISS candidate generation on synthetic vectors, whose near-tied places 2-10 make the
+overlap a harsh test; this script asks the same question of a real index and real queries (an index built by
+``pipelines/evaluate.py``, e.g. SciFact with the default checkpoint)::
+
+    .venv/bin/python pipelines/evaluate.py --data scifact --systems colbert-full     # builds the index
+    .venv/bin/python benchmarks/e2e_real.py --data scifact \\
+        --index runs/evaluate/cache/scifact/colbert-<fingerprint>
+
+Settings: every FAISS kind in ``--kinds`` × ``--nprobe`` (IVF kinds) × ``--k`` × ``--k-hat``.
+Results are printed and written as JSON to ``--out``. Skips (exit 0, message) when the data are absent.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from evaluate import DATA, load  # noqa: E402
+from index_bench import exhaustive_top, overlap, set_threads, timed_search  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="scifact", help="topics: a pipelines/evaluate.py data name")
+    ap.add_argument("--index", type=Path, required=True, help="ColBERT index folder over that corpus")
+    ap.add_argument("--checkpoint", default=None, help="query encoder (default: the bundled checkpoint)")
+    ap.add_argument("--queries", type=int, default=200, help="at most this many topics (the first ones)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--kinds", nargs="+", default=["flat", "ivf", "ivfpq"])
+    ap.add_argument("--nprobe", type=int, nargs="+", default=[8, 32])
+    ap.add_argument("--k", type=int, nargs="+", default=[10, 1000])
+    ap.add_argument("--k-hat", type=int, nargs="+", default=None, help="default: ceil(k / 2)")
+    ap.add_argument("--out", type=Path, default=Path("runs/e2e_real.json"))
+    args = ap.parse_args(argv)
+    if not (DATA / args.data).exists() and not args.data.startswith("squad"):
+        print(f"{DATA / args.data} is absent: nothing to measure", file=sys.stderr)
+        return 0
+
+    import pyterrier_fandom_colbert as pfc
+    from pyterrier_fandom_colbert.faiss_ann import FaissSpec
+
+    set_threads(args.threads)
+    _, topics, qrels = load(args.data)
+    topics = topics.iloc[:args.queries]
+    index = pfc.ColBERTIndex(args.index)
+    colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")
+    index.check_encoder(colbert)
+    Q, mask = colbert.encode_queries(topics["query"].tolist())
+    queries = [Q[i][mask[i]] for i in range(len(topics))]
+    relevant = [set(qrels.loc[qrels.qid == qid, "docno"]) for qid in topics.qid]
+    t = time.perf_counter()
+    truth = [exhaustive_top(index, q) for q in queries]
+    exhaustive_ms = 1e3 * (time.perf_counter() - t) / len(queries)
+    print(f"{len(index)} passages, {index.meta.num_tokens} tokens, {len(queries)} queries; "
+          f"exhaustive MaxSim {exhaustive_ms:.0f} ms/query", file=sys.stderr)
+
+    def hits_at_10(tops):
+        return round(float(np.mean([bool(set(index.docnos_of(top)) & rel) for top, rel in zip(tops, relevant)])), 3)
+
+    rows = []
+    for kind in args.kinds:
+        spec = FaissSpec(kind)
+        t = time.perf_counter()
+        ann = index.ann(spec)
+        build_s = round(time.perf_counter() - t, 1)
+        for nprobe in [None] if kind == "flat" else args.nprobe:
+            for k in args.k:
+                for k_hat in args.k_hat or [math.ceil(k / 2)]:
+                    times, tops = timed_search(index, ann, queries, k, k_hat, nprobe)
+                    row = {"faiss": kind, "nprobe": nprobe, "k": k, "k_hat": k_hat,
+                           "ms_per_query_mean": round(1e3 * float(np.mean(times)), 1),
+                           "ms_per_query_p95": round(1e3 * float(np.percentile(times, 95)), 1),
+                           "overlap_at_10": overlap(tops, truth), "relevant_in_top_10": hits_at_10(tops),
+                           "faiss_build_or_load_s": build_s}
+                    print(row, file=sys.stderr)
+                    rows.append(row)
+    result = {"data": args.data, "index": str(args.index), "num_docs": len(index),
+              "num_tokens": index.meta.num_tokens, "queries": len(queries), "threads": args.threads,
+              "exhaustive_ms_per_query": round(exhaustive_ms, 1), "exhaustive_relevant_in_top_10": hits_at_10(truth),
+              "results": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
