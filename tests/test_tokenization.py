@@ -1,5 +1,4 @@
 """Query/document layouts of SPEC section 1 for BERT and RoBERTa vocabularies."""
-import numpy as np
 import pytest
 
 import pyterrier_fandom_colbert as pfc

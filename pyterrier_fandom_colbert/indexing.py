@@ -1,0 +1,271 @@
+"""Writing a :class:`~pyterrier_fandom_colbert.index.ColBERTIndex`: the folder layout, :class:`IndexWriter`
+(precomputed vectors, streamed to disk) and :class:`ColBERTIndexer` (a ``pt.Indexer`` encoding a corpus).
+
+Writes go to a hidden temporary folder beside the target, renamed into place only when complete, so an
+interrupted build leaves nothing that loads.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from .config import ColBERTConfig
+from .progress import progress
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .colbert import ColBERT
+    from .index import ColBERTIndex
+
+META_FILE = "pt_meta.json"
+VECTORS_FILE = "vectors.f16"
+TOKEN_IDS_FILE = "token_ids.i32"
+OFFSETS_FILE = "offsets.i64"
+DOCNOS_FILE = "docnos.npids"
+_DOCNOS_TEXT = "docnos.txt"  # one docno per line while building; becomes docnos.npids
+#: npids (0.1.3) picks a codec from the first 256 docnos and fails to read it back when they are all identical
+_NPIDS_FIRST_BLOCK = 256
+
+
+@dataclass(frozen=True)
+class IndexMeta:
+    """The sizes and encoder identity of an index, stored as ``pt_meta.json``."""
+
+    num_docs: int
+    num_tokens: int
+    dim: int
+    fingerprint: str
+    type: str = "colbert"
+    format: str = "fp16"
+    package_hint: str = "pyterrier-fandom-colbert"
+
+    def save(self, folder: Path) -> None:
+        (Path(folder) / META_FILE).write_text(json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def load(cls, folder: Path) -> "IndexMeta":
+        values = json.loads((Path(folder) / META_FILE).read_text())
+        if (values.get("type"), values.get("format")) != ("colbert", "fp16"):
+            raise ValueError(f"{folder} holds a {values.get('type')}.{values.get('format')} artifact, "
+                             "not a colbert.fp16 index")
+        return cls(**values)
+
+
+class IndexWriter:
+    """Streams ``(docno, vectors [n, d], token ids [n])`` into a new index folder.
+
+    Memory stays constant: vectors go straight to disk. Nothing appears at ``path`` until :meth:`close`
+    succeeds; :meth:`abort` (or leaving the ``with`` block by an exception) deletes the partial build.
+
+    >>> import tempfile; from pyterrier_fandom_colbert.index import ColBERTIndex
+    >>> folder = Path(tempfile.mkdtemp()) / "idx"
+    >>> with IndexWriter(folder, ColBERTConfig(dim=8), fingerprint="synthetic") as w:
+    ...     w.add("d1", np.ones((3, 8), dtype=np.float32), np.array([101, 7, 102]))
+    ...     w.add("d2", np.ones((2, 8), dtype=np.float32), np.array([101, 102]))
+    >>> ColBERTIndex(folder).doc_vectors("d2")[1].tolist(), ColBERTIndex(folder).offsets.tolist()
+    ([101, 102], [0, 3, 5])
+    """
+
+    def __init__(self, path: Union[str, Path], config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False):
+        self.path = Path(path)
+        self.config = config
+        self.fingerprint = fingerprint
+        self.overwrite = overwrite
+        _check_target(self.path, overwrite)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".building", dir=self.path.parent))
+        self._vectors = open(self._tmp / VECTORS_FILE, "wb")
+        self._token_ids = open(self._tmp / TOKEN_IDS_FILE, "wb")
+        self._offsets = open(self._tmp / OFFSETS_FILE, "wb")
+        self._docnos = open(self._tmp / _DOCNOS_TEXT, "w", encoding="utf-8")
+        self._offsets.write(np.int64(0).tobytes())
+        self.num_docs = 0
+        self.num_tokens = 0
+        self._first_docno: Optional[str] = None
+        self._first_block_varies = False
+
+    def add(self, docno: str, vectors: np.ndarray, token_ids: np.ndarray) -> None:
+        """Append one document (its scoring token vectors, any float dtype, and their token ids)."""
+        if not isinstance(docno, str) or not docno or "\n" in docno or "\r" in docno:
+            raise ValueError(f"docno {docno!r} is not a non-empty single-line string; convert docnos with "
+                             "str() first")
+        if vectors.ndim != 2 or vectors.shape[1] != self.config.dim:
+            raise ValueError(f"vectors of docno {docno!r} have shape {vectors.shape}; expected [n, "
+                             f"{self.config.dim}]")
+        if len(vectors) == 0:
+            raise ValueError(f"docno {docno!r} has no token vectors; every document needs at least one")
+        if len(token_ids) != len(vectors):
+            raise ValueError(f"docno {docno!r} has {len(vectors)} vectors but {len(token_ids)} token ids")
+        half = np.ascontiguousarray(vectors, dtype=np.float16)
+        if not np.isfinite(half).all():
+            raise ValueError(f"vectors of docno {docno!r} are not finite in float16 (NaN, inf or beyond 65504)")
+        self._vectors.write(half.tobytes())
+        self._token_ids.write(np.ascontiguousarray(token_ids, dtype=np.int32).tobytes())
+        self.num_tokens += len(half)
+        self.num_docs += 1
+        self._offsets.write(np.int64(self.num_tokens).tobytes())
+        self._docnos.write(docno + "\n")
+        if self._first_docno is None:
+            self._first_docno = docno
+        elif self.num_docs <= _NPIDS_FIRST_BLOCK and docno != self._first_docno:
+            self._first_block_varies = True
+
+    def close(self) -> Path:
+        """Finish the build (docno lookup, duplicate check, config, metadata) and move it to ``path``."""
+        import npids
+
+        try:
+            self._close_files()
+            if self.num_docs == 0:
+                raise ValueError(f"no documents were given, so no index was written to {self.path}")
+            if not self._first_block_varies:  # npids cannot store these; say why instead of failing inside it
+                if self.num_docs > 1:
+                    raise ValueError(f"duplicate docno(s) [{self._first_docno!r}]: every document needs a unique "
+                                     "docno")
+                raise ValueError("an index needs at least two documents: the docno lookup (npids 0.1.3) cannot "
+                                 "store a single docno")
+            with open(self._tmp / _DOCNOS_TEXT, encoding="utf-8") as lines:
+                npids.Lookup.build((line[:-1] for line in lines), self._tmp / DOCNOS_FILE, return_self=False)
+            _check_unique(self._tmp / DOCNOS_FILE, self.num_docs)
+            (self._tmp / _DOCNOS_TEXT).unlink()
+            self.config.save(self._tmp)
+            IndexMeta(self.num_docs, self.num_tokens, self.config.dim, self.fingerprint).save(self._tmp)
+            _check_target(self.path, self.overwrite)
+            _move_into_place(self._tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+        return self.path
+
+    def abort(self) -> None:
+        """Delete the partial build; ``path`` is left as it was."""
+        self._close_files()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _close_files(self) -> None:
+        for f in (self._vectors, self._token_ids, self._offsets, self._docnos):
+            f.close()
+
+    def __enter__(self) -> "IndexWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def _check_target(path: Path, overwrite: bool) -> None:
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
+
+
+def _move_into_place(tmp: Path, path: Path) -> None:
+    """Rename ``tmp`` to ``path``; an existing ``path`` is moved aside first and deleted only afterwards."""
+    old = None
+    if path.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+        os.rename(path, old / path.name)
+    os.rename(tmp, path)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _check_unique(docnos_path: Path, num_docs: int, chunk: int = 100_000) -> None:
+    """Raise ValueError naming duplicated docnos: a duplicate maps back to an id other than its own position."""
+    import npids
+
+    dupes: List[str] = []
+    with npids.Lookup(docnos_path) as lookup:
+        for start in range(0, num_docs, chunk):
+            ids = np.arange(start, min(start + chunk, num_docs))
+            docnos = lookup.fwd[ids]
+            bad = lookup.inv[docnos] != ids
+            dupes.extend(str(d) for d in docnos[bad])
+            if len(dupes) >= 5:
+                break
+    if dupes:
+        raise ValueError(f"duplicate docno(s) {sorted(set(dupes))[:5]}: every document needs a unique docno")
+
+
+class ColBERTIndexer(pt.Indexer):
+    """Encodes a corpus (dicts with ``docno`` and text, a generator, or a DataFrame) into a :class:`ColBERTIndex`."""
+
+    def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, text_field: str = "text",
+                 batch_size: int = 1024, overwrite: bool = False, verbose: bool = False):
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size}; expected a positive number of documents")
+        self.index_ref = index
+        self.colbert = colbert
+        self.text_field = text_field
+        self.batch_size = batch_size
+        self.overwrite = overwrite
+        self.verbose = verbose
+
+    def index_inputs(self) -> List[List[str]]:
+        return [["docno", self.text_field]]
+
+    def index(self, inp: Union[Iterable[Dict[str, Any]], pd.DataFrame]) -> "ColBERTIndex":
+        if isinstance(inp, pd.DataFrame):
+            inp = _records(inp)
+        bar = progress(desc="indexing", unit="doc", enabled=self.verbose)
+        try:
+            with IndexWriter(self.index_ref.path, self.colbert.config, self.colbert.fingerprint(),
+                             overwrite=self.overwrite) as writer:
+                for docnos, texts in _batches(inp, self.text_field, self.batch_size):
+                    for docno, (vecs, ids) in zip(docnos, self._encode(texts)):
+                        writer.add(docno, vecs, ids)
+                    bar.update(len(docnos))
+        finally:
+            bar.close()
+        self.index_ref._forget()
+        return self.index_ref
+
+    def _encode(self, texts: List[str]) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """(fp16 vectors, token ids) per text in input order; the whole list is length-bucketed at once."""
+        out: List[Any] = [None] * len(texts)
+        chunk = math.ceil(len(texts) / self.colbert.batch_size)
+        for batch in self.colbert.doc_batches(texts, chunk=chunk):
+            for pos, vecs, ids in batch.per_document():
+                out[pos] = (vecs.astype(np.float16), ids)
+        return out
+
+    def __repr__(self) -> str:
+        return f"{self.index_ref!r}.indexer({self.colbert!r})"
+
+
+def _records(frame: pd.DataFrame) -> Iterator[Dict[str, Any]]:
+    columns = list(frame.columns)
+    for row in frame.itertuples(index=False, name=None):
+        yield dict(zip(columns, row))
+
+
+def _batches(records: Iterable[Dict[str, Any]], text_field: str,
+             size: int) -> Iterator[Tuple[List[str], List[str]]]:
+    """(docnos, texts) of ``size`` records at a time, refusing records without a docno or a text string."""
+    docnos: List[str] = []
+    texts: List[str] = []
+    for i, record in enumerate(records):
+        if "docno" not in record or text_field not in record:
+            raise ValueError(f"document #{i} has fields {sorted(record)}; expected 'docno' and {text_field!r}")
+        text = record[text_field]
+        if not isinstance(text, str):
+            raise ValueError(f"docno {record['docno']!r} has {text_field!r} = {text!r}; expected a string "
+                             "(fill or drop documents without text first)")
+        docnos.append(record["docno"])
+        texts.append(text)
+        if len(docnos) == size:
+            yield docnos, texts
+            docnos, texts = [], []
+    if docnos:
+        yield docnos, texts
