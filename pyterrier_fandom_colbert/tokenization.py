@@ -47,6 +47,7 @@ class ColBERTTokenizer:
         self.q_marker_id, self.d_marker_id = self._marker_ids()
         self._punct = self._punctuation_ids() if config.skip_punctuation else None
         self._strings: Optional[np.ndarray] = None
+        self._rust = None  # copy of the backend tokenizer for offset-free batches, made on first use
 
     # -- markers -------------------------------------------------------------------------------------------
     def _marker_ids(self):
@@ -79,9 +80,20 @@ class ColBERTTokenizer:
 
     # -- layouts -------------------------------------------------------------------------------------------
     def _content_ids(self, texts: Sequence[str], max_content: int, offsets: bool):
-        enc = self.hf(list(texts), add_special_tokens=False, truncation=True, max_length=max_content,
-                      return_offsets_mapping=offsets, return_attention_mask=False, return_token_type_ids=False)
-        return enc["input_ids"], (enc["offset_mapping"] if offsets else None)
+        if offsets:
+            enc = self.hf(list(texts), add_special_tokens=False, truncation=True, max_length=max_content,
+                          return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False)
+            return enc["input_ids"], enc["offset_mapping"]
+        # the Rust tokenizer itself, without offsets: ~20% faster than the wrapper; truncating a single sequence
+        # is keeping its first pieces. A private copy, so no truncation/padding state is shared with self.hf.
+        if self._rust is None:
+            from tokenizers import Tokenizer
+
+            self._rust = Tokenizer.from_str(self.hf.backend_tokenizer.to_str())
+            self._rust.no_truncation()
+            self._rust.no_padding()
+        encodings = self._rust.encode_batch_fast(list(texts), add_special_tokens=False)
+        return [e.ids[:max_content] for e in encodings], None
 
     def queries(self, texts: Sequence[str]) -> TokenizedBatch:
         """Every query becomes exactly ``query_maxlen`` tokens, padded with [MASK] after [SEP]."""

@@ -89,3 +89,17 @@ def test_punctuation_skipping(tiny_bert_dir):
     batch = t.documents(["Wait, what?! Yes."])
     toks = t.tokens(batch.input_ids[0][batch.score_mask[0]])
     assert toks == ["[CLS]", "[D]", "wait", "what", "yes", "[SEP]"]
+
+
+def test_offset_free_path_gives_the_wrappers_pieces_whatever_its_truncation_state(tok):
+    t, hf, _ = tok
+    texts = ["The Ember Crown was forged in the year 412, after the flood.", "", "   ", "naïve café — 東京 🐉!",
+             " ".join(["word"] * 40), "[Q] and [D] written out in text", "tabs\tand\nnewlines"]
+    for max_content in (3, 7, 50):
+        wrapper = hf(texts, add_special_tokens=False, truncation=True, max_length=max_content)["input_ids"]
+        assert t._content_ids(texts, max_content, offsets=False) == (wrapper, None)
+    # a wrapper call with a short max_length leaves truncation set on hf's backend; the fast path is unaffected
+    hf(texts, add_special_tokens=False, truncation=True, max_length=2)
+    assert t._content_ids(texts[:1], 50, offsets=False)[0][0] == hf(texts[:1], add_special_tokens=False)["input_ids"][0]
+    with_offsets, offsets = t._content_ids(texts, 7, offsets=True)
+    assert with_offsets == t._content_ids(texts, 7, offsets=False)[0] and len(offsets) == len(texts)
