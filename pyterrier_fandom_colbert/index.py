@@ -188,7 +188,7 @@ class ColBERTIndex(pt.Artifact):
     def retriever(self, colbert: "ColBERT", *, num_results: int = 1000, lam: Optional[float] = None,
                   k_hat: Optional[int] = None, faiss: Union[str, "FaissSpec"] = "flat", nprobe: Optional[int] = None,
                   verbose: bool = False) -> "ColBERTRetriever":
-        """End-to-end retrieval (qid, query → docno, score, rank): FAISS token neighbours, exact MaxSim.
+        """End-to-end retrieval (qid, query → docno, score, rank): token neighbours, exact MaxSim.
 
         Each scoring query vector fetches its k̂ nearest document tokens, ``ceil(num_results / lam)`` (λ default
         2), or ``k_hat`` when given (e.g. a deep candidate pool for a short top 10); their documents are scored

@@ -1,7 +1,7 @@
 """Retrieval and re-ranking from a :class:`~pyterrier_fandom_colbert.index.ColBERTIndex`'s stored vectors.
 
-End-to-end retrieval: each scoring query vector fetches its ``k̂ = ceil(k / λ)`` nearest document tokens from
-FAISS; their documents (at most ``k̂ · N_q``) are scored exactly with the encoder's MaxSim over the stored
+End-to-end retrieval: each scoring query vector fetches its ``k̂ = ceil(k / λ)`` (or a fixed ``k_hat``) nearest
+document tokens (exact search, or FAISS IVF / IVF-PQ: see faiss_ann.py); their documents (at most ``k̂ · N_q``) are scored exactly with the encoder's MaxSim over the stored
 vectors (``scoring.maxsim_packed``, packed, no per-document padding); the top ``k`` are returned.
 
 Array helpers are pure functions; :func:`score_docs` and :func:`search` work on arrays and tensors; the two
