@@ -14,6 +14,7 @@ _LAZY = {
     "ColBERT": "colbert",
     "TfidfIndex": "tfidf",
     "ColBERTIndex": "index",
+    "FaissSpec": "faiss_ann",
     "Explainer": "explainer",
 }
 

@@ -10,11 +10,12 @@ import pyterrier_fandom_colbert as pfc
 def test_lazy_exports_resolve_to_their_classes():
     from pyterrier_fandom_colbert.colbert import ColBERT
     from pyterrier_fandom_colbert.explainer import Explainer
+    from pyterrier_fandom_colbert.faiss_ann import FaissSpec
     from pyterrier_fandom_colbert.index import ColBERTIndex
     from pyterrier_fandom_colbert.tfidf import TfidfIndex
 
-    assert (pfc.ColBERT, pfc.Explainer, pfc.ColBERTIndex, pfc.TfidfIndex) == (ColBERT, Explainer, ColBERTIndex,
-                                                                            TfidfIndex)
+    assert (pfc.ColBERT, pfc.Explainer, pfc.ColBERTIndex, pfc.TfidfIndex, pfc.FaissSpec) == (
+        ColBERT, Explainer, ColBERTIndex, TfidfIndex, FaissSpec)
 
 
 def test_pyterrier_modules_entry_point_exposes_the_package():
