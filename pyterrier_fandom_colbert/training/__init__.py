@@ -1,5 +1,5 @@
 """Training ColBERT checkpoints: examples (:mod:`.data`), losses (:mod:`.losses`), the loop (:mod:`.trainer`),
-self-supervised pairs from unlabeled wiki passages (:mod:`.selfsup`) and the ``pfc-train`` command (:mod:`.cli`).
+dev evaluation (:mod:`.evaluation`), the distillation teacher (:mod:`.teacher`), self-supervised pairs from unlabeled wiki passages (:mod:`.selfsup`) and the ``pfc-train`` command (:mod:`.cli`).
 
     from pyterrier_fandom_colbert import ColBERT
     from pyterrier_fandom_colbert.training import PRESETS, Trainer, load_collection
@@ -20,7 +20,7 @@ _LAZY = {
     "tfidf_rankings": "data", "collate": "data",
     "SelfSupConfig": "selfsup", "selfsup_collection": "selfsup", "selfsup_from_irds": "selfsup",
     "TrainConfig": "trainer", "PRESETS": "trainer", "Trainer": "trainer", "TrainResult": "trainer",
-    "evaluate": "trainer",
+    "evaluate": "evaluation", "ranking_metrics": "evaluation", "BiEncoderTeacher": "teacher",
 }
 
 

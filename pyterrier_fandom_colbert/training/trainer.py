@@ -22,13 +22,15 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
 import torch
 
 from .data import Batch, QAData, QPPSource, QQPSource, collate, tfidf_rankings
+from .evaluation import evaluate
 from .losses import LOSSES, aligned_scores, cross_entropy, kl_distillation, mse_to_targets, pairwise_scores
+from .teacher import BiEncoderTeacher
 
 CONFIG_FILE = "train_config.json"
 STATE_FILE = "trainer_state.pt"
@@ -112,67 +114,6 @@ def lr_factor(step: int, total: int, warmup_steps: int) -> float:
     if step < warmup_steps:
         return (step + 1) / warmup_steps
     return max(0.0, (total - step) / max(1, total - warmup_steps))
-
-
-def ranking_metrics(top: np.ndarray, docnos: Sequence[str], qids: Sequence[str], qrels: Dict[str, Sequence[str]],
-                    k: Optional[int] = None) -> Dict[str, float]:
-    """RR@k, R@1 and R@k from the top document indices per query (``top [nq, ≤k]``, best first).
-
-    >>> ranking_metrics(np.array([[1, 0], [0, 1]]), ["a", "b"], ["q1", "q2"], {"q1": ["a"], "q2": ["c"]})
-    {'RR@2': 0.25, 'R@1': 0.0, 'R@2': 0.5}
-    """
-    k = k or top.shape[1]
-    rr, r1, rk = [], [], []
-    for qid, row in zip(qids, top):
-        rel = set(qrels[qid])
-        hits = [docnos[i] in rel for i in row]
-        rr.append(next((1.0 / (r + 1) for r, h in enumerate(hits) if h), 0.0))
-        r1.append(sum(hits[:1]) / len(rel))
-        rk.append(sum(hits) / len(rel))
-    return {f"RR@{k}": float(np.mean(rr)), "R@1": float(np.mean(r1)), f"R@{k}": float(np.mean(rk))}
-
-
-def evaluate(colbert, dev: QAData, k: int = 10, query_chunk: int = 64) -> Dict[str, float]:
-    """Exhaustive MaxSim of every dev question against every dev passage (small corpora) → RR@k, R@1, R@k."""
-    was_training = colbert.model.training
-    colbert.model.eval()
-    try:
-        qids = sorted(dev.qrels)
-        docnos = list(dev.docnos)
-        q, qm = colbert.encode_queries([dev.queries[x] for x in qids])
-        scores = torch.full((len(qids), len(docnos)), float("-inf"))
-        for batch in colbert.doc_batches([dev.docs[d] for d in docnos]):
-            pos = torch.as_tensor(batch.positions)
-            for a in range(0, len(qids), query_chunk):
-                s = pairwise_scores(q[a:a + query_chunk], qm[a:a + query_chunk], batch.embs.float(), batch.mask,
-                                    colbert.config.similarity, colbert.config.reduction)
-                scores[a:a + query_chunk, pos] = s.cpu()
-        top = scores.topk(min(k, len(docnos)), dim=1).indices.numpy()
-        return ranking_metrics(top, docnos, qids, dev.qrels, k)
-    finally:
-        colbert.model.train(was_training)
-
-
-class BiEncoderTeacher:
-    """The backbone as a frozen sentence encoder (mean-pooled, normalised; all-MiniLM-L6-v2's own use): its
-    cosine scores are the distillation targets."""
-
-    def __init__(self, colbert):
-        import copy
-
-        self.net = copy.deepcopy(colbert.model.backbone).eval().requires_grad_(False)
-        self.hf, self.device = colbert.tokenizer.hf, colbert.device
-
-    @torch.no_grad()
-    def _embed(self, texts: List[str], max_length: int) -> torch.Tensor:
-        enc = self.hf(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        enc = {n: t.to(self.device) for n, t in enc.items() if n in ("input_ids", "attention_mask")}
-        hidden = self.net(**enc).last_hidden_state.float()
-        mask = enc["attention_mask"].unsqueeze(-1).float()
-        return torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1).clamp_min(1), dim=-1)
-
-    def __call__(self, queries: List[str], docs: List[str]) -> torch.Tensor:
-        return self._embed(queries, 64) @ self._embed(docs, 256).T
 
 
 @dataclass

@@ -1,0 +1,52 @@
+"""Dev-set evaluation during training: exhaustive MaxSim of every dev question against every dev passage.
+
+Small corpora only (the dev split of a QA collection); full-scale evaluation is ``pipelines/evaluate.py``.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import torch
+
+from .data import QAData
+from .losses import pairwise_scores
+
+
+def ranking_metrics(top: np.ndarray, docnos: Sequence[str], qids: Sequence[str], qrels: Dict[str, Sequence[str]],
+                    k: Optional[int] = None) -> Dict[str, float]:
+    """RR@k, R@1 and R@k from the top document indices per query (``top [nq, ≤k]``, best first).
+
+    >>> ranking_metrics(np.array([[1, 0], [0, 1]]), ["a", "b"], ["q1", "q2"], {"q1": ["a"], "q2": ["c"]})
+    {'RR@2': 0.25, 'R@1': 0.0, 'R@2': 0.5}
+    """
+    k = k or top.shape[1]
+    rr, r1, rk = [], [], []
+    for qid, row in zip(qids, top):
+        rel = set(qrels[qid])
+        hits = [docnos[i] in rel for i in row]
+        rr.append(next((1.0 / (r + 1) for r, h in enumerate(hits) if h), 0.0))
+        r1.append(sum(hits[:1]) / len(rel))
+        rk.append(sum(hits) / len(rel))
+    return {f"RR@{k}": float(np.mean(rr)), "R@1": float(np.mean(r1)), f"R@{k}": float(np.mean(rk))}
+
+
+def evaluate(colbert, dev: QAData, k: int = 10, query_chunk: int = 64) -> Dict[str, float]:
+    """Exhaustive MaxSim of every dev question against every dev passage (small corpora) → RR@k, R@1, R@k."""
+    was_training = colbert.model.training
+    colbert.model.eval()
+    try:
+        qids = sorted(dev.qrels)
+        docnos = list(dev.docnos)
+        q, qm = colbert.encode_queries([dev.queries[x] for x in qids])
+        scores = torch.full((len(qids), len(docnos)), float("-inf"))
+        for batch in colbert.doc_batches([dev.docs[d] for d in docnos]):
+            pos = torch.as_tensor(batch.positions)
+            for a in range(0, len(qids), query_chunk):
+                s = pairwise_scores(q[a:a + query_chunk], qm[a:a + query_chunk], batch.embs.float(), batch.mask,
+                                    colbert.config.similarity, colbert.config.reduction)
+                scores[a:a + query_chunk, pos] = s.cpu()
+        top = scores.topk(min(k, len(docnos)), dim=1).indices.numpy()
+        return ranking_metrics(top, docnos, qids, dev.qrels, k)
+    finally:
+        colbert.model.train(was_training)
