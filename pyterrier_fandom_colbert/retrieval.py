@@ -2,7 +2,7 @@
 
 End-to-end retrieval: each scoring query vector fetches its ``k̂ = ceil(k / λ)`` (or a fixed ``k_hat``) nearest
 document tokens (exact search, or FAISS IVF / IVF-PQ: see faiss_ann.py); their documents (at most ``k̂ · N_q``) are scored exactly with the encoder's MaxSim over the stored
-vectors (``scoring.maxsim_packed``, packed, no per-document padding); the top ``k`` are returned.
+vectors (:func:`score_docs`, length-sorted blocks); the top ``k`` are returned.
 
 Array helpers are pure functions; :func:`score_docs` and :func:`search` work on arrays and tensors; the two
 transformers at the end do the DataFrame plumbing.
@@ -28,25 +28,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .colbert import ColBERT
     from .index import ColBERTIndex
 
-#: tokens scored per maxsim_packed call: on CPU a block that stays in cache is ~2x faster than one big block
-BLOCK_TOKENS = {"cpu": 16_384, "cuda": 1 << 20}
+#: (padded) token rows scored per call: on CPU a block that stays in cache is ~2x faster than one big block
+BLOCK_TOKENS = {"cpu": 32_768, "cuda": 1 << 20}
 #: k̂ = ceil(k / λ) token neighbours per query vector, by default (SPEC §4)
 DEFAULT_LAM = 2
 #: queries whose vectors go to FAISS in one search call
 QUERY_BATCH = 64
-
-
-def token_rows(offsets: np.ndarray, doc_ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Rows of the given documents' tokens in the packed matrix, back to back, and each document's length.
-
-    >>> rows, lengths = token_rows(np.array([0, 2, 5, 6]), np.array([2, 0]))
-    >>> rows.tolist(), lengths.tolist()
-    ([5, 0, 1], [1, 2])
-    """
-    starts = np.asarray(offsets[doc_ids], dtype=np.int64)
-    lengths = np.asarray(offsets[doc_ids + 1], dtype=np.int64) - starts
-    before = np.cumsum(lengths) - lengths  # where each document's rows begin in the output
-    return np.repeat(starts - before, lengths) + np.arange(lengths.sum()), lengths
 
 
 def docs_of_rows(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -58,21 +45,22 @@ def docs_of_rows(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.searchsorted(offsets, rows, side="right") - 1
 
 
-def token_blocks(lengths: np.ndarray, max_tokens: int) -> List[Tuple[int, int]]:
-    """Consecutive ``(start, end)`` ranges of documents with at most ``max_tokens`` tokens in all (a longer
-    document gets a block of its own).
+def padded_blocks(lengths: np.ndarray, max_tokens: int) -> List[Tuple[int, int]]:
+    """Consecutive ``(start, end)`` ranges of documents with *ascending* ``lengths`` such that each range padded
+    to its longest document, ``(end - start) · lengths[end - 1]``, holds at most ``max_tokens`` rows (a longer
+    document gets a range of its own).
 
-    >>> token_blocks(np.array([3, 3, 5, 1]), 6)
-    [(0, 2), (2, 4)]
-    >>> token_blocks(np.array([9, 1]), 4)
+    >>> padded_blocks(np.array([1, 2, 2, 5]), 6)
+    [(0, 3), (3, 4)]
+    >>> padded_blocks(np.array([9, 9]), 4)
     [(0, 1), (1, 2)]
     """
-    ends = np.cumsum(lengths)
-    blocks, start, base = [], 0, 0
-    while start < len(lengths):
-        end = max(start + 1, int(np.searchsorted(ends, base + max_tokens, side="right")))
+    blocks, start, n = [], 0, len(lengths)
+    while start < n:
+        padded = (np.arange(start + 1, n + 1) - start) * lengths[start:]
+        end = start + max(1, int(np.searchsorted(padded, max_tokens, side="right")))
         blocks.append((start, end))
-        base, start = int(ends[end - 1]), end
+        start = end
     return blocks
 
 
@@ -91,34 +79,40 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
                block_tokens: Optional[int] = None) -> np.ndarray:
     """Exact scores (float64) of ``doc_ids`` for one query's scoring vectors ``q [n, d]``, on ``q``'s device.
 
-    Documents are gathered from the memory-mapped fp16 vectors a block of tokens at a time, into buffers
-    allocated once per call (fresh multi-MB tensors per block cost page faults that rival the matmul on CPU).
+    Documents are taken shortest first, in blocks of about ``block_tokens`` rows gathered from the memory-mapped
+    fp16 vectors, each document padded to its block's longest by repeating its last token
+    (:func:`~pyterrier_fandom_colbert.scoring.maxsim_repeat_padded`: sorted lengths keep the padding small, and
+    one ``amax`` over a fixed width replaces a scatter-max). The buffers are allocated once per call: fresh
+    multi-MB tensors per block cost page faults that rival the matmul on CPU.
     """
     import torch
 
-    from .scoring import maxsim_packed
+    from .scoring import maxsim_repeat_padded
 
     config = index.config
     block_tokens = block_tokens or BLOCK_TOKENS.get(q.device.type, BLOCK_TOKENS["cuda"])
-    rows, lengths = token_rows(index.offsets, np.asarray(doc_ids, dtype=np.int64))
-    first_row = np.concatenate([[0], np.cumsum(lengths)])
+    doc_ids = np.asarray(doc_ids, dtype=np.int64)
     scores = np.empty(len(doc_ids), dtype=np.float64)
-    if len(rows) == 0:
+    if len(doc_ids) == 0:
         return scores
-    rows_t, lengths_t = torch.from_numpy(rows), torch.from_numpy(lengths).to(q.device)
+    starts = np.asarray(index.offsets[doc_ids], dtype=np.int64)
+    lengths = np.asarray(index.offsets[doc_ids + 1], dtype=np.int64) - starts
+    order = np.argsort(lengths, kind="stable")
+    blocks = padded_blocks(lengths[order], block_tokens)
+    size = max((end - start) * int(lengths[order[end - 1]]) for start, end in blocks)
     stored = index.vector_tensor
-    size = min(len(rows), max(block_tokens, int(lengths.max())))
     gathered = torch.empty(size, stored.shape[1], dtype=stored.dtype)
     as_float = torch.empty(size, stored.shape[1], dtype=torch.float32, device=q.device)
     q = q.float()
-    for start, end in token_blocks(lengths, block_tokens):
-        n = int(first_row[end] - first_row[start])
-        torch.index_select(stored, 0, rows_t[first_row[start]:first_row[end]], out=gathered[:n])
+    for start, end in blocks:
+        docs = order[start:end]
+        width = int(lengths[docs[-1]])
+        rows = starts[docs, None] + np.minimum(np.arange(width), lengths[docs, None] - 1)  # repeat last token
+        n = rows.size
+        torch.index_select(stored, 0, torch.from_numpy(rows.reshape(-1)), out=gathered[:n])
         tokens = as_float[:n]
         tokens.copy_(gathered[:n])
-        token_doc = torch.repeat_interleave(torch.arange(end - start, device=q.device), lengths_t[start:end])
-        s = maxsim_packed(q, tokens, token_doc, end - start, None, config.similarity, config.reduction)
-        scores[start:end] = s.cpu().numpy()
+        scores[docs] = maxsim_repeat_padded(q, tokens, len(docs), config.similarity, config.reduction).cpu().numpy()
     return scores
 
 

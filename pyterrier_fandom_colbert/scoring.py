@@ -83,23 +83,37 @@ def maxsim(q: torch.Tensor, d: torch.Tensor, q_mask: Optional[torch.Tensor] = No
     return reduce_query(best, q_mask, reduction)
 
 
-def maxsim_packed(q: torch.Tensor, tokens: torch.Tensor, token_doc: torch.Tensor, num_docs: int,
-                  q_mask: Optional[torch.Tensor] = None, similarity: str = "cosine",
-                  reduction: str = "mean") -> torch.Tensor:
-    """Scores of one query against documents stored as one packed token matrix (no per-document padding).
+def token_similarities(tokens: torch.Tensor, q: torch.Tensor, similarity: str = "cosine") -> torch.Tensor:
+    """``similarity_matrix(q, tokens).T`` (``[T, Lq]``), computed as ``tokens @ qᵀ``: for many document tokens
+    against one query this orientation runs ~1.5x faster on CPU, and only ``T`` norms are taken.
 
-    ``tokens [T, dim]`` are the documents' vectors back to back; ``token_doc [T]`` says which of the
-    ``num_docs`` documents (0-based) each row belongs to. Returns ``[num_docs]``; a document with no
-    tokens scores ``-inf``.
+    >>> q = torch.tensor([[3., 4.]]); d = torch.tensor([[3., 4.], [0., 1.]])
+    >>> all(torch.allclose(token_similarities(d, q, s), similarity_matrix(q, d, s).T)
+    ...     for s in ("cosine", "l2", "l2_normalised"))
+    True
+    """
+    if similarity in ("cosine", "l2_normalised"):
+        norms = torch.linalg.vector_norm(tokens, dim=-1, keepdim=True).clamp_min(1e-12)
+        cos = (tokens @ _normalise(q).T).div_(norms)
+        return cos if similarity == "cosine" else cos.mul_(2.0).sub_(2.0)
+    if similarity == "l2":
+        dots = tokens @ q.T
+        tt = (tokens * tokens).sum(-1, keepdim=True)
+        qq = (q * q).sum(-1)
+        return -(tt - 2.0 * dots + qq).clamp_min(0.0)
+    raise ValueError(f"similarity={similarity!r} is not supported; expected one of {SIMILARITIES}")
+
+
+def maxsim_repeat_padded(q: torch.Tensor, tokens: torch.Tensor, num_docs: int, similarity: str = "cosine",
+                         reduction: str = "mean") -> torch.Tensor:
+    """Scores ``[num_docs]`` of one query's scoring vectors ``q [Lq, dim]`` against documents given as
+    ``tokens [num_docs * L, dim]``: each document's rows back to back, padded to ``L`` rows by repeating its
+    last token. A repeated token cannot change a maximum, so no mask is needed.
 
     >>> q = torch.tensor([[1., 0.], [0., 1.]])
-    >>> tokens = torch.tensor([[1., 0.], [0.6, 0.8], [0., 1.]])
-    >>> maxsim_packed(q, tokens, torch.tensor([0, 0, 1]), 2)
+    >>> tokens = torch.tensor([[1., 0.], [0.6, 0.8], [0., 1.], [0., 1.]])   # doc 1 = its one token, twice
+    >>> maxsim_repeat_padded(q, tokens, 2)
     tensor([0.9000, 0.5000])
     """
-    sims = similarity_matrix(q, tokens, similarity)  # [Lq, T]
-    best = torch.full((q.shape[0], num_docs), float("-inf"), dtype=sims.dtype, device=sims.device)
-    best = best.scatter_reduce(1, token_doc.unsqueeze(0).expand_as(sims), sims, reduce="amax", include_self=True)
-    empty = torch.isinf(best[0]) if q.shape[0] else torch.zeros(num_docs, dtype=torch.bool, device=sims.device)
-    scores = reduce_query(best.T.masked_fill(torch.isinf(best.T), 0.0), q_mask, reduction)
-    return scores.masked_fill(empty, float("-inf"))
+    sims = token_similarities(tokens, q, similarity).view(num_docs, -1, q.shape[0])  # [docs, L, Lq]
+    return reduce_query(sims.amax(1), None, reduction)

@@ -333,3 +333,16 @@ def test_exact_search_finds_faiss_flat_neighbours(similarity):
         np.testing.assert_array_equal(ids, expected)
     _, ids = faiss_ann.ExactSearch(tokens[:10], similarity, block_rows=4).search(prepared, 25)
     assert ids.shape == (7, 10) and all(sorted(row) == list(range(10)) for row in ids.tolist())
+
+
+def test_score_docs_is_exact_whatever_the_blocks(index, colbert):
+    from pyterrier_fandom_colbert.retrieval import score_docs
+
+    query = TOPICS["query"][1]
+    Q, mask = colbert.encode_queries([query])
+    ids = np.array([59, 3, 17, 0, 42, 3, 28])  # unordered, one repeated; lengths differ (padding by repetition)
+    assert len({int(index.offsets[i + 1] - index.offsets[i]) for i in ids}) > 1
+    reference = exhaustive(index, colbert, query)
+    expected = [reference[f"p{i:02d}"] for i in ids]
+    for block_tokens in (1, 20, 64, 100_000):  # one document per block ... all in one block
+        np.testing.assert_allclose(score_docs(index, Q[0][mask[0]], ids, block_tokens), expected, atol=1e-5)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from pyterrier_fandom_colbert.scoring import maxsim, maxsim_packed, similarity_matrix
+from pyterrier_fandom_colbert.scoring import maxsim, maxsim_repeat_padded, similarity_matrix, token_similarities
 
 
 def _sim(a, b, kind):
@@ -47,22 +47,23 @@ def test_maxsim_matches_bruteforce(kind, reduction):
 
 @pytest.mark.parametrize("kind", ["cosine", "l2", "l2_normalised"])
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
-def test_packed_matches_bruteforce(kind, reduction):
+def test_repeat_padded_matches_bruteforce(kind, reduction):
     rng = np.random.default_rng(1)
     q = rng.normal(size=(4, 6)).astype(np.float32)
     lengths = [3, 1, 7, 4]
     docs = [rng.normal(size=(n, 6)).astype(np.float32) for n in lengths]
-    tokens = torch.tensor(np.concatenate(docs))
-    owner = torch.tensor(np.repeat(np.arange(len(docs)), lengths))
-    got = maxsim_packed(torch.tensor(q), tokens, owner, len(docs), similarity=kind, reduction=reduction).numpy()
+    width = max(lengths)
+    tokens = torch.tensor(np.concatenate([doc[np.minimum(np.arange(width), len(doc) - 1)] for doc in docs]))
+    got = maxsim_repeat_padded(torch.tensor(q), tokens, len(docs), similarity=kind, reduction=reduction).numpy()
     want = [_brute(q, 4, doc, len(doc), kind, reduction) for doc in docs]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
-def test_packed_doc_without_tokens_is_minus_inf():
-    q = torch.ones(2, 3)
-    got = maxsim_packed(q, torch.ones(2, 3), torch.tensor([0, 0]), 2)
-    assert got[0] == pytest.approx(1.0) and got[1] == float("-inf")
+@pytest.mark.parametrize("kind", ["cosine", "l2", "l2_normalised"])
+def test_token_similarities_are_the_transposed_similarity_matrix(kind):
+    rng = np.random.default_rng(2)
+    q, d = torch.tensor(rng.normal(size=(5, 8))), torch.tensor(rng.normal(size=(9, 8)) * 3)
+    torch.testing.assert_close(token_similarities(d, q, kind), similarity_matrix(q, d, kind).T)
 
 
 def test_query_mask_excludes_vectors_from_mean():
