@@ -213,9 +213,11 @@ def bench_e2e(args) -> Dict:
     print(f"exhaustive MaxSim: {exhaustive_ms:.0f} ms/query", file=sys.stderr)
     rows = []
     flat_top: Dict[Tuple[int, int], List[np.ndarray]] = {}
-    settings = [(kind, nprobe) for kind in args.kinds for nprobe in ([None] if kind == "flat" else args.nprobe)]
+    settings = [(kind, nprobe, refine) for kind in args.kinds
+                for nprobe in ([None] if kind == "flat" else args.nprobe)
+                for refine in ([1] if kind == "flat" else args.refine)]
     neighbours = [(k, k_hat) for k in args.k for k_hat in (args.k_hat or [math.ceil(k / args.lam)])]
-    for kind, nprobe in settings:
+    for kind, nprobe, refine in settings:
         spec = FaissSpec(kind)
         t = time.perf_counter()
         ann = index.ann(spec)
@@ -223,11 +225,14 @@ def bench_e2e(args) -> Dict:
         resolved = spec.resolve(index.meta.num_tokens, index.meta.dim)
         cache = path / "faiss" / f"{resolved.file_stem()}.faiss"
         for k, k_hat in neighbours:
-            times, tops = timed_search(index, ann, queries, k, k_hat, nprobe)
+            times, tops = timed_search(index, ann, queries, k, k_hat, nprobe, refine)
+            neighbour_ms, candidates = neighbour_search(index, ann, queries, k_hat, nprobe, refine)
             flat_top.setdefault((k, k_hat), tops)  # the first kind's (flat, unless --kinds says otherwise)
-            row = {"faiss": resolved.factory_string(), "nprobe": nprobe, "k": k, "k_hat": k_hat,
+            row = {"faiss": resolved.factory_string(), "nprobe": nprobe, "refine": refine, "k": k,
+                   "k_hat": k_hat,
                    "ms_per_query_mean": round(1e3 * float(np.mean(times)), 1),
                    "ms_per_query_p95": round(1e3 * float(np.percentile(times, 95)), 1),
+                   "neighbour_ms_mean": round(neighbour_ms, 1), "candidates_mean": round(candidates),
                    "overlap_at_10": overlap(tops, truth),
                    "overlap_at_10_with_flat": overlap(tops, flat_top[(k, k_hat)]),
                    "source_in_top_10": round(float(np.mean([s in top for s, top in zip(sources, tops)])), 3),
@@ -243,18 +248,37 @@ def bench_e2e(args) -> Dict:
             "results": rows}
 
 
-def timed_search(index: ColBERTIndex, ann, queries, k: int, k_hat: int, nprobe) -> Tuple[List[float], List[np.ndarray]]:
+def timed_search(index: ColBERTIndex, ann, queries, k: int, k_hat: int, nprobe,
+                 refine: int = 1) -> Tuple[List[float], List[np.ndarray]]:
     """End-to-end search of each query alone, after three warm-up queries: (seconds, top-10 ids) per query."""
     from pyterrier_fandom_colbert.retrieval import search
 
-    search(index, ann, queries[:3], k, k_hat, nprobe)
+    search(index, ann, queries[:3], k, k_hat, nprobe, refine)
     times, tops = [], []
     for q in queries:
         t = time.perf_counter()
-        (ids, _), = search(index, ann, [q], k, k_hat, nprobe)
+        (ids, _), = search(index, ann, [q], k, k_hat, nprobe, refine)
         times.append(time.perf_counter() - t)
         tops.append(ids[:10])
     return times, tops
+
+
+def neighbour_search(index: ColBERTIndex, ann, queries, k_hat: int, nprobe, refine: int) -> Tuple[float, float]:
+    """The candidate-generation part alone, each query by itself: (mean ms, mean candidate passages) per query."""
+    from pyterrier_fandom_colbert import faiss_ann
+    from pyterrier_fandom_colbert.retrieval import docs_of_rows
+
+    _, normalise = faiss_ann.metric_for(index.config.similarity)
+    times, counts = [], []
+    for q in queries:
+        t = time.perf_counter()
+        vectors = faiss_ann.as_search_vectors(q.float().cpu().numpy(), normalise)
+        hits = faiss_ann.search(ann, vectors, refine * k_hat, nprobe)
+        if refine > 1:
+            hits = faiss_ann.refine(index.vector_tensor, vectors, hits, k_hat, index.config.similarity)
+        times.append(time.perf_counter() - t)
+        counts.append(len(np.unique(docs_of_rows(index.offsets, hits[hits >= 0]))))
+    return 1e3 * float(np.mean(times)), float(np.mean(counts))
 
 
 def overlap(tops: List[np.ndarray], reference: List[np.ndarray]) -> float:
@@ -290,6 +314,10 @@ def bench_rss(args) -> Dict:
                                                     for k, (c, p) in points.items()}}
 
 
+def torch_device_type(device: str) -> str:
+    return device.split(":")[0]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("bench", choices=["rerank", "e2e", "rss"])
@@ -305,9 +333,17 @@ def main(argv=None) -> None:
     parser.add_argument("--kinds", nargs="+", default=["flat", "ivf", "ivfpq"], help="e2e: FAISS kinds")
     parser.add_argument("--reuse", action="store_true", help="e2e: reuse a kept index in --workdir")
     parser.add_argument("--nprobe", type=int, nargs="+", default=[16, 64], help="e2e: IVF lists probed")
+    parser.add_argument("--block-tokens", type=int, default=None,
+                        help="padded token rows scored per block (default: retrieval.BLOCK_TOKENS for the device)")
+    parser.add_argument("--refine", type=int, nargs="+", default=[1],
+                        help="e2e: FAISS fetches refine * k̂ neighbours, the k̂ nearest by stored vectors are kept")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark indexes")
     args = parser.parse_args(argv)
     set_threads(args.threads)
+    if args.block_tokens:
+        from pyterrier_fandom_colbert import retrieval
+
+        retrieval.BLOCK_TOKENS[torch_device_type(args.device)] = args.block_tokens
     args.workdir.mkdir(parents=True, exist_ok=True)
     bench = {"rerank": bench_rerank, "e2e": bench_e2e, "rss": bench_rss}[args.bench]
     load_before, gflops_before = os.getloadavg()[0], cpu_gflops()
@@ -316,6 +352,7 @@ def main(argv=None) -> None:
         # other processes on the machine distort timings: keep the load and a matmul probe with the figures
         results["load_avg_1min"] = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)}
         results["matmul_gflops"] = {"before": gflops_before, "after": cpu_gflops()}
+        results["block_tokens"] = args.block_tokens
         report(args.bench, results, args.workdir)
     finally:
         if not args.keep:

@@ -187,19 +187,21 @@ class ColBERTIndex(pt.Artifact):
 
     def retriever(self, colbert: "ColBERT", *, num_results: int = 1000, lam: Optional[float] = None,
                   k_hat: Optional[int] = None, faiss: Union[str, "FaissSpec"] = "flat", nprobe: Optional[int] = None,
-                  verbose: bool = False) -> "ColBERTRetriever":
+                  refine: int = 1, verbose: bool = False) -> "ColBERTRetriever":
         """End-to-end retrieval (qid, query → docno, score, rank): token neighbours, exact MaxSim.
 
         Each scoring query vector fetches its k̂ nearest document tokens, ``ceil(num_results / lam)`` (λ default
         2), or ``k_hat`` when given (e.g. a deep candidate pool for a short top 10); their documents are scored
-        exactly. ``faiss``: ``'flat'`` (exact), ``'ivf'``, ``'ivfpq'`` or a
+        exactly. ``faiss``: ``'flat'`` (exact), ``'ivf'``, ``'ivfpq'``, ``'ivfpq-fs'`` or a
         :class:`~pyterrier_fandom_colbert.faiss_ann.FaissSpec`; ``nprobe``: inverted lists visited (IVF kinds;
-        default 32).
+        default 32); ``refine``: FAISS fetches ``refine · k̂`` neighbours and the ``k̂`` nearest by the stored
+        vectors are kept (approximate kinds; with 4-bit ``'ivfpq-fs'`` codes this recovers the exact neighbours
+        at little cost).
         """
         from .retrieval import ColBERTRetriever
 
         return ColBERTRetriever(self, colbert, num_results=num_results, lam=lam, k_hat=k_hat, faiss=faiss,
-                                nprobe=nprobe, verbose=verbose)
+                                nprobe=nprobe, refine=refine, verbose=verbose)
 
     def scorer(self, colbert: "ColBERT", *, verbose: bool = False) -> "IndexScorer":
         """Re-ranker (qid, query, docno → score, rank) from the stored vectors: no document text, no re-encoding."""

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert import faiss_ann
 from pyterrier_fandom_colbert.faiss_ann import FaissSpec
 from pyterrier_fandom_colbert.index import ColBERTIndex
 from pyterrier_fandom_colbert.retrieval import ColBERTRetriever
@@ -195,8 +196,8 @@ def test_other_columns_kept_and_empty_frames(index, colbert):
 
 def test_ivf_and_ivfpq_overlap_flat_and_are_cached(index, colbert):
     flat = index.retriever(colbert, num_results=10)(TOPICS)
-    for kind, nprobe in [("ivf", 8), ("ivfpq", 8)]:
-        approx = index.retriever(colbert, num_results=10, faiss=kind, nprobe=nprobe)(TOPICS)
+    for kind, nprobe, refine in [("ivf", 8, 1), ("ivfpq", 8, 1), ("ivfpq-fs", 8, 2)]:
+        approx = index.retriever(colbert, num_results=10, faiss=kind, nprobe=nprobe, refine=refine)(TOPICS)
         overlap = np.mean([len(set(flat[flat.qid == q].docno) & set(approx[approx.qid == q].docno)) / 10
                            for q in TOPICS.qid])
         assert overlap >= 0.8, (kind, overlap)
@@ -204,7 +205,8 @@ def test_ivf_and_ivfpq_overlap_flat_and_are_cached(index, colbert):
         params = json.loads((index.path / "faiss" / f"{spec.file_stem()}.json").read_text())
         assert params["spec"]["nlist"] == spec.nlist and params["num_tokens"] == index.meta.num_tokens
         # a fresh handle reads the cached FAISS index and gives the same results
-        again = ColBERTIndex(index.path).retriever(colbert, num_results=10, faiss=kind, nprobe=nprobe)(TOPICS)
+        again = ColBERTIndex(index.path).retriever(colbert, num_results=10, faiss=kind, nprobe=nprobe,
+                                                   refine=refine)(TOPICS)
         pd.testing.assert_frame_equal(again, approx)
     # exhaustive probing of fp16 IVF lists finds exactly the flat neighbours
     nlist = FaissSpec("ivf").resolve(index.meta.num_tokens, 16).nlist
@@ -236,6 +238,44 @@ def test_bad_retriever_settings(index, colbert):
         index.retriever(colbert, lam=2, k_hat=10)
     with pytest.raises(ValueError, match="k_hat=0"):
         index.retriever(colbert, k_hat=0)
+    with pytest.raises(ValueError, match="refine=2; .*faiss='flat' neighbours are exact"):
+        index.retriever(colbert, refine=2)
+    with pytest.raises(ValueError, match="refine=0"):
+        index.retriever(colbert, faiss="ivfpq", refine=0)
+
+
+def test_refine_keeps_the_exactly_nearest_of_the_candidates():
+    rng = np.random.default_rng(3)
+    stored = torch.as_tensor(rng.standard_normal((200, 8)), dtype=torch.float16)
+    queries = rng.standard_normal((5, 8)).astype(np.float32)
+    ids = np.stack([rng.choice(200, 30, replace=False) for _ in range(5)])
+    ids[1, 25:] = -1  # fewer candidates for this query vector
+    ids[2, 4:] = -1   # fewer candidates than k
+    for similarity in ("cosine", "l2"):
+        got = faiss_ann.refine(stored, queries, ids, 6, similarity)
+        assert got.shape == (5, 6)
+        for q, cand, kept in zip(queries, ids, got):
+            cand = cand[cand >= 0]
+            vecs = stored.double().numpy()[cand]
+            sims = (vecs @ q / np.linalg.norm(vecs, axis=1) if similarity == "cosine"
+                    else -((vecs - q) ** 2).sum(1))
+            want = set(cand[np.argsort(-sims)[:6]].tolist())
+            assert set(kept[kept >= 0].tolist()) == want and (kept < 0).sum() == 6 - len(want)
+
+
+def test_refine_over_every_token_recovers_the_exact_neighbours(index, colbert):
+    """Probing every list and refining a candidate list as long as the index leaves only the exact k̂
+    nearest tokens, whatever the 4-bit codes got wrong: the result is the flat retriever's."""
+    flat = index.retriever(colbert, num_results=10)(TOPICS)
+    spec = FaissSpec("ivfpq-fs").resolve(index.meta.num_tokens, index.meta.dim)
+    rough = index.retriever(colbert, num_results=10, faiss="ivfpq-fs", nprobe=spec.nlist)(TOPICS)
+    refine = math.ceil(index.meta.num_tokens / 5)  # k̂ = 5
+    retr = index.retriever(colbert, num_results=10, faiss="ivfpq-fs", nprobe=spec.nlist, refine=refine)
+    assert (retr % 5).compile().refine == refine and f"refine={refine}" in repr(retr)
+    refined = retr(TOPICS)
+    assert refined.docno.tolist() == flat.docno.tolist()
+    np.testing.assert_allclose(refined.score, flat.score, rtol=0, atol=1e-6)
+    assert rough.docno.tolist() != flat.docno.tolist()  # the codes alone do not find them
 
 
 def test_mismatched_query_encoder_is_refused(index, tiny_bert_dir):
