@@ -39,6 +39,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", nargs="+", default=["flat", "ivf", "ivfpq"])
     ap.add_argument("--nprobe", type=int, nargs="+", default=[8, 32])
     ap.add_argument("--k", type=int, nargs="+", default=[10, 1000])
+    ap.add_argument("--refine", type=int, nargs="+", default=[1],
+                    help="trained kinds: FAISS fetches refine * k̂ neighbours, the k̂ nearest by stored vectors are kept")
     ap.add_argument("--k-hat", type=int, nargs="+", default=None, help="default: ceil(k / 2)")
     ap.add_argument("--out", type=Path, default=Path("runs/e2e_real.json"))
     args = ap.parse_args(argv)
@@ -73,11 +75,13 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         ann = index.ann(spec)
         build_s = round(time.perf_counter() - t, 1)
-        for nprobe in [None] if kind == "flat" else args.nprobe:
+        settings = [(nprobe, refine) for nprobe in ([None] if kind == "flat" else args.nprobe)
+                    for refine in ([1] if kind == "flat" else args.refine)]
+        for nprobe, refine in settings:
             for k in args.k:
                 for k_hat in args.k_hat or [math.ceil(k / 2)]:
-                    times, tops = timed_search(index, ann, queries, k, k_hat, nprobe)
-                    row = {"faiss": kind, "nprobe": nprobe, "k": k, "k_hat": k_hat,
+                    times, tops = timed_search(index, ann, queries, k, k_hat, nprobe, refine)
+                    row = {"faiss": kind, "nprobe": nprobe, "refine": refine, "k": k, "k_hat": k_hat,
                            "ms_per_query_mean": round(1e3 * float(np.mean(times)), 1),
                            "ms_per_query_p95": round(1e3 * float(np.percentile(times, 95)), 1),
                            "overlap_at_10": overlap(tops, truth), "relevant_in_top_10": hits_at_10(tops),
