@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from evaluate import DATA, load  # noqa: E402
-from index_bench import exhaustive_top, overlap, set_threads, timed_search  # noqa: E402
+from index_bench import exhaustive_top, overlap, search_settings, set_threads, timed_search  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -75,9 +75,7 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         ann = index.ann(spec)
         build_s = round(time.perf_counter() - t, 1)
-        settings = [(nprobe, refine) for nprobe in ([None] if kind == "flat" else args.nprobe)
-                    for refine in ([1] if kind == "flat" else args.refine)]
-        for nprobe, refine in settings:
+        for nprobe, refine in search_settings(kind, args.nprobe, args.refine):
             for k in args.k:
                 for k_hat in args.k_hat or [math.ceil(k / 2)]:
                     times, tops = timed_search(index, ann, queries, k, k_hat, nprobe, refine)

@@ -214,8 +214,7 @@ def bench_e2e(args) -> Dict:
     rows = []
     flat_top: Dict[Tuple[int, int], List[np.ndarray]] = {}
     settings = [(kind, nprobe, refine) for kind in args.kinds
-                for nprobe in ([None] if kind == "flat" else args.nprobe)
-                for refine in ([1] if kind == "flat" else args.refine)]
+                for nprobe, refine in search_settings(kind, args.nprobe, args.refine)]
     neighbours = [(k, k_hat) for k in args.k for k_hat in (args.k_hat or [math.ceil(k / args.lam)])]
     for kind, nprobe, refine in settings:
         spec = FaissSpec(kind)
@@ -263,19 +262,21 @@ def timed_search(index: ColBERTIndex, ann, queries, k: int, k_hat: int, nprobe,
     return times, tops
 
 
+def search_settings(kind: str, nprobes: List[int], refines: List[int]) -> List[Tuple]:
+    """(nprobe, refine) pairs to measure for a FAISS kind: none for exact ``flat``."""
+    if kind == "flat":
+        return [(None, 1)]
+    return [(nprobe, refine) for nprobe in nprobes for refine in refines]
+
+
 def neighbour_search(index: ColBERTIndex, ann, queries, k_hat: int, nprobe, refine: int) -> Tuple[float, float]:
     """The candidate-generation part alone, each query by itself: (mean ms, mean candidate passages) per query."""
-    from pyterrier_fandom_colbert import faiss_ann
-    from pyterrier_fandom_colbert.retrieval import docs_of_rows
+    from pyterrier_fandom_colbert.retrieval import docs_of_rows, token_neighbours
 
-    _, normalise = faiss_ann.metric_for(index.config.similarity)
     times, counts = [], []
     for q in queries:
         t = time.perf_counter()
-        vectors = faiss_ann.as_search_vectors(q.float().cpu().numpy(), normalise)
-        hits = faiss_ann.search(ann, vectors, refine * k_hat, nprobe)
-        if refine > 1:
-            hits = faiss_ann.refine(index.vector_tensor, vectors, hits, k_hat, index.config.similarity)
+        hits = token_neighbours(index, ann, [q], k_hat, nprobe, refine)
         times.append(time.perf_counter() - t)
         counts.append(len(np.unique(docs_of_rows(index.offsets, hits[hits >= 0]))))
     return 1e3 * float(np.mean(times)), float(np.mean(counts))
@@ -314,10 +315,6 @@ def bench_rss(args) -> Dict:
                                                     for k, (c, p) in points.items()}}
 
 
-def torch_device_type(device: str) -> str:
-    return device.split(":")[0]
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("bench", choices=["rerank", "e2e", "rss"])
@@ -343,7 +340,7 @@ def main(argv=None) -> None:
     if args.block_tokens:
         from pyterrier_fandom_colbert import retrieval
 
-        retrieval.BLOCK_TOKENS[torch_device_type(args.device)] = args.block_tokens
+        retrieval.BLOCK_TOKENS[args.device.split(":")[0]] = args.block_tokens
     args.workdir.mkdir(parents=True, exist_ok=True)
     bench = {"rerank": bench_rerank, "e2e": bench_e2e, "rss": bench_rss}[args.bench]
     load_before, gflops_before = os.getloadavg()[0], cpu_gflops()

@@ -83,7 +83,8 @@ class FaissSpec:
         if self.pq_bits is not None and not (self.kind == "ivfpq" or (self.kind == "ivfpq-fs" and self.pq_bits == 4)):
             raise ValueError(f"pq_bits applies only to faiss='ivfpq' ('ivfpq-fs' codes are 4 bits), not {self.kind!r}")
         if self.kind == "flat" and (self.nlist is not None or self.train_size is not None):
-            raise ValueError("nlist / train_size apply only to the trained kinds 'ivf' and 'ivfpq', not 'flat'")
+            raise ValueError("nlist / train_size apply only to the trained kinds ('ivf', 'ivfpq', 'ivfpq-fs'), "
+                             "not 'flat'")
 
     @property
     def trained(self) -> bool:

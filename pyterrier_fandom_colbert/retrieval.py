@@ -118,24 +118,31 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
     return scores
 
 
-def search(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequence["torch.Tensor"], k: int,
-           k_hat: int, nprobe: Optional[int] = None, refine: int = 1) -> List[Tuple[np.ndarray, np.ndarray]]:
-    """Per query (its scoring vectors ``[n, d]``): the top ``k`` (document ids, exact scores), best first.
-
-    One FAISS call fetches ``k_hat`` token neighbours for every vector of every query (``refine · k_hat`` of
-    them, of which the ``k_hat`` most similar by the stored vectors are kept, when ``refine > 1``); the
-    documents holding them are the candidates, all scored exactly.
-    """
+def token_neighbours(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequence["torch.Tensor"], k_hat: int,
+                     nprobe: Optional[int] = None, refine: int = 1) -> np.ndarray:
+    """Row ids ``[Σ n, k_hat]`` (-1: none) of the ``k_hat`` nearest stored tokens of every vector of every query,
+    from one FAISS call (``refine · k_hat`` fetched, of which the ``k_hat`` most similar by the stored vectors
+    are kept, when ``refine > 1``)."""
     from . import faiss_ann
 
-    if not queries:
-        return []
     similarity = index.config.similarity
     _, normalise = faiss_ann.metric_for(similarity)
     vectors = faiss_ann.as_search_vectors(np.concatenate([q.float().cpu().numpy() for q in queries]), normalise)
     hits = faiss_ann.search(ann, vectors, refine * k_hat, nprobe)
     if refine > 1:
         hits = faiss_ann.refine(index.vector_tensor, vectors, hits, k_hat, similarity)
+    return hits
+
+
+def search(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequence["torch.Tensor"], k: int,
+           k_hat: int, nprobe: Optional[int] = None, refine: int = 1) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """Per query (its scoring vectors ``[n, d]``): the top ``k`` (document ids, exact scores), best first.
+
+    The documents holding the queries' :func:`token_neighbours` are the candidates, all scored exactly.
+    """
+    if not queries:
+        return []
+    hits = token_neighbours(index, ann, queries, k_hat, nprobe, refine)
     bounds = np.cumsum([0] + [len(q) for q in queries])
     results = []
     for i, q in enumerate(queries):
