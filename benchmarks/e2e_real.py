@@ -49,7 +49,7 @@ def main(argv=None) -> int:
         return 0
 
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.faiss_ann import FaissSpec
+    from pyterrier_fandom_colbert.index.ann import FaissSpec
 
     set_threads(args.threads)
     _, topics, qrels = load(args.data)

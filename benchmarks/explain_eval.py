@@ -113,8 +113,8 @@ def main(argv=None) -> int:
     import torch
 
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.explain import ExplainOptions, explain_passage
-    from pyterrier_fandom_colbert.explainer import Explainer
+    from pyterrier_fandom_colbert.explain.scores import ExplainOptions, explain_passage
+    from pyterrier_fandom_colbert.explain.transformer import Explainer
 
     torch.set_num_threads(args.threads)
     bandwidths = [b if b in ("scott", "silverman") else float(b) for b in args.bandwidth]

@@ -34,8 +34,8 @@ from typing import Dict, Iterator, List, Tuple
 import numpy as np
 
 from pyterrier_fandom_colbert import ColBERTConfig
-from pyterrier_fandom_colbert.faiss_ann import FaissSpec
-from pyterrier_fandom_colbert.index import ColBERTIndex
+from pyterrier_fandom_colbert.index.ann import FaissSpec
+from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def bench_rerank(args) -> Dict:
     """ms per query to score 1000 random candidates from stored vectors (docno lookup included)."""
     import torch
 
-    from pyterrier_fandom_colbert.retrieval import score_docs
+    from pyterrier_fandom_colbert.index.search import score_docs
 
     corpus = Synthetic(num_docs=args.docs or 20_000, mean_tokens=100)
     path = args.workdir / "rerank.idx"
@@ -192,7 +192,7 @@ def bench_rerank(args) -> Dict:
 
 
 def exhaustive_top(index: ColBERTIndex, q, k: int = 10) -> np.ndarray:
-    from pyterrier_fandom_colbert.retrieval import score_docs, top_k
+    from pyterrier_fandom_colbert.index.search import score_docs, top_k
 
     ids = np.arange(len(index))
     return top_k(ids, score_docs(index, q, ids), k)[0]
@@ -250,7 +250,7 @@ def bench_e2e(args) -> Dict:
 def timed_search(index: ColBERTIndex, ann, queries, k: int, k_hat: int, nprobe,
                  refine: int = 1) -> Tuple[List[float], List[np.ndarray]]:
     """End-to-end search of each query alone, after three warm-up queries: (seconds, top-10 ids) per query."""
-    from pyterrier_fandom_colbert.retrieval import search
+    from pyterrier_fandom_colbert.index.search import search
 
     search(index, ann, queries[:3], k, k_hat, nprobe, refine)
     times, tops = [], []
@@ -271,7 +271,7 @@ def search_settings(kind: str, nprobes: List[int], refines: List[int]) -> List[T
 
 def neighbour_search(index: ColBERTIndex, ann, queries, k_hat: int, nprobe, refine: int) -> Tuple[float, float]:
     """The candidate-generation part alone, each query by itself: (mean ms, mean candidate passages) per query."""
-    from pyterrier_fandom_colbert.retrieval import docs_of_rows, token_neighbours
+    from pyterrier_fandom_colbert.index.search import docs_of_rows, token_neighbours
 
     times, counts = [], []
     for q in queries:
@@ -338,7 +338,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     set_threads(args.threads)
     if args.block_tokens:
-        from pyterrier_fandom_colbert import retrieval
+        from pyterrier_fandom_colbert.index import search as retrieval
 
         retrieval.BLOCK_TOKENS[args.device.split(":")[0]] = args.block_tokens
     args.workdir.mkdir(parents=True, exist_ok=True)

@@ -20,8 +20,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from pyterrier_fandom_colbert.passages import DumpStats, PassageConfig, dump_passages
-from pyterrier_fandom_colbert.wikidump import iter_pages, xml_chunks
+from pyterrier_fandom_colbert.data.passages import DumpStats, PassageConfig, dump_passages
+from pyterrier_fandom_colbert.data.wikidump import iter_pages, xml_chunks
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DUMP = ROOT.parent / "shared" / "data" / "wikis" / "pokeclickerwiki_pages_current.xml.bz2"

@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     import pyterrier as pt
     from ir_measures import RR, R
 
-    from pyterrier_fandom_colbert.tfidf import TfidfIndex
+    from pyterrier_fandom_colbert.lexical.tfidf import TfidfIndex
 
     docs, topics, qrels = load_squad(args.data)
     docs = [{"docno": f"{d['docno']}#{c}" if c else d["docno"], "text": d["text"]}

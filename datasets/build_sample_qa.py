@@ -22,9 +22,9 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from pyterrier_fandom_colbert.irds import SAMPLE_DIR
-from pyterrier_fandom_colbert.passages import DumpStats, PassageConfig, dump_passages
-from pyterrier_fandom_colbert.qa_formats import SPLIT_SEED, page_splits
+from pyterrier_fandom_colbert.data.irds import SAMPLE_DIR
+from pyterrier_fandom_colbert.data.passages import DumpStats, PassageConfig, dump_passages
+from pyterrier_fandom_colbert.data.qa_formats import SPLIT_SEED, page_splits
 
 
 def read_questions(path: Path) -> list[dict]:

@@ -31,7 +31,7 @@ def load(name: str, root: Path = DATA):
     import pandas as pd
 
     if name.startswith("squad"):
-        from pyterrier_fandom_colbert.irds import squad_dataset
+        from pyterrier_fandom_colbert.data.irds import squad_dataset
 
         files = ["dev"] if name == "squad-dev" else ["train", "dev"]
         docs, topics, qrels = [], None, None
@@ -88,7 +88,7 @@ def biencoder(docs, k: int, device: str):
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from pyterrier_fandom_colbert.config import default_backbone
+    from pyterrier_fandom_colbert.model.config import default_backbone
 
     tok = AutoTokenizer.from_pretrained(default_backbone())
     net = AutoModel.from_pretrained(default_backbone()).to(device).eval()
@@ -120,7 +120,7 @@ def biencoder(docs, k: int, device: str):
 # -- the experiment --------------------------------------------------------------------------------------------
 def systems_for(name, docs, names, k, checkpoint, cache: Path, device, verbose):
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.config import default_backbone
+    from pyterrier_fandom_colbert.model.config import default_backbone
 
     def colbert_index(colbert):
         index = pfc.ColBERTIndex(cache / f"colbert-{colbert.fingerprint()}")

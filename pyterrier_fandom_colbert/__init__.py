@@ -3,19 +3,19 @@
 Importing the package is cheap (torch, transformers and faiss load on first use) and registers the
 ``fandom-qa/...`` datasets with ir_datasets, so ``pt.get_dataset('irds:fandom-qa/sample/test')`` works.
 """
-from .config import ColBERTConfig
-from .irds import register as _register_datasets
+from .model.config import ColBERTConfig
+from .data.irds import register as _register_datasets
 from .lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
 # public name -> module that defines it (imported on first access)
 _LAZY = {
-    "ColBERT": "colbert",
-    "TfidfIndex": "tfidf",
-    "ColBERTIndex": "index",
-    "FaissSpec": "faiss_ann",
-    "Explainer": "explainer",
+    "ColBERT": "model.colbert",
+    "TfidfIndex": "lexical.tfidf",
+    "ColBERTIndex": "index.artifact",
+    "FaissSpec": "index.ann",
+    "Explainer": "explain.transformer",
 }
 
 

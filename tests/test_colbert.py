@@ -8,7 +8,7 @@ import pyterrier as pt
 import pytest
 
 import pyterrier_fandom_colbert as pfc
-from pyterrier_fandom_colbert.config import default_backbone
+from pyterrier_fandom_colbert.model.config import default_backbone
 
 TINY = dict(dim=16, query_maxlen=16, doc_maxlen=48)
 PASSAGES = [
@@ -164,7 +164,7 @@ def test_reranking_pipeline_with_minilm_puts_answer_first():
 
 
 def test_shipped_default_checkpoint_loads_offline_and_ranks_answers_first():
-    from pyterrier_fandom_colbert.colbert import DEFAULT_CHECKPOINT
+    from pyterrier_fandom_colbert.model.colbert import DEFAULT_CHECKPOINT
 
     colbert = pfc.ColBERT.from_pretrained()
     assert colbert.config == pfc.ColBERTConfig.load(DEFAULT_CHECKPOINT)

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import pyterrier_fandom_colbert as pfc
-from pyterrier_fandom_colbert import render
-from pyterrier_fandom_colbert.explain import (ExplainOptions, explain_passage, kde_density, merge_words,
+from pyterrier_fandom_colbert.explain import render
+from pyterrier_fandom_colbert.explain.scores import (ExplainOptions, explain_passage, kde_density, merge_words,
                                               relevance_abs, relevance_acc, single_token_view, top_matches)
-from pyterrier_fandom_colbert.explainer import EXPLANATION_COLUMNS, TOKEN_VIEW_COLUMNS, Explainer
-from pyterrier_fandom_colbert.scoring import similarity_matrix
+from pyterrier_fandom_colbert.explain.transformer import EXPLANATION_COLUMNS, TOKEN_VIEW_COLUMNS, Explainer
+from pyterrier_fandom_colbert.model.scoring import similarity_matrix
 
 CONFIG = dict(dim=16, doc_maxlen=64, query_maxlen=16)
 PASSAGES = ["Emberfall was released in March 2011 for consoles and later for computers.",
@@ -229,7 +229,7 @@ def test_empty_and_bad_input(colbert):
 
 
 def test_index_path_equals_text_path(colbert, tmp_path):
-    from pyterrier_fandom_colbert.index import ColBERTIndex
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 
     docs = [{"docno": f"d{j}", "text": p} for j, p in enumerate(PASSAGES)]
     index = ColBERTIndex(tmp_path / "idx").indexer(colbert).index(iter(docs))

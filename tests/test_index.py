@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import pyterrier_fandom_colbert as pfc
-from pyterrier_fandom_colbert import faiss_ann
-from pyterrier_fandom_colbert.faiss_ann import FaissSpec
-from pyterrier_fandom_colbert.index import ColBERTIndex
-from pyterrier_fandom_colbert.retrieval import ColBERTRetriever
-from pyterrier_fandom_colbert.scoring import maxsim
+from pyterrier_fandom_colbert.index import ann as faiss_ann
+from pyterrier_fandom_colbert.index.ann import FaissSpec
+from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+from pyterrier_fandom_colbert.index.search import ColBERTRetriever
+from pyterrier_fandom_colbert.model.scoring import maxsim
 
 SUBJECTS = ["The castle of Vel Amara", "Captain Mirel of the grey fleet", "The silver dragon Ysolde",
             "Old Orrin the smith", "The river folk of Dunmere", "Queen Salasi", "The northern merchants' guild",
@@ -319,7 +319,7 @@ def test_unknown_docnos_are_named(index, colbert):
 
 
 def test_scores_do_not_depend_on_blocking(index, colbert):
-    from pyterrier_fandom_colbert.retrieval import score_docs
+    from pyterrier_fandom_colbert.index.search import score_docs
 
     Q, mask = colbert.encode_queries(["castle built by the river folk"])
     docs = np.array([3, 5, 8, 13, 21, 34, 55])
@@ -332,7 +332,7 @@ def test_scores_do_not_depend_on_blocking(index, colbert):
 
 def test_l2_similarity_uses_l2_neighbours(tiny_bert_dir, tmp_path):
     """Unnormalised vectors scored by negated squared L2: FAISS must search by L2, not inner product."""
-    from pyterrier_fandom_colbert import faiss_ann
+    from pyterrier_fandom_colbert.index import ann as faiss_ann
 
     colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir, device="cpu",
                                           config=CONFIG.replace(similarity="l2", normalise=False))
@@ -358,7 +358,7 @@ def test_l2_similarity_uses_l2_neighbours(tiny_bert_dir, tmp_path):
 def test_exact_search_finds_faiss_flat_neighbours(similarity):
     import faiss
 
-    from pyterrier_fandom_colbert import faiss_ann
+    from pyterrier_fandom_colbert.index import ann as faiss_ann
 
     rng = np.random.default_rng(5)
     tokens = (rng.standard_normal((1000, 16)) * rng.uniform(0.5, 2, (1000, 1))).astype(np.float16)
@@ -376,7 +376,7 @@ def test_exact_search_finds_faiss_flat_neighbours(similarity):
 
 
 def test_score_docs_is_exact_whatever_the_blocks(index, colbert):
-    from pyterrier_fandom_colbert.retrieval import score_docs
+    from pyterrier_fandom_colbert.index.search import score_docs
 
     query = TOPICS["query"][1]
     Q, mask = colbert.encode_queries([query])

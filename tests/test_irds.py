@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import pyterrier_fandom_colbert  # noqa: F401  (registers the datasets)
-from pyterrier_fandom_colbert import irds, qa_formats
-from pyterrier_fandom_colbert.passages import dump_passages
+from pyterrier_fandom_colbert.data import irds, qa_formats
+from pyterrier_fandom_colbert.data.passages import dump_passages
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_QA = irds.SAMPLE_DIR / "samplewiki_qa.json"

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from pyterrier_fandom_colbert.scoring import maxsim, maxsim_repeat_padded, similarity_matrix, token_similarities
+from pyterrier_fandom_colbert.model.scoring import maxsim, maxsim_repeat_padded, similarity_matrix, token_similarities
 
 
 def _sim(a, b, kind):

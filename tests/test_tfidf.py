@@ -8,8 +8,8 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 
-from pyterrier_fandom_colbert.analysis import STOPWORDS, Analyzer
-from pyterrier_fandom_colbert.tfidf import TfidfConfig, TfidfIndex
+from pyterrier_fandom_colbert.lexical.analysis import STOPWORDS, Analyzer
+from pyterrier_fandom_colbert.lexical.tfidf import TfidfConfig, TfidfIndex
 
 CORPUS = [
     {"docno": "d1", "text": "Dragons guard the river."},

@@ -2,7 +2,7 @@
 import pytest
 
 import pyterrier_fandom_colbert as pfc
-from pyterrier_fandom_colbert.tokenization import ColBERTTokenizer
+from pyterrier_fandom_colbert.model.tokenization import ColBERTTokenizer
 
 
 def _tokenizer(folder, **cfg):

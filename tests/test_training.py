@@ -70,7 +70,7 @@ def test_qqp_cross_entropy_is_ce_over_the_two_queries():
 
 
 def test_pairwise_scores_match_one_pair_at_a_time():
-    from pyterrier_fandom_colbert.scoring import maxsim
+    from pyterrier_fandom_colbert.model.scoring import maxsim
 
     g = torch.Generator().manual_seed(0)
     q, d = torch.randn(3, 5, 4, generator=g), torch.randn(4, 7, 4, generator=g)

@@ -7,9 +7,9 @@ from xml.sax.saxutils import escape
 
 import pytest
 
-from pyterrier_fandom_colbert.passages import (DumpStats, PassageConfig, dump_passages, section_paragraphs,
+from pyterrier_fandom_colbert.data.passages import (DumpStats, PassageConfig, dump_passages, section_paragraphs,
                                                split_sentences, text_passages)
-from pyterrier_fandom_colbert.wikidump import clean_wikitext, is_translation, iter_pages
+from pyterrier_fandom_colbert.data.wikidump import clean_wikitext, is_translation, iter_pages
 
 MARKUP = """{{Infobox character
 | name = Orrin
@@ -239,7 +239,7 @@ def test_7z_stream_in_chunks_and_stop_early(tmp_path):
     pages = [(f"Page {i}", 0, i + 1, " ".join(base64.b64encode(rng.randbytes(900)).decode() + "." for _ in range(50)))
              for i in range(30)]
     path = _7z(tmp_path / "big", make_dump(pages).encode(), preset=1)
-    from pyterrier_fandom_colbert.wikidump import xml_chunks
+    from pyterrier_fandom_colbert.data.wikidump import xml_chunks
     sizes = [len(c) for c in xml_chunks(path)]
     assert len(sizes) > 1 and sum(sizes) == len(make_dump(pages).encode())
     first = next(iter(iter_pages(path)))  # abandon the generator after one page: the worker thread must end

@@ -98,9 +98,9 @@ def _load_data(args):
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from ..colbert import ColBERT
-    from ..config import ColBERTConfig
-    from ..model import is_checkpoint
+    from ..model.colbert import ColBERT
+    from ..model.config import ColBERTConfig
+    from ..model.network import is_checkpoint
     from .trainer import PRESETS, Trainer
 
     args = build_parser().parse_args(argv)

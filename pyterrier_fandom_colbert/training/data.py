@@ -122,7 +122,7 @@ def load_collection(source: str) -> QAData:
     if path.suffix == ".json" or path.exists():
         if not path.is_file():
             raise FileNotFoundError(f"{source}: no such SQuAD-format JSON file")
-        from ..irds import squad_dataset
+        from ..data.irds import squad_dataset
 
         return from_irds(squad_dataset(path))
     import pyterrier_fandom_colbert  # noqa: F401  (registers fandom-qa/... with ir_datasets)
@@ -255,7 +255,7 @@ def tfidf_rankings(data: QAData, index_dir: Union[str, Path], depth: int = 10, v
     ``data.corpus()`` if it is not there yet."""
     import pandas as pd
 
-    from ..tfidf import TfidfIndex
+    from ..lexical.tfidf import TfidfIndex
 
     index = TfidfIndex(str(index_dir))
     if not index.built():

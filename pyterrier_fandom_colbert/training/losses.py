@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from ..scoring import maxsim
+from ..model.scoring import maxsim
 
 LOSSES = ("ce", "mse")
 

@@ -76,7 +76,7 @@ def selfsup_collection(passages: Iterable[Any], config: SelfSupConfig = SelfSupC
     """Heading and held-out-sentence pairs from passages (dicts or records with docno/doc_id, text, title,
     section). Docnos of rewritten passages are ``"<docno>#h"`` (heading stripped) and ``"<docno>#s<k>"``
     (sentence k held out); heading queries are ``"h:<title>\\x1f<section>"``, sentence queries ``"s:<docno>"``."""
-    from ..passages import split_sentences
+    from ..data.passages import split_sentences
 
     rng = np.random.default_rng(config.seed)
     queries: Dict[str, str] = {}

@@ -134,7 +134,7 @@ def _write_text(path: Path, text: str) -> None:
 
 
 class Trainer:
-    """Trains ``colbert`` (a :class:`~pyterrier_fandom_colbert.colbert.ColBERT`, changed in place) on ``train``,
+    """Trains ``colbert`` (a :class:`~pyterrier_fandom_colbert.model.colbert.ColBERT`, changed in place) on ``train``,
     writing checkpoints to ``out``. ``source`` overrides the examples ``config`` would make (e.g. docpairs).
     An ``out`` folder holding a run is refused unless ``resume=True``, which continues it exactly."""
 
@@ -343,7 +343,7 @@ class Trainer:
                 shutil.rmtree(old)
 
     def _load_state(self) -> None:
-        from .. import model as m
+        from ..model import network as m
 
         saved = TrainConfig.load(self.out)
         if saved != self.config:
@@ -367,7 +367,7 @@ class Trainer:
 
 def _qqp_aligned(q, qm, d, dm, sim, red) -> torch.Tensor:
     """``[B, 2]``: S(q+_i, d_i), S(q-_i, d_i) with queries interleaved ``[q+_1, q-_1, q+_2, …]``."""
-    from ..scoring import maxsim
+    from ..model.scoring import maxsim
 
     n = len(d)
     return maxsim(q.view(n, 2, *q.shape[1:]), d[:, None], qm.view(n, 2, -1), dm[:, None], sim, red)

@@ -1,4 +1,4 @@
-"""Writing a :class:`~pyterrier_fandom_colbert.index.ColBERTIndex`: the folder layout, :class:`IndexWriter`
+"""Writing a :class:`~pyterrier_fandom_colbert.index.artifact.ColBERTIndex`: the folder layout, :class:`IndexWriter`
 (precomputed vectors, streamed to disk) and :class:`ColBERTIndexer` (a ``pt.Indexer`` encoding a corpus).
 
 Writes go to a hidden temporary folder beside the target, renamed into place only when complete, so an
@@ -19,12 +19,12 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .config import ColBERTConfig
-from .progress import progress
+from ..model.config import ColBERTConfig
+from ..progress import progress
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .colbert import ColBERT
-    from .index import ColBERTIndex
+    from ..model.colbert import ColBERT
+    from .artifact import ColBERTIndex
 
 META_FILE = "pt_meta.json"
 VECTORS_FILE = "vectors.f16"
@@ -66,7 +66,7 @@ class IndexWriter:
     Memory stays constant: vectors go straight to disk. Nothing appears at ``path`` until :meth:`close`
     succeeds; :meth:`abort` (or leaving the ``with`` block by an exception) deletes the partial build.
 
-    >>> import tempfile; from pyterrier_fandom_colbert.index import ColBERTIndex
+    >>> import tempfile; from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
     >>> folder = Path(tempfile.mkdtemp()) / "idx"
     >>> with IndexWriter(folder, ColBERTConfig(dim=8), fingerprint="synthetic") as w:
     ...     w.add("d1", np.ones((3, 8), dtype=np.float32), np.array([101, 7, 102]))

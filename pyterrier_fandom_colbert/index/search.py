@@ -1,4 +1,4 @@
-"""Retrieval and re-ranking from a :class:`~pyterrier_fandom_colbert.index.ColBERTIndex`'s stored vectors.
+"""Retrieval and re-ranking from a :class:`~pyterrier_fandom_colbert.index.artifact.ColBERTIndex`'s stored vectors.
 
 End-to-end retrieval: each scoring query vector fetches its ``k̂ = ceil(k / λ)`` (or a fixed ``k_hat``) nearest
 document tokens (exact search, or FAISS IVF / IVF-PQ: see faiss_ann.py; optionally ``refine · k̂`` of them cut
@@ -17,17 +17,17 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .encoders import check_queries
-from .faiss_ann import DEFAULT_NPROBE, FaissSpec
-from .frames import empty_output, rank_by_score, with_columns
-from .progress import progress
+from ..model.encoders import check_queries
+from .ann import DEFAULT_NPROBE, FaissSpec
+from ..frames import empty_output, rank_by_score, with_columns
+from ..progress import progress
 
 if TYPE_CHECKING:  # pragma: no cover
     import faiss
     import torch
 
-    from .colbert import ColBERT
-    from .index import ColBERTIndex
+    from ..model.colbert import ColBERT
+    from .artifact import ColBERTIndex
 
 #: (padded) token rows scored per block. On CPU, blocks that stay near the core's caches win: 8,192 rows (2 MB
 #: fp16 + 4 MB float32) re-ranked 1.4-1.6x faster than 32,768 on the 2-core AMD EPYC VM (docs/index.md)
@@ -83,13 +83,13 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
 
     Documents are taken shortest first, in blocks of about ``block_tokens`` rows gathered from the memory-mapped
     fp16 vectors, each document padded to its block's longest by repeating its last token
-    (:func:`~pyterrier_fandom_colbert.scoring.maxsim_repeat_padded`: sorted lengths keep the padding small, and
+    (:func:`~pyterrier_fandom_colbert.model.scoring.maxsim_repeat_padded`: sorted lengths keep the padding small, and
     one ``amax`` over a fixed width replaces a scatter-max). The buffers are allocated once per call: fresh
     multi-MB tensors per block cost page faults that rival the matmul on CPU.
     """
     import torch
 
-    from .scoring import maxsim_repeat_padded
+    from ..model.scoring import maxsim_repeat_padded
 
     config = index.config
     block_tokens = block_tokens or BLOCK_TOKENS.get(q.device.type, BLOCK_TOKENS["cuda"])
@@ -123,7 +123,7 @@ def token_neighbours(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequenc
     """Row ids ``[Σ n, k_hat]`` (-1: none) of the ``k_hat`` nearest stored tokens of every vector of every query,
     from one FAISS call (``refine · k_hat`` fetched, of which the ``k_hat`` most similar by the stored vectors
     are kept, when ``refine > 1``)."""
-    from . import faiss_ann
+    from . import ann as faiss_ann
 
     similarity = index.config.similarity
     _, normalise = faiss_ann.metric_for(similarity)

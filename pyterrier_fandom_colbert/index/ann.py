@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
-from .progress import progress
+from ..progress import progress
 
 if TYPE_CHECKING:  # pragma: no cover
     import faiss
@@ -189,7 +189,7 @@ class ExactSearch:
     def search(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
         import torch
 
-        from .scoring import similarity_matrix
+        from ..model.scoring import similarity_matrix
 
         q = torch.as_tensor(np.ascontiguousarray(queries, dtype=np.float32))
         best = torch.empty(len(q), 0)
@@ -306,7 +306,7 @@ def refine(vectors: "torch.Tensor", queries: np.ndarray, ids: np.ndarray, k: int
     """
     import torch
 
-    from .scoring import similarity_matrix
+    from ..model.scoring import similarity_matrix
 
     ids = torch.as_tensor(ids, dtype=torch.long)
     k = min(k, ids.shape[1])

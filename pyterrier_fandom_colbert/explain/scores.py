@@ -13,7 +13,7 @@ passage token (rows: the query vectors that take part in the score; columns: the
 
 Word pieces are merged back into words of the original text with the tokenizer's character offsets, so every
 token-level score also has a word-level version and every span has character offsets a UI can highlight.
-:mod:`pyterrier_fandom_colbert.explainer` applies this to PyTerrier frames.
+:mod:`pyterrier_fandom_colbert.explain.transformer` applies this to PyTerrier frames.
 """
 from __future__ import annotations
 

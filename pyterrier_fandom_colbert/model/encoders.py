@@ -1,4 +1,4 @@
-"""PyTerrier transformers over a :class:`~pyterrier_fandom_colbert.colbert.ColBERT`: encoders and scorers."""
+"""PyTerrier transformers over a :class:`~pyterrier_fandom_colbert.model.colbert.ColBERT`: encoders and scorers."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, List, Sequence
@@ -8,7 +8,7 @@ import pandas as pd
 import pyterrier as pt
 
 from .config import ColBERTConfig
-from .frames import empty_output, rank_by_score, require_columns, with_columns
+from ..frames import empty_output, rank_by_score, require_columns, with_columns
 
 if TYPE_CHECKING:  # pragma: no cover
     from .colbert import ColBERT

@@ -1,6 +1,6 @@
 """Show explanations to people: one self-contained HTML page, a matplotlib heatmap, or plain terminal text.
 
-All three read the columns the :class:`~pyterrier_fandom_colbert.explainer.Explainer` adds. Highlights are per
+All three read the columns the :class:`~pyterrier_fandom_colbert.explain.transformer.Explainer` adds. Highlights are per
 word (word pieces merged), shaded by the word's score relative to the highest in its passage; the KDE answer
 span is outlined. Passage and query text is always escaped (HTML) or stripped of control characters (terminal).
 """
@@ -182,7 +182,7 @@ def heatmap(row: Mapping, *, k_tilde: Optional[int] = 2, specials: bool = True,
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from .explain import top_matches
+    from .scores import top_matches
 
     for column in ("expl_sim", "expl_query_tokens", "expl_tokens", "expl_words"):
         if column not in row:

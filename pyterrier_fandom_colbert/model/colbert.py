@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from .encoders import DocEncoder, EmbeddingScorer, QueryEncoder, TextScorer
-    from .explainer import Explainer
+    from ..explain.transformer import Explainer
 
 #: the trained checkpoint shipped with the package (used by ``from_pretrained()`` when present)
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "default"
@@ -68,7 +68,7 @@ class ColBERT:
         With no ``path``: the package's trained default checkpoint if it is installed, else a fresh model
         over the bundled all-MiniLM-L6-v2 backbone. ``config`` only applies to fresh models.
         """
-        from . import model as m
+        from . import network as m
 
         if path is None and DEFAULT_CHECKPOINT.exists() and config is None:
             path = DEFAULT_CHECKPOINT
@@ -88,7 +88,7 @@ class ColBERT:
         """Write a checkpoint folder that :meth:`from_pretrained` loads (``dtype='float16'`` halves it)."""
         import torch
 
-        from . import model as m
+        from . import network as m
 
         return m.save(self.model, self.tokenizer, folder, dtype=getattr(torch, dtype) if dtype else None)
 
@@ -98,7 +98,7 @@ class ColBERT:
 
     def fingerprint(self) -> str:
         """Identity of config + weights; an index built by one encoder refuses queries from another."""
-        from . import model as m
+        from . import network as m
 
         if self._fingerprint is None:
             self._fingerprint = m.fingerprint(self.model)
@@ -141,7 +141,7 @@ class ColBERT:
         """
         import torch
 
-        from .progress import progress
+        from ..progress import progress
 
         bar = progress(total=len(texts), desc="encoding documents", unit="doc", enabled=self.verbose)
         pending: Optional[DocBatch] = None
@@ -213,7 +213,7 @@ class ColBERT:
 
     def explainer(self, k_tilde: int = 2, bandwidth="scott", index=None, **kwargs) -> "Explainer":
         """qid, query, docno, text → + why each passage matched and where the answer likely is."""
-        from .explainer import Explainer
+        from ..explain.transformer import Explainer
 
         return Explainer(self, k_tilde=k_tilde, bandwidth=bandwidth, index=index, **kwargs)
 

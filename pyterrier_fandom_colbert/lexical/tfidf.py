@@ -30,8 +30,8 @@ import pyterrier as pt
 import scipy.sparse as sp
 
 from .analysis import Analyzer
-from .frames import empty_output
-from .progress import progress
+from ..frames import empty_output
+from ..progress import progress
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class TfidfConfig:
     b: float = 0.75
     #: PyStemmer algorithm ("porter": Porter's original, as in Terrier) or None for no stemming
     stemmer: Optional[str] = "porter"
-    #: remove the English stopwords of :data:`pyterrier_fandom_colbert.analysis.STOPWORDS`
+    #: remove the English stopwords of :data:`pyterrier_fandom_colbert.lexical.analysis.STOPWORDS`
     stopwords: bool = True
     #: "unicode" (letters/digits of any script) or "english" (Terrier's A-Z/0-9 EnglishTokeniser)
     tokeniser: str = "unicode"

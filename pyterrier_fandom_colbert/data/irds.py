@@ -40,7 +40,7 @@ __all__ = ["WIKIS", "SPLITS", "QAQuery", "SquadDoc", "DumpUnavailableError", "du
 #: study wiki -> Fandom database name (``marvel`` is the Marvel Database, ``enmarveldatabase``)
 WIKIS = {"dc": "dc", "elderscrolls": "elderscrolls", "harrypotter": "harrypotter", "marvel": "enmarveldatabase",
          "starwars": "starwars", "witcher": "witcher"}
-SAMPLE_DIR = Path(__file__).resolve().parent / "data" / "sample"
+SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 _DUMP_SUFFIXES = (".xml.7z", ".xml.bz2", ".xml.gz", ".xml")
 
 

@@ -4,7 +4,7 @@ Append it to any pipeline whose output has ``qid, query, docno, text``::
 
     pipeline = index.retriever(colbert) % 10 >> pt.text.get_text(dataset, "text") >> pfc.Explainer(colbert)
 
-The maths is in :mod:`pyterrier_fandom_colbert.explain`; this module only encodes (or looks up) token vectors and
+The maths is in :mod:`pyterrier_fandom_colbert.explain.scores`; this module only encodes (or looks up) token vectors and
 turns per-passage explanations into columns. Columns added (one value per row; arrays are numpy):
 
 =====================  =========================================================================================
@@ -37,16 +37,16 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .encoders import check_queries, check_texts
-from .explain import ExplainOptions, explain_passage, select_query_token, word_scores
-from .frames import empty_output, require_columns, with_columns
-from .progress import progress
+from ..model.encoders import check_queries, check_texts
+from .scores import ExplainOptions, explain_passage, select_query_token, word_scores
+from ..frames import empty_output, require_columns, with_columns
+from ..progress import progress
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from .colbert import ColBERT
-    from .index import ColBERTIndex
+    from ..model.colbert import ColBERT
+    from ..index.artifact import ColBERTIndex
 
 EXPLANATION_COLUMNS = ["expl_query_tokens", "expl_tokens", "expl_offsets", "expl_words", "expl_sim", "r_abs",
                        "r_acc", "kde", "word_spans", "word_r_abs", "word_r_acc", "word_kde", "answer_tokens",
@@ -70,7 +70,7 @@ class Explainer(pt.Transformer):
 
     ``k_tilde``: matches per query vector; ``bandwidth``: "scott", "silverman" or a number of tokens;
     ``span_threshold``: the answer span is where the density is at least this fraction of its peak.
-    ``index``: a :class:`~pyterrier_fandom_colbert.index.ColBERTIndex` (or its path) built by the same encoder:
+    ``index``: a :class:`~pyterrier_fandom_colbert.index.artifact.ColBERTIndex` (or its path) built by the same encoder:
     passage vectors are read from it instead of re-encoding the text (the text is still needed for character
     offsets, and must tokenise to the stored token ids). ``query_token`` (a position in ``expl_query_tokens`` or a
     token string such as ``"when"``) adds the single-token view columns.
@@ -82,7 +82,7 @@ class Explainer(pt.Transformer):
         self.colbert = colbert
         self.options = ExplainOptions(k_tilde=k_tilde, bandwidth=bandwidth, span_threshold=span_threshold)
         if isinstance(index, (str, Path)):
-            from .index import ColBERTIndex
+            from ..index.artifact import ColBERTIndex
 
             index = ColBERTIndex(index)
         self.index = index
@@ -127,7 +127,7 @@ class Explainer(pt.Transformer):
     # -- one row -------------------------------------------------------------------------------------------
     def _explain_row(self, values: Dict[str, List], row: int, qid, q_vectors: "torch.Tensor",
                      q_tokens: List[str], passage: _Passage, tokens: List[str]) -> None:
-        from .scoring import similarity_matrix
+        from ..model.scoring import similarity_matrix
 
         sim = similarity_matrix(q_vectors, passage.vectors.to(q_vectors.device), self.colbert.config.similarity)
         sim = sim.cpu().numpy().astype(np.float64)

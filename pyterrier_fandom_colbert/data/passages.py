@@ -1,6 +1,6 @@
 """From cleaned wiki pages to passages of about 120 words (SPEC section 7).
 
-Rules, applied per page to the text :func:`~pyterrier_fandom_colbert.wikidump.clean_wikitext` returns:
+Rules, applied per page to the text :func:`~pyterrier_fandom_colbert.data.wikidump.clean_wikitext` returns:
 
 1. **Sections.** ``== Heading ==`` lines (any level) open a section; the text before the first heading is the lead
    (section ``""``). A passage's ``section`` field is the heading it sits under (the innermost one).

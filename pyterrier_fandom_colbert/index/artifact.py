@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 import pyterrier as pt
 
-from .config import ColBERTConfig
-from .indexing import (DOCNOS_FILE, META_FILE, OFFSETS_FILE, TOKEN_IDS_FILE, VECTORS_FILE, ColBERTIndexer, IndexMeta,
+from ..model.config import ColBERTConfig
+from .writer import (DOCNOS_FILE, META_FILE, OFFSETS_FILE, TOKEN_IDS_FILE, VECTORS_FILE, ColBERTIndexer, IndexMeta,
                        IndexWriter)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,9 +30,9 @@ if TYPE_CHECKING:  # pragma: no cover
     import npids
     import torch
 
-    from .colbert import ColBERT
-    from .faiss_ann import FaissSpec
-    from .retrieval import ColBERTRetriever, IndexScorer
+    from ..model.colbert import ColBERT
+    from .ann import FaissSpec
+    from .search import ColBERTRetriever, IndexScorer
 
 
 class ColBERTIndex(pt.Artifact):
@@ -162,7 +162,7 @@ class ColBERTIndex(pt.Artifact):
     def ann(self, spec: "FaissSpec") -> "faiss.Index":
         """The FAISS index over all token vectors for ``spec``: loaded or built on first use, then kept in memory
         (on GPU when FAISS has GPU support and sees one)."""
-        from . import faiss_ann
+        from . import ann as faiss_ann
 
         spec = spec.resolve(self.meta.num_tokens, self.meta.dim)
         if spec not in self._ann:
@@ -193,19 +193,19 @@ class ColBERTIndex(pt.Artifact):
         Each scoring query vector fetches its k̂ nearest document tokens, ``ceil(num_results / lam)`` (λ default
         2), or ``k_hat`` when given (e.g. a deep candidate pool for a short top 10); their documents are scored
         exactly. ``faiss``: ``'flat'`` (exact), ``'ivf'``, ``'ivfpq'``, ``'ivfpq-fs'`` or a
-        :class:`~pyterrier_fandom_colbert.faiss_ann.FaissSpec`; ``nprobe``: inverted lists visited (IVF kinds;
+        :class:`~pyterrier_fandom_colbert.index.ann.FaissSpec`; ``nprobe``: inverted lists visited (IVF kinds;
         default 32); ``refine``: FAISS fetches ``refine · k̂`` neighbours and the ``k̂`` nearest by the stored
         vectors are kept (approximate kinds; with 4-bit ``'ivfpq-fs'`` codes this recovers the exact neighbours
         at little cost).
         """
-        from .retrieval import ColBERTRetriever
+        from .search import ColBERTRetriever
 
         return ColBERTRetriever(self, colbert, num_results=num_results, lam=lam, k_hat=k_hat, faiss=faiss,
                                 nprobe=nprobe, refine=refine, verbose=verbose)
 
     def scorer(self, colbert: "ColBERT", *, verbose: bool = False) -> "IndexScorer":
         """Re-ranker (qid, query, docno → score, rank) from the stored vectors: no document text, no re-encoding."""
-        from .retrieval import IndexScorer
+        from .search import IndexScorer
 
         return IndexScorer(self, colbert, verbose=verbose)
 

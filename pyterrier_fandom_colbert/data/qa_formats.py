@@ -1,7 +1,7 @@
 """Parsing of QA collections into memory: the study's ``<wiki>_qa.json`` and TSV release layouts, SQuAD files.
 
 Each reader returns a :class:`QAData` (docs, queries, qrels, docpairs and the page of each query and doc);
-:mod:`pyterrier_fandom_colbert.irds` wraps these as ir_datasets Datasets. :func:`page_splits` assigns whole pages
+:mod:`pyterrier_fandom_colbert.data.irds` wraps these as ir_datasets Datasets. :func:`page_splits` assigns whole pages
 to train/dev/test. The formats are described in ``docs/data.md`` ("The study's QA release formats").
 """
 # no `from __future__ import annotations`: PyTerrier reads the doc class field types (str) at run time

@@ -1,0 +1,194 @@
+"""Writing files and folders so that a failure never leaves a half-written artifact behind, and small frozen
+configuration dataclasses that travel as JSON.
+
+* :func:`atomic_path` yields a unique temporary path beside the target; the target appears (``os.replace``) only
+  when the block succeeds, and the temporary file is removed when it fails. Concurrent writers of the same
+  target never share a temporary name: the last complete write wins, and no reader sees a partial file.
+* :func:`atomic_folder` does the same for a whole folder. An existing target is moved aside, the new folder
+  renamed into place, and the old one deleted only afterwards; if the rename fails, the old folder is put back.
+* :class:`JsonConfig` is the one serialisation API of the package's configuration dataclasses:
+  ``to_dict``/``from_dict`` (unknown fields are refused by name) and ``save_json``/``load_json`` (errors name the
+  file).
+
+Created files and folders follow the user's umask.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, Optional, Type, TypeVar, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+C = TypeVar("C", bound="JsonConfig")
+
+
+def _sibling(path: Path, tag: str) -> Path:
+    """A hidden, unique name beside ``path`` (``.name.tag-1a2b3c4d``)."""
+    return path.with_name(f".{path.name}.{tag}-{uuid.uuid4().hex[:12]}")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_path(path: PathLike) -> Iterator[Path]:
+    """Yield a temporary path to write; it replaces ``path`` when the block succeeds.
+
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "numbers.txt"
+    >>> with atomic_path(target) as tmp:
+    ...     _ = tmp.write_text("1 2 3")
+    >>> target.read_text()
+    '1 2 3'
+    >>> try:
+    ...     with atomic_path(target) as tmp:
+    ...         _ = tmp.write_text("half")
+    ...         raise RuntimeError("disk full")
+    ... except RuntimeError:
+    ...     pass
+    >>> target.read_text(), sorted(p.name for p in target.parent.iterdir())
+    ('1 2 3', ['numbers.txt'])
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _sibling(path, "tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            _remove(tmp)
+
+
+def write_text(path: PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_json(path: PathLike, value: Any) -> Path:
+    """Write ``value`` as indented JSON to ``path`` atomically."""
+    return write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: PathLike, what: str = "JSON file") -> Any:
+    """Parse a JSON file; a missing or damaged file raises an error that names it."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} not found: the {what} is missing") from None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is damaged: the {what} is not valid JSON ({err})") from None
+
+
+@contextmanager
+def atomic_folder(target: PathLike, *, overwrite: bool = False,
+                  replaceable: Optional[Callable[[Path], bool]] = None, what: str = "folder") -> Iterator[Path]:
+    """Yield a fresh temporary folder beside ``target``; when the block succeeds it becomes ``target``.
+
+    An existing ``target`` is an error unless ``overwrite``; then ``replaceable(target)`` (when given) must say it
+    is a ``what`` this writer may delete, so that a folder of someone's own files is never replaced. The old
+    folder is renamed aside first and deleted only after the new one is in place; if that rename fails it is
+    restored. On failure inside the block the temporary folder is deleted and ``target`` is left as it was.
+
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "idx"
+    >>> with atomic_folder(target) as tmp:
+    ...     _ = (tmp / "a.txt").write_text("one")
+    >>> with atomic_folder(target, overwrite=True) as tmp:
+    ...     _ = (tmp / "b.txt").write_text("two")
+    >>> sorted(p.name for p in target.iterdir()), sorted(p.name for p in target.parent.iterdir())
+    (['b.txt'], ['idx'])
+    """
+    target = Path(target)
+    check_target(target, overwrite=overwrite, replaceable=replaceable, what=what)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _sibling(target, "building")
+    tmp.mkdir()
+    try:
+        yield tmp
+        check_target(target, overwrite=overwrite, replaceable=replaceable, what=what)
+        old = None
+        if target.exists() or target.is_symlink():
+            old = _sibling(target, "old")
+            os.replace(target, old)
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            if old is not None:
+                os.replace(old, target)
+            raise
+        if old is not None:
+            _remove(old)
+    finally:
+        if tmp.exists():
+            _remove(tmp)
+
+
+def check_target(target: Path, *, overwrite: bool, replaceable: Optional[Callable[[Path], bool]] = None,
+                 what: str = "folder") -> None:
+    """Refuse to write over ``target`` unless ``overwrite`` and ``replaceable(target)`` allow it."""
+    if not (target.exists() or target.is_symlink()):
+        return
+    if not overwrite:
+        raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it")
+    if str(target) in ("", ".") or target.resolve() == Path.cwd().resolve() or target.resolve() == Path.home():
+        raise ValueError(f"refusing to replace {str(target)!r}: name the {what} itself, not the current or home "
+                         "folder")
+    if replaceable is not None and not replaceable(target):
+        raise ValueError(f"{target} exists but is not a {what}; overwrite=True only replaces a {what}, so move or "
+                         "delete it yourself")
+
+
+class JsonConfig:
+    """Mixin for frozen dataclasses: one way to turn settings into JSON and back.
+
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Settings(JsonConfig):
+    ...     k: int = 10
+    >>> Settings.from_dict({"k": 3})
+    Settings(k=3)
+    >>> Settings.from_dict({"k": 3, "kk": 4})
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown Settings field(s) ['kk']; known fields are ['k']
+    """
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls: Type[C], values: Dict[str, Any], source: Optional[PathLike] = None) -> C:
+        where = f"{source}: " if source is not None else ""
+        if not isinstance(values, dict):
+            raise ValueError(f"{where}expected a JSON object of {cls.__name__} settings, got {type(values).__name__}")
+        known = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"{where}unknown {cls.__name__} field(s) {unknown}; known fields are {sorted(known)}")
+        try:
+            return cls(**values)
+        except (TypeError, ValueError) as err:
+            if source is None:
+                raise
+            raise ValueError(f"{where}{err}") from None
+
+    def save_json(self, path: PathLike) -> Path:
+        return write_json(path, self.to_dict())
+
+    @classmethod
+    def load_json(cls: Type[C], path: PathLike) -> C:
+        return cls.from_dict(read_json(path, f"{cls.__name__} file"), source=path)
