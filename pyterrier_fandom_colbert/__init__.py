@@ -3,9 +3,9 @@
 Importing the package is cheap (torch, transformers and faiss load on first use) and registers the
 ``fandom-qa/...`` datasets with ir_datasets, so ``pt.get_dataset('irds:fandom-qa/sample/test')`` works.
 """
-from .model.config import ColBERTConfig
 from .data.irds import register as _register_datasets
 from .lazy import lazy_attributes
+from .model.config import ColBERTConfig
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,10 @@
-"""Small DataFrame helpers shared by the transformers: column checks with actionable errors, ranking."""
+"""Small helpers shared by the transformers: column and value checks with actionable errors, ranking, and
+equality from what determines a transformer's output."""
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pandas as pd
 import pyterrier as pt
@@ -57,3 +60,69 @@ def rank_by_score(frame: pd.DataFrame) -> pd.DataFrame:
     out = out.drop(columns="_qorder").reset_index(drop=True)
     out["rank"] = out.groupby("qid", sort=False).cumcount().astype("int64")
     return out
+
+
+def check_queries(frame: pd.DataFrame) -> List[str]:
+    """Query texts, refusing empty or whitespace-only ones (naming their qids)."""
+    bad = [qid for qid, q in zip(frame["qid"], frame["query"]) if not isinstance(q, str) or not q.strip()]
+    if bad:
+        raise ValueError(f"empty or non-text query for qid(s) {bad[:5]}{' …' if len(bad) > 5 else ''}: "
+                         "ColBERT needs at least one word per query")
+    return frame["query"].tolist()
+
+
+def check_texts(frame: pd.DataFrame, column: str = "text") -> List[str]:
+    """Document texts, refusing NaN/None/non-strings (naming their docnos). Empty strings are allowed."""
+    texts = frame[column].tolist()
+    names = frame["docno"] if "docno" in frame.columns else range(len(frame))
+    bad = [d for d, t in zip(names, texts) if not isinstance(t, str)]
+    if bad:
+        raise ValueError(f"missing or non-text {column!r} for docno(s) {bad[:5]}{' …' if len(bad) > 5 else ''}; "
+                         "fill or drop those rows first")
+    return texts
+
+
+def check_record(record: Any, position: int, text_field: str) -> Tuple[str, str]:
+    """(docno, text) of one corpus record (a dict) given to an indexer, or an error naming it and what is wrong.
+
+    >>> check_record({"docno": "d1", "text": "hi"}, 0, "text")
+    ('d1', 'hi')
+    >>> check_record({"docno": "d1", "text": None}, 3, "text")
+    Traceback (most recent call last):
+    ...
+    ValueError: document #3 (docno 'd1') has text=None; expected a string field 'text' (choose another ...)
+    """
+    if not isinstance(record, Mapping):
+        raise TypeError(f"document #{position} is a {type(record).__name__}; expected a dict with 'docno' and "
+                        f"{text_field!r}")
+    if "docno" not in record or text_field not in record:
+        raise ValueError(f"document #{position} has fields {sorted(record)}; expected 'docno' and {text_field!r} "
+                         "(choose the text field with text_field=...)")
+    docno = record.get("docno")
+    if not isinstance(docno, str) or not docno:
+        raise ValueError(f"document #{position} has docno={docno!r}; expected a non-empty string")
+    text = record.get(text_field)
+    if not isinstance(text, str):
+        raise ValueError(f"document #{position} (docno {docno!r}) has {text_field}={text!r}; expected a string "
+                         f"field {text_field!r} (choose another with text_field=...)")
+    return docno, text
+
+
+def artifact_key(artifact: Any) -> str:
+    """What identifies an artifact in a transformer's key: its resolved folder."""
+    return str(Path(artifact.path).resolve())
+
+
+class EqualByKey:
+    """Equality and hashing from :meth:`_key`, a tuple of everything that determines the transformer's output
+    (artifact folder, encoder fingerprint, parameters), so ``pt.Experiment(..., plan="tree")`` runs a stage that
+    several pipelines share only once. Put it before ``pt.Transformer`` in the bases."""
+
+    def _key(self) -> Tuple[Any, ...]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__qualname__, self._key()))

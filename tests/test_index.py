@@ -125,9 +125,9 @@ def test_overwrite_refused_unless_asked(colbert, tmp_path):
      r"duplicate docno\(s\) \['a'\]"),
     ([{"docno": "a", "text": "one"}, {"docno": "a", "text": "two"}], r"duplicate docno\(s\) \['a'\]"),
     ([{"docno": "a", "text": "one"}], "at least two documents"),
-    ([{"docno": "a", "text": "one"}, {"docno": "b", "text": float("nan")}], r"docno 'b' has 'text' = nan"),
-    ([{"docno": "a", "text": None}], r"docno 'a' has 'text' = None"),
-    ([{"docno": 7, "text": "seven"}], "docno 7 is not a non-empty single-line string"),
+    ([{"docno": "a", "text": "one"}, {"docno": "b", "text": float("nan")}], r"document #1 \(docno 'b'\) has text=nan"),
+    ([{"docno": "a", "text": None}], r"document #0 \(docno 'a'\) has text=None"),
+    ([{"docno": 7, "text": "seven"}], "document #0 has docno=7; expected a non-empty string"),
     ([{"id": "a", "text": "one"}], "expected 'docno' and 'text'"),
     ([], "no documents"),
 ])
@@ -155,7 +155,7 @@ def test_unbuilt_index_says_how_to_build(tmp_path):
 # -- end-to-end retrieval ------------------------------------------------------------------------------------
 def test_flat_lambda_1_large_k_is_exhaustive_maxsim(index, colbert):
     res = index.retriever(colbert, num_results=1000, lam=1)(TOPICS)
-    assert list(res.columns) == ["qid", "query", "docno", "score", "rank"]
+    assert list(res.columns) == ["qid", "query", "query_embs", "query_toks", "docno", "score", "rank"]
     for qid, query in zip(TOPICS.qid, TOPICS["query"]):
         got = res[res.qid == qid]
         ref = sorted(exhaustive(index, colbert, query).items(), key=lambda t: (-t[1], t[0]))
@@ -175,11 +175,14 @@ def test_small_k_follows_the_candidate_algorithm(index, colbert, k, lam):
 
 
 def test_rank_cutoff_is_fused(index, colbert):
-    retr = index.retriever(colbert, num_results=50, lam=1)
+    retr = index.retriever(num_results=50, lam=1)
     fused = (retr % 5).compile()
     assert isinstance(fused, ColBERTRetriever) and fused.num_results == 5
-    pd.testing.assert_frame_equal((retr % 5)(TOPICS), index.retriever(colbert, num_results=5, lam=1)(TOPICS))
     assert (retr % 100).compile() is retr
+    pipeline = index.retriever(colbert, num_results=50, lam=1)
+    assert list(pipeline.compile()) == [colbert.query_encoder(), retr]  # equal by key: same encoder and settings
+    assert list((pipeline % 5).compile())[-1] == index.retriever(num_results=5, lam=1)
+    pd.testing.assert_frame_equal((pipeline % 5)(TOPICS), index.retriever(colbert, num_results=5, lam=1)(TOPICS))
 
 
 def test_other_columns_kept_and_empty_frames(index, colbert):
@@ -215,14 +218,14 @@ def test_ivf_and_ivfpq_overlap_flat_and_are_cached(index, colbert):
 
 
 def test_k_hat_is_the_neighbour_count_and_survives_rank_cutoff(index, colbert):
-    retr = index.retriever(colbert, num_results=50, k_hat=7)
+    retr = index.retriever(num_results=50, k_hat=7)
     assert retr.k_hat == 7 and retr.lam is None
     fused = (retr % 5).compile()
     assert fused.num_results == 5 and fused.k_hat == 7
-    assert index.retriever(colbert, num_results=50, lam=5).k_hat == 10
-    assert index.retriever(colbert, num_results=51).k_hat == 26  # ceil(51 / 2): λ defaults to 2
+    assert index.retriever(num_results=50, lam=5).k_hat == 10
+    assert index.retriever(num_results=51).k_hat == 26  # ceil(51 / 2): λ defaults to 2
     for qid, query in zip(TOPICS.qid, TOPICS["query"]):  # k̂ = 7 neighbours, as with λ = 5 / 7
-        got = fused(TOPICS[TOPICS.qid == qid])
+        got = (colbert.query_encoder() >> fused)(TOPICS[TOPICS.qid == qid])
         ref = reference_search(index, colbert, query, 5, 5 / 7)
         assert got.docno.tolist() == [d for _, d in ref]
 
@@ -271,7 +274,8 @@ def test_refine_over_every_token_recovers_the_exact_neighbours(index, colbert):
     rough = index.retriever(colbert, num_results=10, faiss="ivfpq-fs", nprobe=spec.nlist)(TOPICS)
     refine = math.ceil(index.meta.num_tokens / 5)  # k̂ = 5
     retr = index.retriever(colbert, num_results=10, faiss="ivfpq-fs", nprobe=spec.nlist, refine=refine)
-    assert (retr % 5).compile().refine == refine and f"refine={refine}" in repr(retr)
+    bare = index.retriever(num_results=10, faiss="ivfpq-fs", nprobe=spec.nlist, refine=refine)
+    assert (bare % 5).compile().refine == refine and f"refine={refine}" in repr(bare)
     refined = retr(TOPICS)
     assert refined.docno.tolist() == flat.docno.tolist()
     np.testing.assert_allclose(refined.score, flat.score, rtol=0, atol=1e-6)

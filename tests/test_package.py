@@ -29,6 +29,7 @@ def test_import_does_not_load_heavy_libraries():
     assert out.stdout.strip() == "[]"
 
 
-def test_explainer_factory(tiny_bert_dir):
+def test_explainer_is_built_over_a_colbert(tiny_bert_dir):
     colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(dim=16))
-    assert isinstance(colbert.explainer(k_tilde=3), pfc.Explainer)
+    explainer = pfc.Explainer(colbert, k_tilde=3)
+    assert explainer.options.k_tilde == 3 and explainer.colbert is colbert

@@ -235,8 +235,8 @@ def test_duplicate_docnos_are_named(tmp_path):
 
 
 @pytest.mark.parametrize("bad, error, match", [({"docno": "", "text": "x"}, ValueError, "#2 has docno=''"),
-                                               ({"text": "x"}, ValueError, "docno=None"),
-                                               ({"docno": "d9"}, ValueError, "'d9'.*text=None"),
+                                               ({"text": "x"}, ValueError, r"#2 has fields \['text'\]; expected 'docno'"),
+                                               ({"docno": "d9"}, ValueError, r"#2 has fields \['docno'\]; expected 'docno' and 'text'"),
                                                ({"docno": "d9", "text": float("nan")}, ValueError, "text=nan"),
                                                (("d9", "text"), TypeError, "#2 is a tuple")])
 def test_bad_documents_are_refused(tmp_path, bad, error, match):

@@ -21,8 +21,8 @@ import queue
 import re
 import threading
 import urllib.parse
-import zlib
 import xml.etree.ElementTree as ET
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional

@@ -37,16 +37,16 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..model.encoders import check_queries, check_texts
-from .scores import ExplainOptions, explain_passage, select_query_token, word_scores
-from ..frames import empty_output, require_columns, with_columns
+from ..frames import EqualByKey, artifact_key, check_queries, check_texts, empty_output, require_columns, with_columns
+from ..model.encoders import query_tensors
 from ..progress import progress
+from .scores import ExplainOptions, explain_passage, select_query_token, word_scores
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from ..model.colbert import ColBERT
     from ..index.artifact import ColBERTIndex
+    from ..model.colbert import ColBERT
 
 EXPLANATION_COLUMNS = ["expl_query_tokens", "expl_tokens", "expl_offsets", "expl_words", "expl_sim", "r_abs",
                        "r_acc", "kde", "word_spans", "word_r_abs", "word_r_acc", "word_kde", "answer_tokens",
@@ -65,14 +65,17 @@ class _Passage:
     text: str
 
 
-class Explainer(pt.Transformer):
+class Explainer(EqualByKey, pt.Transformer):
     """qid, query, docno, text → + per-token and per-word relevance (R_abs, R_acc, KDE) and the answer span.
 
     ``k_tilde``: matches per query vector; ``bandwidth``: "scott", "silverman" or a number of tokens;
     ``span_threshold``: the answer span is where the density is at least this fraction of its peak.
     ``index``: a :class:`~pyterrier_fandom_colbert.index.artifact.ColBERTIndex` (or its path) built by the same encoder:
     passage vectors are read from it instead of re-encoding the text (the text is still needed for character
-    offsets, and must tokenise to the stored token ids). ``query_token`` (a position in ``expl_query_tokens`` or a
+    offsets, and must tokenise to the stored token ids). Query vectors and tokens are taken from the
+    ``query_embs``/``query_toks`` columns when an earlier stage (``colbert.query_encoder()``, e.g. inside
+    ``index.retriever(colbert)``) added them, so queries are not encoded twice.
+    ``query_token`` (a position in ``expl_query_tokens`` or a
     token string such as ``"when"``) adds the single-token view columns.
     """
 
@@ -93,6 +96,10 @@ class Explainer(pt.Transformer):
         self.text_field = text_field
         self.verbose = verbose
 
+    def _key(self):
+        index = artifact_key(self.index) if self.index is not None else None
+        return (self.colbert.fingerprint(), self.options, index, self.query_token, self.text_field)
+
     @property
     def output_columns(self) -> List[str]:
         return EXPLANATION_COLUMNS + (TOKEN_VIEW_COLUMNS if self.query_token is not None else [])
@@ -107,8 +114,7 @@ class Explainer(pt.Transformer):
             return empty_output(inp, self.output_columns)
         queries = check_queries(inp)
         texts = check_texts(inp, self.text_field)
-        q_codes, q_unique = pd.factorize(pd.Series(queries))
-        encoded = self._encode_queries(list(q_unique))
+        q_codes, encoded = self._queries(inp, queries)
         qids = inp["qid"].tolist()
         values: Dict[str, List] = {c: [None] * len(inp) for c in self.output_columns}
         passages = self._from_index(inp["docno"].tolist(), texts) if self.index is not None else self._encode(texts)
@@ -148,6 +154,21 @@ class Explainer(pt.Transformer):
             values[name][row] = value
 
     # -- vectors -------------------------------------------------------------------------------------------
+    def _queries(self, inp: pd.DataFrame, queries: List[str]) -> Tuple[np.ndarray,
+                                                                         List[Tuple["torch.Tensor", List[str]]]]:
+        """(query of each row, [(scoring query vectors [N_q, d], their token strings)]): from the query_embs and
+        query_toks columns when present, else encoded here (each distinct text once)."""
+        if "query_embs" in inp.columns and "query_toks" in inp.columns:
+            codes, vectors = query_tensors(inp, self.colbert.config.dim, self)
+            first = pd.Series(np.arange(len(inp))).groupby(codes).first().to_numpy()
+            toks = inp["query_toks"].to_numpy()[first]
+            for qid, v, tk in zip(inp["qid"].to_numpy()[first], vectors, toks):
+                if len(tk) != len(v):
+                    raise ValueError(f"qid {qid!r}: query_toks has {len(tk)} tokens but query_embs {len(v)} vectors")
+            return codes, [(v.to(self.colbert.device), list(tk)) for v, tk in zip(vectors, toks)]
+        codes, unique = pd.factorize(pd.Series(queries))
+        return codes, self._encode_queries(list(unique))
+
     def _encode_queries(self, texts: List[str]) -> List[Tuple["torch.Tensor", List[str]]]:
         """(scoring query vectors [N_q, d], their token strings) per query text."""
         Q, q_mask = self.colbert.encode_queries(texts)

@@ -22,8 +22,16 @@ import numpy as np
 import pyterrier as pt
 
 from ..model.config import ColBERTConfig
-from .writer import (DOCNOS_FILE, META_FILE, OFFSETS_FILE, TOKEN_IDS_FILE, VECTORS_FILE, ColBERTIndexer, IndexMeta,
-                       IndexWriter)
+from .writer import (
+    DOCNOS_FILE,
+    META_FILE,
+    OFFSETS_FILE,
+    TOKEN_IDS_FILE,
+    VECTORS_FILE,
+    ColBERTIndexer,
+    IndexMeta,
+    IndexWriter,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import faiss
@@ -32,7 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..model.colbert import ColBERT
     from .ann import FaissSpec
-    from .search import ColBERTRetriever, IndexScorer
 
 
 class ColBERTIndex(pt.Artifact):
@@ -185,10 +192,13 @@ class ColBERTIndex(pt.Artifact):
         """Low-level writer for precomputed vectors (``with index.writer(...) as w: w.add(docno, vecs, ids)``)."""
         return IndexWriter(self.path, config, fingerprint, overwrite=overwrite)
 
-    def retriever(self, colbert: "ColBERT", *, num_results: int = 1000, lam: Optional[float] = None,
+    def retriever(self, colbert: Optional["ColBERT"] = None, *, num_results: int = 1000, lam: Optional[float] = None,
                   k_hat: Optional[int] = None, faiss: Union[str, "FaissSpec"] = "flat", nprobe: Optional[int] = None,
-                  refine: int = 1, verbose: bool = False) -> "ColBERTRetriever":
-        """End-to-end retrieval (qid, query → docno, score, rank): token neighbours, exact MaxSim.
+                  refine: int = 1, verbose: bool = False) -> pt.Transformer:
+        """End-to-end retrieval (qid, query_embs → docno, score, rank): token neighbours, exact MaxSim.
+
+        Composes through columns: ``colbert.query_encoder() >> index.retriever()``. Given the encoder,
+        ``index.retriever(colbert)`` checks that it built this index and returns exactly that pipeline.
 
         Each scoring query vector fetches its k̂ nearest document tokens, ``ceil(num_results / lam)`` (λ default
         2), or ``k_hat`` when given (e.g. a deep candidate pool for a short top 10); their documents are scored
@@ -200,14 +210,23 @@ class ColBERTIndex(pt.Artifact):
         """
         from .search import ColBERTRetriever
 
-        return ColBERTRetriever(self, colbert, num_results=num_results, lam=lam, k_hat=k_hat, faiss=faiss,
-                                nprobe=nprobe, refine=refine, verbose=verbose)
+        retriever = ColBERTRetriever(self, num_results=num_results, lam=lam, k_hat=k_hat, faiss=faiss,
+                                     nprobe=nprobe, refine=refine, verbose=verbose)
+        return self._with_encoder(colbert, retriever)
 
-    def scorer(self, colbert: "ColBERT", *, verbose: bool = False) -> "IndexScorer":
-        """Re-ranker (qid, query, docno → score, rank) from the stored vectors: no document text, no re-encoding."""
+    def scorer(self, colbert: Optional["ColBERT"] = None, *, verbose: bool = False) -> pt.Transformer:
+        """Re-ranker (qid, query_embs, docno → score, rank) from the stored vectors: no document text, no
+        re-encoding. ``index.scorer(colbert)`` is ``colbert.query_encoder() >> index.scorer()`` after checking the
+        encoder."""
         from .search import IndexScorer
 
-        return IndexScorer(self, colbert, verbose=verbose)
+        return self._with_encoder(colbert, IndexScorer(self, verbose=verbose))
+
+    def _with_encoder(self, colbert: Optional["ColBERT"], stage: pt.Transformer) -> pt.Transformer:
+        if colbert is None:
+            return stage
+        self.check_encoder(colbert)
+        return colbert.query_encoder() >> stage
 
     def _forget(self) -> None:
         """Drop everything read from disk (after a rebuild)."""

@@ -11,22 +11,22 @@ transformers at the end do the DataFrame plumbing.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..model.encoders import check_queries
-from .ann import DEFAULT_NPROBE, FaissSpec
-from ..frames import empty_output, rank_by_score, with_columns
+from ..frames import EqualByKey, artifact_key, empty_output, rank_by_score, require_columns, with_columns
+from ..model.encoders import query_tensors
 from ..progress import progress
+from ..ranking import top_k
+from .ann import DEFAULT_NPROBE, FaissSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     import faiss
     import torch
 
-    from ..model.colbert import ColBERT
     from .artifact import ColBERTIndex
 
 #: (padded) token rows scored per block. On CPU, blocks that stay near the core's caches win: 8,192 rows (2 MB
@@ -64,17 +64,6 @@ def padded_blocks(lengths: np.ndarray, max_tokens: int) -> List[Tuple[int, int]]
         blocks.append((start, end))
         start = end
     return blocks
-
-
-def top_k(doc_ids: np.ndarray, scores: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
-    """The ``k`` best documents, by score descending, then document id.
-
-    >>> ids, s = top_k(np.array([4, 2, 9]), np.array([0.5, 0.9, 0.5]), 2)
-    >>> ids.tolist(), s.tolist()
-    ([2, 4], [0.9, 0.5])
-    """
-    order = np.lexsort((doc_ids, -scores))[:k]
-    return doc_ids[order], scores[order]
 
 
 def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
@@ -148,19 +137,24 @@ def search(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequence["torch.T
     for i, q in enumerate(queries):
         rows = hits[bounds[i]:bounds[i + 1]]
         candidates = np.unique(docs_of_rows(index.offsets, rows[rows >= 0]))
-        results.append(top_k(candidates, score_docs(index, q, candidates), k))
+        scores = score_docs(index, q, candidates)
+        best = top_k(scores, candidates, k)
+        results.append((candidates[best], scores[best]))
     return results
 
 
-def _scoring_vectors(colbert: "ColBERT", texts: Sequence[str]) -> List["torch.Tensor"]:
-    Q, mask = colbert.encode_queries(list(texts))
-    return [Q[i][mask[i]] for i in range(len(texts))]
+QUERY_INPUT = ["qid", "query_embs"]
 
 
-class ColBERTRetriever(pt.Transformer):
-    """End-to-end retriever: qid, query → + docno, score, rank (other input columns kept)."""
+class ColBERTRetriever(EqualByKey, pt.Transformer):
+    """End-to-end retriever: qid, query_embs → + docno, score, rank (other input columns kept).
 
-    def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, num_results: int = 1000,
+    The query vectors come from ``colbert.query_encoder()`` of the encoder that built the index:
+    ``colbert.query_encoder() >> index.retriever()``, or ``index.retriever(colbert)`` which checks the encoder and
+    builds that pipeline.
+    """
+
+    def __init__(self, index: "ColBERTIndex", *, num_results: int = 1000,
                  lam: Optional[float] = None, k_hat: Optional[int] = None, faiss: Union[str, FaissSpec] = "flat",
                  nprobe: Optional[int] = None, refine: int = 1, verbose: bool = False):
         spec = faiss if isinstance(faiss, FaissSpec) else FaissSpec(faiss)
@@ -178,9 +172,7 @@ class ColBERTRetriever(pt.Transformer):
         if not isinstance(refine, (int, np.integer)) or refine < 1 or (refine > 1 and not spec.trained):
             raise ValueError(f"refine={refine!r}; expected a positive integer, above 1 only for the approximate "
                              f"kinds ('ivf', 'ivfpq', 'ivfpq-fs'): faiss={spec.kind!r} neighbours are exact")
-        index.check_encoder(colbert)
         self.index = index
-        self.colbert = colbert
         self.num_results = num_results
         self.lam = DEFAULT_LAM if lam is None and k_hat is None else lam
         self.k_hat = k_hat if k_hat is not None else math.ceil(num_results / self.lam)
@@ -194,24 +186,27 @@ class ColBERTRetriever(pt.Transformer):
         if k >= self.num_results:
             return self
         neighbours = {"lam": self.lam} if self.lam is not None else {"k_hat": self.k_hat}
-        return ColBERTRetriever(self.index, self.colbert, num_results=k, faiss=self.spec, nprobe=self.nprobe,
+        return ColBERTRetriever(self.index, num_results=k, faiss=self.spec, nprobe=self.nprobe,
                                 refine=self.refine, verbose=self.verbose, **neighbours)
 
+    def _key(self) -> Tuple[Any, ...]:
+        return (artifact_key(self.index), self.num_results, self.k_hat, self.spec, self.nprobe, self.refine)
+
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
-        pt.validate.query_frame(input_columns, ["query"], context=self)
+        require_columns(input_columns, QUERY_INPUT, self)
         return input_columns + ["docno", "score", "rank"]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.query_frame(inp, ["query"], context=self)
+        require_columns(inp.columns, QUERY_INPUT, self)
         if len(inp) == 0:
             return empty_output(inp, ["docno", "score", "rank"])
-        codes, unique = pd.factorize(pd.Series(check_queries(inp)))
+        codes, unique = query_tensors(inp, self.index.meta.dim, self)
         ann = self.index.ann(self.spec)
         found: List[Tuple[np.ndarray, np.ndarray]] = []
         bar = progress(total=len(unique), desc="ColBERT retrieval", unit="query", enabled=self.verbose)
         try:
             for start in range(0, len(unique), QUERY_BATCH):
-                queries = _scoring_vectors(self.colbert, unique[start:start + QUERY_BATCH])
+                queries = unique[start:start + QUERY_BATCH]
                 found.extend(search(self.index, ann, queries, self.num_results, self.k_hat, self.nprobe,
                                     self.refine))
                 bar.update(len(queries))
@@ -231,38 +226,41 @@ class ColBERTRetriever(pt.Transformer):
                 f"faiss={self.spec!r}{nprobe}{refine})")
 
 
-class IndexScorer(pt.Transformer):
-    """Re-ranker from stored vectors: qid, query, docno → + score, rank. No text, no document encoding."""
+class IndexScorer(EqualByKey, pt.Transformer):
+    """Re-ranker from stored vectors: qid, query_embs, docno → + score, rank. No text, no document encoding.
 
-    def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, verbose: bool = False):
-        index.check_encoder(colbert)
+    ``colbert.query_encoder() >> first_stage >> index.scorer()``, or ``first_stage >> index.scorer(colbert)``.
+    """
+
+    def __init__(self, index: "ColBERTIndex", *, verbose: bool = False):
         self.index = index
-        self.colbert = colbert
         self.verbose = verbose
 
+    def _key(self) -> Tuple[Any, ...]:
+        return (artifact_key(self.index),)
+
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
-        pt.validate.result_frame(input_columns, ["query"], context=self)
+        require_columns(input_columns, ["qid", "docno", "query_embs"], self)
         return input_columns + [c for c in ("score", "rank") if c not in input_columns]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.result_frame(inp, ["query"], context=self)
+        require_columns(inp.columns, ["qid", "docno", "query_embs"], self)
         if len(inp) == 0:
             return empty_output(inp, ["score", "rank"])
         doc_ids = self.index.doc_ids(inp["docno"].tolist())
-        codes, unique = pd.factorize(pd.Series(check_queries(inp)))
+        codes, queries = query_tensors(inp, self.index.meta.dim, self)
         rows_of_query = pd.Series(np.arange(len(inp))).groupby(codes).indices
         scores = np.empty(len(inp), dtype=np.float64)
-        bar = progress(total=len(unique), desc="ColBERT re-ranking", unit="query", enabled=self.verbose)
+        bar = progress(total=len(queries), desc="ColBERT re-ranking", unit="query", enabled=self.verbose)
         try:
-            for start in range(0, len(unique), QUERY_BATCH):
-                for j, q in enumerate(_scoring_vectors(self.colbert, unique[start:start + QUERY_BATCH])):
-                    rows = rows_of_query[start + j]
-                    docs, where = np.unique(doc_ids[rows], return_inverse=True)
-                    scores[rows] = score_docs(self.index, q, docs)[where]
-                    bar.update(1)
+            for j, q in enumerate(queries):
+                rows = rows_of_query[j]
+                docs, where = np.unique(doc_ids[rows], return_inverse=True)
+                scores[rows] = score_docs(self.index, q, docs)[where]
+                bar.update(1)
         finally:
             bar.close()
         return rank_by_score(with_columns(inp, {"score": scores}))
 
     def __repr__(self) -> str:
-        return f"{self.index!r}.scorer({self.colbert!r})"
+        return f"{self.index!r}.scorer()"

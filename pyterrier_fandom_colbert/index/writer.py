@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..frames import check_record
 from ..model.config import ColBERTConfig
 from ..progress import progress
 
@@ -256,13 +257,8 @@ def _batches(records: Iterable[Dict[str, Any]], text_field: str,
     docnos: List[str] = []
     texts: List[str] = []
     for i, record in enumerate(records):
-        if "docno" not in record or text_field not in record:
-            raise ValueError(f"document #{i} has fields {sorted(record)}; expected 'docno' and {text_field!r}")
-        text = record[text_field]
-        if not isinstance(text, str):
-            raise ValueError(f"docno {record['docno']!r} has {text_field!r} = {text!r}; expected a string "
-                             "(fill or drop documents without text first)")
-        docnos.append(record["docno"])
+        docno, text = check_record(record, i, text_field)
+        docnos.append(docno)
         texts.append(text)
         if len(docnos) == size:
             yield docnos, texts

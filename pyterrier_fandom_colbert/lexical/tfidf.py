@@ -22,16 +22,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 import scipy.sparse as sp
 
-from .analysis import Analyzer
-from ..frames import empty_output
+from ..frames import EqualByKey, artifact_key, check_record, empty_output
 from ..progress import progress
+from ..ranking import top_k
+from .analysis import Analyzer
 
 
 @dataclass(frozen=True)
@@ -94,20 +95,6 @@ def postings_weights(tf: sp.csr_matrix, doclens: np.ndarray, k1: float, b: float
     return sp.csr_matrix((w, tf.indices, tf.indptr), shape=tf.shape).T.tocsr()
 
 
-def top_k(scores: np.ndarray, docids: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` best entries, by score descending then docid ascending (exact at the cut-off).
-
-    >>> top_k(np.array([1.0, 3.0, 3.0, 2.0]), np.array([7, 9, 4, 1]), 2).tolist()
-    [2, 1]
-    """
-    if k < len(scores):
-        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-        cand = np.flatnonzero(scores >= kth)
-    else:
-        cand = np.arange(len(scores))
-    return cand[np.lexsort((docids[cand], -scores[cand]))][:k]
-
-
 # -- writing ------------------------------------------------------------------------------------------------
 
 @contextmanager
@@ -139,20 +126,6 @@ def _atomic_folder(target: Path, overwrite: bool) -> Iterator[Path]:
         raise
 
 
-def _check_doc(doc: Dict[str, Any], position: int, text_field: str) -> Tuple[str, str]:
-    if not isinstance(doc, Mapping):
-        raise TypeError(f"document #{position} is a {type(doc).__name__}; expected a dict with 'docno' and "
-                        f"{text_field!r}")
-    docno = doc.get("docno")
-    if not isinstance(docno, str) or not docno:
-        raise ValueError(f"document #{position} has docno={docno!r}; expected a non-empty string")
-    text = doc.get(text_field)
-    if not isinstance(text, str):
-        raise ValueError(f"document #{position} (docno {docno!r}) has {text_field}={text!r}; expected a string "
-                         f"field {text_field!r} (choose another with text_field=...)")
-    return docno, text
-
-
 def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConfig, text_field: str,
                  store_text: bool, verbose: bool) -> Dict[str, Any]:
     """Stream ``docs`` into ``folder``; memory holds the index itself (postings, lexicon, docno set), not texts."""
@@ -169,7 +142,7 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
     try:
         with npids.Lookup.builder(folder / "docnos.npids") as docnos:
             for position, doc in enumerate(docs):
-                docno, text = _check_doc(doc, position, text_field)
+                docno, text = check_record(doc, position, text_field)
                 if docno in seen:
                     duplicates.append(docno)
                 seen.add(docno)
@@ -337,7 +310,7 @@ class TfidfIndex(pt.Artifact):
         return f"TfidfIndex({str(self.path)!r})"
 
 
-class TfidfRetriever(pt.Transformer):
+class TfidfRetriever(EqualByKey, pt.Transformer):
     """qid, query → + docno, score, rank (+ text); other input columns are kept.
 
     Queries with no indexed term (empty, whitespace, only stopwords or unknown words) give no rows.
@@ -350,6 +323,9 @@ class TfidfRetriever(pt.Transformer):
             raise ValueError(f"num_results={num_results}, batch_size={batch_size}; both must be positive")
         self.index, self.num_results, self.text = index, num_results, text
         self.batch_size, self.verbose = batch_size, verbose
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (artifact_key(self.index), self.num_results, self.text)
 
     def _outputs(self) -> List[str]:
         return ["docno", "score", "rank"] + (["text"] if self.text else [])

@@ -13,7 +13,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from .encoders import DocEncoder, EmbeddingScorer, QueryEncoder, TextScorer
-    from ..explain.transformer import Explainer
 
 #: the trained checkpoint shipped with the package (used by ``from_pretrained()`` when present)
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "default"
@@ -40,6 +39,8 @@ class DocBatch:
 
 class ColBERT:
     """A ColBERT encoder: ``query_encoder()``, ``doc_encoder()``, ``text_scorer()``, ``scorer()``.
+
+    Explanations: ``pfc.Explainer(colbert)`` (the explain part builds on the model, not the other way round).
 
     ``device``: ``None`` picks CUDA when available, else CPU. On CUDA, encoding runs under autocast
     (``amp_dtype``, bfloat16 by default); on CPU it stays fp32 (fp16 weights are several times slower there).
@@ -210,12 +211,6 @@ class ColBERT:
         from .encoders import EmbeddingScorer
 
         return EmbeddingScorer(self.config)
-
-    def explainer(self, k_tilde: int = 2, bandwidth="scott", index=None, **kwargs) -> "Explainer":
-        """qid, query, docno, text → + why each passage matched and where the answer likely is."""
-        from ..explain.transformer import Explainer
-
-        return Explainer(self, k_tilde=k_tilde, bandwidth=bandwidth, index=index, **kwargs)
 
     def __repr__(self) -> str:
         return f"ColBERT(dim={self.config.dim}, similarity={self.config.similarity!r}, device={self.device.type!r})"

@@ -1,72 +1,119 @@
-"""PyTerrier transformers over a :class:`~pyterrier_fandom_colbert.model.colbert.ColBERT`: encoders and scorers."""
+"""PyTerrier transformers over a :class:`~pyterrier_fandom_colbert.model.colbert.ColBERT`: encoders and scorers.
+
+Stages compose through columns: :class:`QueryEncoder` adds ``query_embs`` (each query's scoring vectors) and
+``query_toks``; every later stage that needs query vectors (the index retriever and scorer, :class:`TextScorer`,
+:class:`EmbeddingScorer`, the explainer) reads them from there, so a pipeline encodes each query once.
+"""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..frames import EqualByKey, check_queries, check_texts, empty_output, rank_by_score, require_columns, with_columns
 from .config import ColBERTConfig
-from ..frames import empty_output, rank_by_score, require_columns, with_columns
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
     from .colbert import ColBERT
 
-
-def check_queries(frame: pd.DataFrame) -> List[str]:
-    """Query texts, refusing empty or whitespace-only ones (naming their qids)."""
-    bad = [qid for qid, q in zip(frame["qid"], frame["query"]) if not isinstance(q, str) or not q.strip()]
-    if bad:
-        raise ValueError(f"empty or non-text query for qid(s) {bad[:5]}{' …' if len(bad) > 5 else ''}: "
-                         "ColBERT needs at least one word per query")
-    return frame["query"].tolist()
+QUERY_COLUMNS = ["query_embs", "query_toks"]
 
 
-def check_texts(frame: pd.DataFrame, column: str = "text") -> List[str]:
-    """Document texts, refusing NaN/None/non-strings (naming their docnos). Empty strings are allowed."""
-    texts = frame[column].tolist()
-    bad = [d for d, t in zip(frame["docno"] if "docno" in frame.columns else range(len(frame)), texts)
-           if not isinstance(t, str)]
-    if bad:
-        raise ValueError(f"missing or non-text '{column}' for docno(s) {bad[:5]}{' …' if len(bad) > 5 else ''}; "
-                         "fill or drop those rows first")
-    return texts
+def encode_query_frame(colbert: "ColBERT", texts: Sequence[str]) -> Tuple[List[np.ndarray], List[List[str]]]:
+    """Scoring vectors (``[n, d]`` float32, no unscored [MASK]s) and their token strings per query text; each
+    distinct text is encoded once."""
+    unique, inverse = np.unique(np.array(list(texts), dtype=object), return_inverse=True)
+    embs, masks = colbert.encode_queries(list(unique))
+    ids = colbert.tokenizer.queries(list(unique)).input_ids
+    embs, masks = embs.float().cpu().numpy(), masks.cpu().numpy()
+    vecs = [embs[i][masks[i]] for i in range(len(unique))]
+    toks = [colbert.tokenizer.tokens(ids[i][masks[i]]) for i in range(len(unique))]
+    return [vecs[i] for i in inverse], [toks[i] for i in inverse]
 
 
-class QueryEncoder(pt.Transformer):
+def query_vectors(frame: pd.DataFrame, dim: int, context: Any = None) -> List[np.ndarray]:
+    """The ``query_embs`` column as float32 ``[n, dim]`` arrays, or an error naming the first bad row's qid."""
+    out = []
+    for qid, value in zip(frame["qid"], frame["query_embs"]):
+        arr = np.asarray(value, dtype=np.float32) if value is not None else None
+        if arr is None or arr.ndim != 2 or arr.shape[1] != dim or len(arr) == 0:
+            shape = None if arr is None else list(arr.shape)
+            raise ValueError(f"{context or 'transformer'}: query_embs of qid {qid!r} has shape {shape}; expected "
+                             f"[n >= 1, {dim}] scoring vectors from colbert.query_encoder() of the encoder that "
+                             "built the index")
+        out.append(arr)
+    return out
+
+
+def query_tensors(frame: pd.DataFrame, dim: int, context: Any = None) -> Tuple[np.ndarray, List["torch.Tensor"]]:
+    """(code of each row, one float32 tensor per distinct query) from the ``query_embs`` column: rows that share a
+    qid and a query text share the vectors."""
+    import torch
+
+    keys = frame["qid"].astype(str) + "\x00" + frame["query"].astype(str) if "query" in frame.columns \
+        else frame["qid"].astype(str)
+    codes, unique = pd.factorize(keys)
+    first = pd.Series(np.arange(len(frame))).groupby(codes).first().to_numpy()
+    vectors = query_vectors(frame.iloc[first], dim, context)
+    return codes, [torch.from_numpy(v) for v in vectors]
+
+
+def pad_vectors(vectors: Sequence["torch.Tensor"]) -> Tuple["torch.Tensor", "torch.Tensor"]:
+    """Stack ``[n_i, d]`` tensors into ``[B, max n_i, d]`` (zero padding) and a mask ``[B, max n_i]`` of real rows.
+
+    >>> import torch
+    >>> Q, mask = pad_vectors([torch.ones(1, 2), torch.ones(3, 2)])
+    >>> list(Q.shape), mask.tolist()
+    ([2, 3, 2], [[True, False, False], [True, True, True]])
+    """
+    import torch
+
+    longest = max(len(v) for v in vectors)
+    Q = torch.zeros(len(vectors), longest, vectors[0].shape[1], dtype=torch.float32)
+    mask = torch.zeros(len(vectors), longest, dtype=torch.bool)
+    for i, v in enumerate(vectors):
+        Q[i, :len(v)] = v
+        mask[i, :len(v)] = True
+    return Q, mask
+
+
+class QueryEncoder(EqualByKey, pt.Transformer):
     """qid, query → + ``query_embs`` (scoring query vectors ``[n, d]``, float32) and ``query_toks``."""
 
     def __init__(self, colbert: "ColBERT"):
         self.colbert = colbert
 
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.colbert.fingerprint(),)
+
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query"], self)
-        return input_columns + [c for c in ("query_embs", "query_toks") if c not in input_columns]
+        return input_columns + [c for c in QUERY_COLUMNS if c not in input_columns]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, ["qid", "query"], self)
         if len(inp) == 0:
-            return empty_output(inp, ["query_embs", "query_toks"])
-        texts = check_queries(inp)
-        unique, inverse = np.unique(np.array(texts, dtype=object), return_inverse=True)
-        embs, masks = self.colbert.encode_queries(list(unique))
-        ids = self.colbert.tokenizer.queries(list(unique)).input_ids
-        embs, masks = embs.float().cpu().numpy(), masks.cpu().numpy()
-        vecs = [embs[i][masks[i]] for i in range(len(unique))]
-        toks = [self.colbert.tokenizer.tokens(ids[i][masks[i]]) for i in range(len(unique))]
-        return with_columns(inp, {"query_embs": [vecs[i] for i in inverse], "query_toks": [toks[i] for i in inverse]})
+            return empty_output(inp, QUERY_COLUMNS)
+        vecs, toks = encode_query_frame(self.colbert, check_queries(inp))
+        return with_columns(inp, {"query_embs": vecs, "query_toks": toks})
 
     def __repr__(self) -> str:
         return f"{self.colbert!r}.query_encoder()"
 
 
-class DocEncoder(pt.Transformer):
+class DocEncoder(EqualByKey, pt.Transformer):
     """docno, text → + ``doc_embs`` (``[L_d, d]`` float32, scoring tokens only) and ``doc_toks``."""
 
     def __init__(self, colbert: "ColBERT", text_field: str = "text"):
         self.colbert = colbert
         self.text_field = text_field
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.colbert.fingerprint(), self.text_field)
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["docno", self.text_field], self)
@@ -89,16 +136,20 @@ class DocEncoder(pt.Transformer):
         return f"{self.colbert!r}.doc_encoder()"
 
 
-class TextScorer(pt.Transformer):
+class TextScorer(EqualByKey, pt.Transformer):
     """Re-ranker: qid, query, docno, text → + score (mean MaxSim by default), rank.
 
-    Each distinct query and text is encoded once; documents are scored batch by batch as they are
-    encoded, so memory does not grow with the number of candidates.
+    Query vectors come from a ``query_embs`` column when an earlier stage added one (``colbert.query_encoder()``),
+    else each distinct query is encoded here. Each distinct text is encoded once; documents are scored batch by
+    batch as they are encoded, so memory does not grow with the number of candidates.
     """
 
     def __init__(self, colbert: "ColBERT", text_field: str = "text"):
         self.colbert = colbert
         self.text_field = text_field
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.colbert.fingerprint(), self.text_field)
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query", "docno", self.text_field], self)
@@ -112,11 +163,10 @@ class TextScorer(pt.Transformer):
         require_columns(inp.columns, ["qid", "query", "docno", self.text_field], self)
         if len(inp) == 0:
             return empty_output(inp, ["score", "rank"])
-        queries = check_queries(inp)
+        check_queries(inp)
         texts = check_texts(inp, self.text_field)
-        q_codes, q_unique = pd.factorize(pd.Series(queries))
+        q_codes, Q, q_mask = self._queries(inp)
         t_codes, t_unique = pd.factorize(pd.Series(texts))
-        Q, q_mask = self.colbert.encode_queries(list(q_unique))
         rows_of_text = pd.Series(np.arange(len(inp))).groupby(t_codes).indices
         scores = np.empty(len(inp), dtype=np.float64)
         cfg = self.colbert.config
@@ -129,15 +179,28 @@ class TextScorer(pt.Transformer):
             scores[rows] = s.cpu().numpy()
         return rank_by_score(with_columns(inp, {"score": scores}))
 
+    def _queries(self, inp: pd.DataFrame) -> Tuple[np.ndarray, "torch.Tensor", "torch.Tensor"]:
+        """(query of each row, padded query vectors [n, L, d], their mask [n, L]) on the encoder's device."""
+        if "query_embs" in inp.columns:
+            codes, vectors = query_tensors(inp, self.colbert.config.dim, self)
+            Q, mask = pad_vectors(vectors)
+            return codes, Q.to(self.colbert.device), mask.to(self.colbert.device)
+        codes, unique = pd.factorize(inp["query"])
+        Q, mask = self.colbert.encode_queries(list(unique))
+        return codes, Q.float(), mask
+
     def __repr__(self) -> str:
         return f"{self.colbert!r}.text_scorer()"
 
 
-class EmbeddingScorer(pt.Transformer):
+class EmbeddingScorer(EqualByKey, pt.Transformer):
     """query_embs, doc_embs → + score, rank, for frames that already carry token vectors."""
 
     def __init__(self, config: ColBERTConfig):
         self.config = config
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.config.similarity, self.config.reduction)
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query_embs", "doc_embs"], self)
@@ -147,22 +210,30 @@ class EmbeddingScorer(pt.Transformer):
         require_columns(inp.columns, ["qid", "query_embs", "doc_embs"], self)
         if len(inp) == 0:
             return empty_output(inp, ["score", "rank"])
-        scores = score_pairs(inp["query_embs"].tolist(), inp["doc_embs"].tolist(), self.config)
+        scores = score_pairs(inp["query_embs"].tolist(), inp["doc_embs"].tolist(), self.config,
+                             inp["docno"].tolist() if "docno" in inp.columns else None)
         return rank_by_score(with_columns(inp, {"score": scores}))
 
     def __repr__(self) -> str:
-        return "EmbeddingScorer()"
+        return f"EmbeddingScorer(similarity={self.config.similarity!r}, reduction={self.config.reduction!r})"
 
 
-def score_pairs(queries: Sequence[np.ndarray], docs: Sequence[np.ndarray], config: ColBERTConfig) -> np.ndarray:
-    """MaxSim of aligned (query vectors, document vectors) pairs, each unpadded."""
+def score_pairs(queries: Sequence[np.ndarray], docs: Sequence[np.ndarray], config: ColBERTConfig,
+                docnos: Optional[Sequence[Any]] = None) -> np.ndarray:
+    """MaxSim of aligned (query vectors, document vectors) pairs, each unpadded; a malformed pair is an error
+    naming its row (and docno)."""
     import torch
 
     from .scoring import maxsim
 
     out = np.empty(len(queries), dtype=np.float64)
     for i, (q, d) in enumerate(zip(queries, docs)):
-        qt = torch.as_tensor(np.asarray(q, dtype=np.float32))[None]
-        dt = torch.as_tensor(np.asarray(d, dtype=np.float32))[None]
-        out[i] = float(maxsim(qt, dt, similarity=config.similarity, reduction=config.reduction)[0])
+        qa = None if q is None else np.asarray(q, dtype=np.float32)
+        da = None if d is None else np.asarray(d, dtype=np.float32)
+        if qa is None or da is None or qa.ndim != 2 or da.ndim != 2 or qa.shape[1] != da.shape[1] or not len(da):
+            name = f" (docno {docnos[i]!r})" if docnos is not None else ""
+            raise ValueError(f"row {i}{name}: query_embs {None if qa is None else list(qa.shape)} and doc_embs "
+                             f"{None if da is None else list(da.shape)} are not [n, d] and [m >= 1, d] token vectors")
+        out[i] = float(maxsim(torch.from_numpy(qa)[None], torch.from_numpy(da)[None], similarity=config.similarity,
+                              reduction=config.reduction)[0])
     return out
