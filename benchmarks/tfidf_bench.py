@@ -1,6 +1,6 @@
 """TF-IDF first stage on SQuAD v1.1 (split by article): build time, query latency, effectiveness, next to BM25.
 
-    python benchmarks/tfidf_bench.py                     # reads ../shared/data/squad-v1.1-split
+    python benchmarks/tfidf_bench.py                     # reads <data folder>/squad-v1.1-split
     python benchmarks/tfidf_bench.py --copies 50         # timings only, over 50 renamed copies of the corpus
 
 Corpus: every train and dev paragraph (docno = article title + "/" + paragraph index); queries: the dev

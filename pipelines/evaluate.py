@@ -3,7 +3,7 @@
     python pipelines/evaluate.py --data squad-dev squad-all scifact wikiqa      # all tables
     python pipelines/evaluate.py --data squad-dev --checkpoint runs/train/best  # another checkpoint
 
-Data come from ../shared/data (skipped, with a message, when absent):
+Data come from the data folder beside the repository (DATA) (skipped, with a message, when absent):
   squad-dev   corpus = the 338 SQuAD dev paragraphs, topics = the 1,512 dev questions
   squad-all   corpus = all 1,393 train+dev paragraphs (more distractors), topics = the dev questions
   scifact     BEIR SciFact (5,183 abstracts, 809 train claims)  — low lexical overlap

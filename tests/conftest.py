@@ -61,7 +61,7 @@ def tiny_roberta_dir(tmp_path_factory) -> str:
 
 
 def shared_data(*parts: str) -> Path:
-    """Path under ../shared/data, or skip the test when it is absent."""
+    """Path under the data folder beside the repository (SHARED_DATA), or skip the test when it is absent."""
     p = SHARED_DATA.joinpath(*parts)
     if not p.exists():
         pytest.skip(f"shared data not available: {p}")

@@ -1,4 +1,4 @@
-"""Query/document layouts of SPEC section 1 for BERT and RoBERTa vocabularies."""
+"""Query/document layouts of docs/method.md §1.2-§1.3 for BERT and RoBERTa vocabularies."""
 import pytest
 
 import pyterrier_fandom_colbert as pfc

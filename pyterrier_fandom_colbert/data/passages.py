@@ -1,4 +1,4 @@
-"""From cleaned wiki pages to passages of about 120 words (SPEC section 7).
+"""From cleaned wiki pages to passages of about 120 words (docs/method.md §7.1).
 
 Rules, applied per page to the text :func:`~pyterrier_fandom_colbert.data.wikidump.clean_wikitext` returns:
 

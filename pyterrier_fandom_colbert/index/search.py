@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: (padded) token rows scored per block. On CPU, blocks that stay near the core's caches win: 8,192 rows (2 MB
 #: fp16 + 4 MB float32) re-ranked 1.4-1.6x faster than 32,768 on the 2-core AMD EPYC VM (docs/index.md)
 BLOCK_TOKENS = {"cpu": 8192, "cuda": 1 << 20}
-#: k̂ = ceil(k / λ) token neighbours per query vector, by default (SPEC §4)
+#: k̂ = ceil(k / λ) token neighbours per query vector, by default (docs/method.md §4.2)
 DEFAULT_LAM = 2
 #: queries whose vectors go to FAISS in one search call
 QUERY_BATCH = 64

@@ -1,6 +1,6 @@
 """Training losses as pure tensor functions (no model, no data plumbing).
 
-A training batch is scored as one matrix: ``scores[i, j] = S(query_i, doc_j)`` (MaxSim, SPEC section 2). Every loss
+A training batch is scored as one matrix: ``scores[i, j] = S(query_i, doc_j)`` (MaxSim, docs/method.md §2.2). Every loss
 takes such scores, the index of the right column per row (``labels``), and optionally ``valid``: False for columns
 that must not count for that row (e.g. an in-batch document that also answers the row's query).
 

@@ -40,7 +40,7 @@ METRIC = "RR@10"
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Training settings; the defaults are the study's (SPEC section 3). A fresh projection needs ``lr`` near
+    """Training settings; the defaults are the study's (docs/method.md §3.7). A fresh projection needs ``lr`` near
     1e-4 (``PRESETS["fresh"]``): the study's 3e-6 suits a model already trained as ColBERT."""
 
     form: str = "qpp"                     # "qpp" ⟨q, d+, d-…⟩ or "qqp" ⟨q+, q-, d+⟩
