@@ -31,7 +31,7 @@ from ir_datasets.indices import Docstore, PickleLz4FullStore
 from ir_datasets.indices.lz4_pickle import Lz4PickleLookup
 
 from .passages import DumpStats, Passage, PassageConfig, dump_passages
-from .qa_formats import SPLITS, QAData, QAQuery, SquadDoc, page_splits, read_qa_json, read_squad, read_tsv_release
+from .qa_formats import SPLITS, QARelease, QAQuery, SquadDoc, page_splits, read_qa_json, read_squad, read_tsv_release
 
 __all__ = ["WIKIS", "SPLITS", "QAQuery", "SquadDoc", "DumpUnavailableError", "dump_url", "page_splits",
            "fandom_dataset", "qa_json_dataset", "tsv_release_dataset", "squad_dataset", "register_fandom_wiki",
@@ -62,11 +62,11 @@ def dump_url(dbname: str) -> str:
 class _Source:
     """Loads a collection once, on first use, for a dataset and all its split subsets."""
 
-    def __init__(self, loader: Callable[[], QAData], description: str):
+    def __init__(self, loader: Callable[[], QARelease], description: str):
         self._loader, self.description = loader, description
 
     @functools.cached_property
-    def data(self) -> QAData:
+    def data(self) -> QARelease:
         return self._loader()
 
     @functools.cached_property

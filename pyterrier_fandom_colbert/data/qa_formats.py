@@ -1,6 +1,6 @@
 """Parsing of QA collections into memory: the study's ``<wiki>_qa.json`` and TSV release layouts, SQuAD files.
 
-Each reader returns a :class:`QAData` (docs, queries, qrels, docpairs and the page of each query and doc);
+Each reader returns a :class:`QARelease` (docs, queries, qrels, docpairs and the page of each query and doc);
 :mod:`pyterrier_fandom_colbert.data.irds` wraps these as ir_datasets Datasets. :func:`page_splits` assigns whole pages
 to train/dev/test. The formats are described in ``docs/data.md`` ("The study's QA release formats").
 """
@@ -18,7 +18,7 @@ from ir_datasets.formats import GenericDocPair, GenericQrel, GenericQuery
 
 from .passages import Passage
 
-__all__ = ["SPLITS", "SPLIT_FRACTIONS", "SPLIT_SEED", "QAQuery", "SquadDoc", "QAData", "page_splits",
+__all__ = ["SPLITS", "SPLIT_FRACTIONS", "SPLIT_SEED", "QAQuery", "SquadDoc", "QARelease", "page_splits",
            "read_qa_json", "read_tsv_release", "read_squad"]
 
 _log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def page_splits(page_ids, seed: int = SPLIT_SEED, fractions=SPLIT_FRACTIONS) -> 
 
 
 @dataclass
-class QAData:
+class QARelease:
     """A parsed QA collection; ``query_page``/``doc_page`` and ``page_split`` drive the split subsets."""
     docs: list
     queries: list
@@ -88,7 +88,7 @@ def _question_pairs(query_of: dict, negatives: list, query_doc: dict) -> list:
     return pairs
 
 
-def read_qa_json(path: Path, wiki: str) -> QAData:
+def read_qa_json(path: Path, wiki: str) -> QARelease:
     """A study-format ``<wiki>_qa.json``: docnos ``f"{wiki}-{page_id}-{n}"``, query ids ``f"{docno}-{j}"``,
     :class:`QAQuery` when every page has ``answers``; pages split by :func:`page_splits`."""
     with open(path, encoding="utf-8") as f:
@@ -126,7 +126,7 @@ def read_qa_json(path: Path, wiki: str) -> QAData:
                 if j < len(page["negative"][n]):
                     negatives.append((qid, page["negative"][n][j]))
     unique = {text: qids[0] for text, qids in by_text.items() if len(qids) == 1}
-    return QAData(docs, queries, qrels, _question_pairs(unique, negatives, query_doc), query_page, doc_page,
+    return QARelease(docs, queries, qrels, _question_pairs(unique, negatives, query_doc), query_page, doc_page,
                   page_splits(doc_page.values()))
 
 
@@ -142,7 +142,7 @@ def _read_tsv(path: Path, columns: int) -> list:
     return rows
 
 
-def read_tsv_release(folder: Path, wiki: str) -> QAData:
+def read_tsv_release(folder: Path, wiki: str) -> QARelease:
     """One split folder of the TSV layout (``passages.tsv``, ``queries.tsv``, ``triples.tsv``, ``wiki.json``)."""
     with open(folder / "wiki.json", encoding="utf-8") as f:
         pages = json.load(f)
@@ -165,10 +165,10 @@ def read_tsv_release(folder: Path, wiki: str) -> QAData:
         query_doc.setdefault(pos, pid)
     pairs = [GenericDocPair(pos, pid, query_doc[neg]) for pos, neg, pid in triples if neg in query_doc]
     qrels = [GenericQrel(q, d, 1) for q, d in qrel_pairs]
-    return QAData(docs, queries, qrels, pairs, {q: doc_page[d] for q, d in query_doc.items()}, doc_page)
+    return QARelease(docs, queries, qrels, pairs, {q: doc_page[d] for q, d in query_doc.items()}, doc_page)
 
 
-def read_squad(path: Path) -> QAData:
+def read_squad(path: Path) -> QARelease:
     """A SQuAD-format JSON file: one :class:`SquadDoc` per paragraph, answerable questions as :class:`QAQuery`."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
@@ -194,4 +194,4 @@ def read_squad(path: Path) -> QAData:
                 queries.append(QAQuery(qid, qa["question"], tuple(x["text"] for x in qa["answers"]),
                                        tuple(int(x["answer_start"]) for x in qa["answers"])))
                 qrels.append(GenericQrel(qid, docno, 1))
-    return QAData(docs, queries, qrels)
+    return QARelease(docs, queries, qrels)
