@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from ..frames import EqualByKey, artifact_key, check_record, empty_output
 from ..progress import progress
 from ..ranking import top_k
-from .analysis import Analyzer
+from .analysis import Analyzer, stopword_list
 
 
 @dataclass(frozen=True)
@@ -49,12 +49,14 @@ class TfidfConfig:
     b: float = 0.75
     #: PyStemmer algorithm ("porter": Porter's original, as in Terrier) or None for no stemming
     stemmer: Optional[str] = "porter"
-    #: remove the English stopwords of :data:`pyterrier_fandom_colbert.lexical.analysis.STOPWORDS`
-    stopwords: bool = True
+    #: stopword list removed before stemming: "lucene" (33 function words), "glasgow" (318 words, drops content
+    #: words such as "system"), "none"; True/False in older indexes mean "glasgow"/"none" (docs/tfidf.md)
+    stopwords: Union[bool, str] = "lucene"
     #: "unicode" (letters/digits of any script) or "english" (Terrier's A-Z/0-9 EnglishTokeniser)
     tokeniser: str = "unicode"
 
     def __post_init__(self):
+        stopword_list(self.stopwords)  # an unknown list name is an error here, not at the first document
         if not self.k1 > 0:
             raise ValueError(f"k1={self.k1} must be positive")
         if not 0 <= self.b <= 1:
