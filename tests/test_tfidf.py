@@ -184,9 +184,9 @@ def test_artifact_round_trip(index):
     loaded = pt.Artifact.load(str(index.path))
     assert isinstance(loaded, TfidfIndex)
     meta = loaded.meta
-    assert (meta["type"], meta["format"]) == ("sparse_index", "tfidf")
-    assert meta["package_hint"] == "pyterrier-fandom-colbert"
-    assert (meta["num_docs"], meta["num_tokens"]) == (4, 14)
+    assert (meta.type, meta.format) == ("sparse_index", "tfidf")
+    assert meta.package_hint == "pyterrier-fandom-colbert"
+    assert (meta.num_docs, meta.num_tokens) == (4, 14)
     assert loaded.config == TfidfConfig()
     q = topics("dragons river", "north knights")
     pd.testing.assert_frame_equal(loaded.retriever()(q), index.retriever()(q))
@@ -217,9 +217,9 @@ def test_overwrite_is_refused_unless_asked(index, tmp_path):
     TfidfIndex.build(path, CORPUS)
     with pytest.raises(FileExistsError, match="overwrite=True"):
         TfidfIndex.build(path, CORPUS[:2])
-    assert TfidfIndex(path).meta["num_docs"] == 4
+    assert TfidfIndex(path).meta.num_docs == 4
     TfidfIndex.build(path, CORPUS[:2], overwrite=True)
-    assert pt.Artifact.load(str(path)).meta["num_docs"] == 2
+    assert pt.Artifact.load(str(path)).meta.num_docs == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]   # no temp or old folders left
 
 
@@ -267,7 +267,7 @@ def test_interrupted_overwrite_keeps_the_old_index(tmp_path):
         raise RuntimeError("boom")
     with pytest.raises(RuntimeError):
         TfidfIndex.build(path, docs(), overwrite=True)
-    assert pt.Artifact.load(str(path)).meta["num_docs"] == 4
+    assert pt.Artifact.load(str(path)).meta.num_docs == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
 
 
@@ -310,7 +310,7 @@ def test_compare_writes_table_curve_and_plot(tmp_path, tiny_bert_dir):
     curve = pd.read_csv(tmp_path / "recall_at_k.csv").set_index("name")
     assert list(curve.columns) == [f"R@{c}" for c in range(1, 11)]
     assert (np.diff(curve.to_numpy(), axis=1) >= 0).all()  # recall never falls as k grows
-    assert pt.Artifact.load(str(tmp_path / "cache" / "toy--test" / "tfidf")).meta["num_docs"] == 4
+    assert pt.Artifact.load(str(tmp_path / "cache" / "toy--test" / "tfidf")).meta.num_docs == 4
 
 
 def test_main_job_takes_the_question_text_as_query(capsys):
