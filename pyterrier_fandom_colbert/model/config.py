@@ -41,8 +41,11 @@ class ColBERTConfig(JsonConfig):
     reduction: str = "mean"
     #: drop punctuation tokens from documents (original ColBERT)
     skip_punctuation: bool = False
-    #: score the [MASK] query-augmentation vectors (they are always attended to)
-    score_query_masks: bool = True
+    #: score the [MASK] query-augmentation vectors (they are always attended to). Off by default, as in the
+    #: shipped checkpoint: an untrained MaxSim ranks better without them (docs/method.md §3.8), so a fresh model
+    #: and the default checkpoint both return one query vector per real query token. Turn it on for the
+    #: original ColBERT's fixed N_q vectors per query.
+    score_query_masks: bool = False
     #: how a fresh projection is initialised: "orthogonal" (keeps the backbone's cosine geometry) or "random"
     projection_init: str = "orthogonal"
     #: marker tokens

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--query-maxlen", type=int, default=32)
     model.add_argument("--doc-maxlen", type=int, default=180)
     model.add_argument("--similarity", default="cosine")
-    model.add_argument("--score-query-masks", action=argparse.BooleanOptionalAction, default=True)
+    model.add_argument("--score-query-masks", action=argparse.BooleanOptionalAction, default=False)
     model.add_argument("--projection-init", default="orthogonal")
     train = p.add_argument_group("training (override the preset)")
     hints = typing.get_type_hints(TrainConfig)
