@@ -50,9 +50,9 @@ def brute_force(sim, d_mask, k):
         taken = []
         for _ in range(min(k, int(sum(d_mask)))):
             best = None
-            for l in range(length):
-                if d_mask[l] and l not in taken and (best is None or sim[i, l] > sim[i, best]):
-                    best = l
+            for pos in range(length):
+                if d_mask[pos] and pos not in taken and (best is None or sim[i, pos] > sim[i, best]):
+                    best = pos
             taken.append(best)
             r_abs[best] += 1
             r_acc[best] += sim[i, best]
