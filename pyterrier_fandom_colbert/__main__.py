@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
+from .cli_errors import UserError, add_debug_flag, require_dataset, require_model_path, run
+
 if TYPE_CHECKING:  # pragma: no cover
     import pyterrier as pt
 
@@ -30,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--checkpoint", default=None, help="ColBERT checkpoint folder (default: the bundled one)")
     ap.add_argument("--k", type=int, default=1000, help="results per query (TF-IDF depth re-ranked by ColBERT)")
     ap.add_argument("--verbose", action="store_true", help="progress bars")
+    add_debug_flag(ap)
     return ap
 
 
@@ -98,13 +101,31 @@ def query_topics(dataset):
     return topics if "query" in topics.columns else dataset.get_topics("text")
 
 
+def parse_metrics(metrics: str) -> list:
+    """ir_measures measures from a comma-separated list; an empty list or an unknown name is a UserError."""
+    import ir_measures
+
+    names = [m.strip() for m in metrics.split(",") if m.strip()]
+    if not names:
+        raise UserError(f"--metrics {metrics!r} names no measure; give comma-separated ir_measures names, e.g. "
+                        f"--metrics {DEFAULT_METRICS}")
+    measures = []
+    for name in names:
+        try:
+            measures.append(ir_measures.parse_measure(name))
+        except (NameError, ValueError, SyntaxError) as err:
+            raise UserError(f"--metrics: {name!r} is not an ir_measures measure ({err}); use names such as RR@10, "
+                            "R@100, nDCG@10, P@5, AP") from err
+    return measures
+
+
 def compare(dataset, dataset_id: str, names: Sequence[str], metrics: str, out: Path, k: int,
             checkpoint: Optional[str] = None, verbose: bool = False):
     """Run the experiment for a PyTerrier dataset (corpus iter, topics, qrels); write files; return the table."""
     import ir_measures
     import pyterrier as pt
 
-    measures = [ir_measures.parse_measure(m.strip()) for m in metrics.split(",") if m.strip()]
+    measures = parse_metrics(metrics)
     cutoffs = curve_cutoffs(k)
     out.mkdir(parents=True, exist_ok=True)
     cache = out / "cache" / dataset_id.replace("/", "--")
@@ -121,12 +142,21 @@ def compare(dataset, dataset_id: str, names: Sequence[str], metrics: str, out: P
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The ``pfc-compare`` command (user errors: one line on stderr, exit status 2; ``--debug``: traceback)."""
+    return run(_main, argv, "pfc-compare")
+
+
+def _main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.k < 1:
-        raise SystemExit(f"--k {args.k}: expected a positive number of results")
+        raise UserError(f"--k {args.k}: expected a positive number of results")
+    if args.out.exists() and not args.out.is_dir():
+        raise UserError(f"--out {args.out} is a file; give a folder for the results (it is created if missing)")
+    parse_metrics(args.metrics)
+    require_model_path(args.checkpoint, "--checkpoint", "a ColBERT checkpoint folder (e.g. runs/sample/best from "
+                                                        "pfc-train), or leave --checkpoint out for the bundled one")
+    require_dataset(args.dataset, "--dataset")
     import pyterrier as pt
-
-    import pyterrier_fandom_colbert  # noqa: F401  (registers the fandom-qa datasets)
 
     dataset = pt.get_dataset(f"irds:{args.dataset}")
     table = compare(dataset, args.dataset, args.systems, args.metrics, args.out, args.k, args.checkpoint,

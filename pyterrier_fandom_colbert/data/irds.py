@@ -267,7 +267,8 @@ class _DumpCorpus:
         if os.environ.get(self.env_var):
             path = Path(os.environ[self.env_var]).expanduser()
             if not path.is_file():
-                raise DumpUnavailableError(f"{self.env_var}={path} names no file")
+                raise DumpUnavailableError(f"{self.env_var}={path} names no file; point it at the wiki's "
+                                           f"{self.dbname}_pages_current.xml.7z (or .bz2, .gz, .xml), or unset it")
             return path
         folder = self.folder()
         target = folder / Path(urllib.parse.urlparse(self.url).path).name

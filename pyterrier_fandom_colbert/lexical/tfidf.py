@@ -160,15 +160,21 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
                 if text_out is not None:
                     offsets.append(offsets[-1] + text_out.write(text.encode("utf-8")))
                 bar.update()
-            if not doclens:  # (inside the builder: npids cannot close an empty lookup)
+            # checked inside the builder, which is then not closed: npids cannot close an empty lookup, nor read
+            # back one whose docnos are all the same (it fails with ZeroDivisionError)
+            if not doclens:
                 raise ValueError("the corpus is empty: no documents to index")
+            if duplicates:
+                shown = list(dict.fromkeys(duplicates))
+                raise ValueError(f"{len(shown)} docno(s) occur more than once: {shown[:10]}"
+                                 f"{' …' if len(shown) > 10 else ''}; every document needs a unique docno")
+            if len(doclens) == 1:
+                raise ValueError(f"a TF-IDF index needs at least two documents, got one (docno {docno!r}): the "
+                                 "docno lookup (npids) cannot store a single docno")
     finally:
         bar.close()
         if text_out is not None:
             text_out.close()
-    if duplicates:
-        shown = list(dict.fromkeys(duplicates))
-        raise ValueError(f"{len(shown)} docno(s) occur more than once: {shown[:10]}{' …' if len(shown) > 10 else ''}")
     tf_matrix = sp.csr_matrix((np.frombuffer(counts, np.int32), np.frombuffer(indices, np.int32),
                                np.frombuffer(indptr, np.int64)), shape=(len(doclens), len(vocab)))
     sp.save_npz(folder / "tf.npz", tf_matrix, compressed=False)
