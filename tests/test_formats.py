@@ -98,6 +98,16 @@ def write_pylate(folder: Path, bert_dir, settings=PYLATE_SETTINGS, dense=DENSE_C
     return folder
 
 
+def variant(folder: Path, target: Path, **files) -> Path:
+    """A copy of ``folder`` with some JSON files replaced (``files``: relative path with "/" as "__" -> value)."""
+    import shutil
+
+    shutil.copytree(folder, target)
+    for name, value in files.items():
+        (target / name.replace("__", "/")).write_text(json.dumps(value, indent=2))
+    return target
+
+
 # -- a brute-force encoder of the libraries' rules ------------------------------------------------------------------
 def reference_scores(folder, markers, skipped_words, attend_masks, expansion=True, unk_for_missing=False,
                      backbone=None):
@@ -191,10 +201,10 @@ def test_pylate_folder_scores_as_pylate_does(pylate_dir):
 
 
 @pytest.mark.parametrize("attend", [True, False])
-def test_pylate_expansion_settings(tmp_path, tiny_bert_dir, attend):
+def test_pylate_expansion_settings(tmp_path, pylate_dir, attend):
     settings = dict(PYLATE_SETTINGS, do_query_expansion=False, attend_to_expansion_tokens=attend,
                     skiplist_words=[".", "nonexistentword"])
-    folder = write_pylate(tmp_path / "m", tiny_bert_dir, settings=settings)
+    folder = variant(pylate_dir, tmp_path / "m", **{"config_sentence_transformers.json": settings})
     colbert = pfc.ColBERT.from_pretrained(folder)
     assert not colbert.config.score_query_masks and not colbert.config.attend_to_query_masks
     assert colbert.config.skiplist == (".", "[UNK]"), "PyLate maps a word outside the vocabulary to [UNK]"
@@ -205,37 +215,33 @@ def test_pylate_expansion_settings(tmp_path, tiny_bert_dir, attend):
 
 # -- exporting and reading back -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("source", ["colbert-ai", "pylate"])
-@pytest.mark.parametrize("target", formats.FORMATS)
-def test_export_and_reload_keeps_scores(tmp_path, colbert_ai_dir, pylate_dir, source, target):
+def test_export_and_reload_keeps_scores(tmp_path, colbert_ai_dir, pylate_dir, source):
     original = pfc.ColBERT.from_pretrained(colbert_ai_dir if source == "colbert-ai" else pylate_dir)
-    original.save_pretrained(tmp_path / "out", format=target)
-    assert formats.detect(tmp_path / "out") == target
-    again = pfc.ColBERT.from_pretrained(tmp_path / "out")
-    assert again.config.replace(backbone=None) == original.config.replace(backbone=None)
-    assert again.fingerprint() == original.fingerprint()
-    assert_same_vectors(vectors_of(original), vectors_of(again))
-    np.testing.assert_array_equal(scores_of(original), scores_of(again))
-
-
-@pytest.mark.parametrize("target", ["colbert-ai", "pylate"])
-def test_own_model_round_trip_including_roberta(tmp_path, tiny_bert_dir, tiny_roberta_dir, target):
-    for name, folder in (("bert", tiny_bert_dir), ("roberta", tiny_roberta_dir)):
-        config = pfc.ColBERTConfig(dim=DIM, query_maxlen=QLEN, doc_maxlen=DLEN, reduction="sum")
-        original = pfc.ColBERT.from_pretrained(folder, config=config)
-        with pytest.warns(UserWarning, match="mask_punctuation") if target == "colbert-ai" else _nothing():
-            original.save_pretrained(tmp_path / name, format=target)
-        again = pfc.ColBERT.from_pretrained(tmp_path / name)
+    vectors, scores = vectors_of(original), scores_of(original)
+    for target in formats.FORMATS:
+        original.save_pretrained(tmp_path / target, format=target)
+        assert formats.detect(tmp_path / target) == target
+        again = pfc.ColBERT.from_pretrained(tmp_path / target)
         assert again.config.replace(backbone=None) == original.config.replace(backbone=None)
         assert again.fingerprint() == original.fingerprint()
-        assert_same_vectors(vectors_of(original), vectors_of(again))
+        assert_same_vectors(vectors, vectors_of(again))
+        np.testing.assert_array_equal(scores, scores_of(again))
 
 
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+def test_own_roberta_model_round_trip(tmp_path, tiny_roberta_dir):
+    """A model built here over a vocabulary without [unused] tokens: its added [Q]/[D] markers travel along."""
+    config = pfc.ColBERTConfig(dim=DIM, query_maxlen=QLEN, doc_maxlen=DLEN, reduction="sum")
+    original = pfc.ColBERT.from_pretrained(tiny_roberta_dir, config=config)
+    vectors = vectors_of(original)
+    with pytest.warns(UserWarning, match="mask_punctuation"):
+        original.save_pretrained(tmp_path / "colbert-ai", format="colbert-ai")
+    original.save_pretrained(tmp_path / "pylate", format="pylate")
+    assert json.loads((tmp_path / "pylate" / "config_sentence_transformers.json").read_text())["query_prefix"] == "[Q]"
+    for target in ("colbert-ai", "pylate"):
+        again = pfc.ColBERT.from_pretrained(tmp_path / target)
+        assert again.config.replace(backbone=None) == original.config.replace(backbone=None)
+        assert again.fingerprint() == original.fingerprint()
+        assert_same_vectors(vectors, vectors_of(again))
 
 
 def test_written_layouts_are_what_the_libraries_read(tmp_path, colbert_ai_dir):
@@ -322,23 +328,24 @@ def test_pylate_settings_it_cannot_represent(bert_tok, change, message):
     ({"modules": PYLATE_MODULES[:1]}, "0 Dense modules"),
     ({"modules": PYLATE_MODULES + [dict(PYLATE_MODULES[1], idx=2, path="2_Dense")]}, "2 Dense modules"),
 ])
-def test_pylate_modules_it_cannot_represent(tmp_path, tiny_bert_dir, what, message):
-    folder = write_pylate(tmp_path / "m", tiny_bert_dir, **what)
+def test_pylate_modules_it_cannot_represent(tmp_path, pylate_dir, what, message):
+    names = {"dense": "1_Dense__config.json", "modules": "modules.json"}
+    folder = variant(pylate_dir, tmp_path / "m", **{names[k]: v for k, v in what.items()})
     with pytest.raises(ValueError, match=message):
         pfc.ColBERT.from_pretrained(folder)
 
 
-def test_lowercasing_transformer_module_is_refused(tmp_path, tiny_bert_dir):
-    folder = write_pylate(tmp_path / "m", tiny_bert_dir)
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 23, "do_lower_case": True}))
+def test_lowercasing_transformer_module_is_refused(tmp_path, pylate_dir):
+    folder = variant(pylate_dir, tmp_path / "m", **{"sentence_bert_config.json": {"max_seq_length": 23,
+                                                                                   "do_lower_case": True}})
     with pytest.raises(ValueError, match="do_lower_case"):
         pfc.ColBERT.from_pretrained(folder)
 
 
-def test_backbone_weights_missing_from_the_file_are_an_error(tmp_path, tiny_bert_dir):
+def test_backbone_weights_missing_from_the_file_are_an_error(tmp_path, colbert_ai_dir):
     from safetensors.torch import load_file, save_file
 
-    folder = write_colbert_ai(tmp_path / "m", tiny_bert_dir)
+    folder = variant(colbert_ai_dir, tmp_path / "m")
     state = load_file(str(folder / "model.safetensors"))
     save_file({k.replace("bert.encoder", "encoder_v2"): v for k, v in state.items()}, str(folder / "model.safetensors"),
               metadata={"format": "pt"})
@@ -346,8 +353,8 @@ def test_backbone_weights_missing_from_the_file_are_an_error(tmp_path, tiny_bert
         pfc.ColBERT.from_pretrained(folder)
 
 
-def test_metadata_dim_must_match_the_weights(tmp_path, tiny_bert_dir):
-    folder = write_colbert_ai(tmp_path / "m", tiny_bert_dir, metadata=dict(COLBERT_AI_METADATA, dim=24))
+def test_metadata_dim_must_match_the_weights(tmp_path, colbert_ai_dir):
+    folder = variant(colbert_ai_dir, tmp_path / "m", **{"artifact.metadata": dict(COLBERT_AI_METADATA, dim=24)})
     with pytest.raises(ValueError, match="dim=24 but linear.weight has 16 rows"):
         pfc.ColBERT.from_pretrained(folder)
 
