@@ -172,7 +172,7 @@ def main(argv=None) -> int:
 
     import pyterrier as pt
     import torch
-    from ir_measures import R, RR, nDCG
+    from ir_measures import RR, R, nDCG
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -66,18 +66,22 @@ class ColBERT:
                         seed: int = 0, **kwargs) -> "ColBERT":
         """Load a checkpoint folder, or start a fresh ColBERT from a backbone folder (or hub id, if online).
 
-        With no ``path``: the package's trained default checkpoint if it is installed, else a fresh model
-        over the bundled all-MiniLM-L6-v2 backbone. ``config`` only applies to fresh models.
+        Checkpoints may be this package's, colbert-ai's (ColBERTv2) or PyLate's (see ``formats``). With no
+        ``path``: the package's trained default checkpoint if it is installed, else a fresh model over the
+        bundled all-MiniLM-L6-v2 backbone. ``config`` only applies to fresh models.
         """
+        from . import formats
         from . import network as m
 
         if path is None and DEFAULT_CHECKPOINT.exists() and config is None:
             path = DEFAULT_CHECKPOINT
-        if path is not None and m.is_checkpoint(path):
+        source = formats.resolve(path) if path is not None else None
+        kind = formats.detect(source) if source is not None else None
+        if kind is not None:
             if config is not None:
-                raise ValueError(f"{path} is a checkpoint with its own colbert_config.json; config= applies only "
+                raise ValueError(f"{path} is a {kind} checkpoint with its own settings; config= applies only "
                                  "to fresh models built over a backbone")
-            net, tok = m.load(path)
+            net, tok = formats.load(source, kind)
         else:
             if path is not None and Path(path).exists() and not (Path(path) / "config.json").exists():
                 raise FileNotFoundError(f"{path} is neither a ColBERT checkpoint (no colbert_config.json) nor a "
@@ -85,13 +89,15 @@ class ColBERT:
             net, tok = m.build(str(path) if path is not None else None, config or ColBERTConfig(), seed=seed)
         return cls(net, tok, **kwargs)
 
-    def save_pretrained(self, folder: Union[str, Path], dtype: Optional[str] = None) -> Path:
-        """Write a checkpoint folder that :meth:`from_pretrained` loads (``dtype='float16'`` halves it)."""
+    def save_pretrained(self, folder: Union[str, Path], dtype: Optional[str] = None, format: str = "pfc") -> Path:
+        """Write a checkpoint folder that :meth:`from_pretrained` loads (``dtype='float16'`` halves it);
+        ``format="colbert-ai"`` or ``"pylate"`` writes one those libraries load (an error names any setting
+        they cannot represent)."""
         import torch
 
-        from . import network as m
+        from . import formats
 
-        return m.save(self.model, self.tokenizer, folder, dtype=getattr(torch, dtype) if dtype else None)
+        return formats.save(self.model, self.tokenizer, folder, format, dtype=getattr(torch, dtype) if dtype else None)
 
     @property
     def config(self) -> ColBERTConfig:

@@ -162,8 +162,7 @@ def is_checkpoint(folder: Union[str, Path]) -> bool:
 
 def fingerprint(model: ColBERTModel) -> str:
     """A short hash of the config and every weight: indexes record it, so mismatched encoders are refused."""
-    settings = {k: v for k, v in model.config.to_dict().items() if k != "backbone"}  # a path: differs by machine
-    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps(model.config.fingerprint_settings(), sort_keys=True).encode())
     for name, tensor in sorted(model.state_dict().items()):
         h.update(name.encode())
         h.update(tensor.detach().to("cpu", torch.float16).contiguous().numpy().tobytes())

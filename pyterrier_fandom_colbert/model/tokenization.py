@@ -1,6 +1,7 @@
 """Query and document tokenisation with ColBERT's marker tokens, for BERT and RoBERTa vocabularies.
 
-Query: ``[CLS] [Q] q1 … qm [SEP] [MASK] … [MASK]``, always exactly ``query_maxlen`` tokens (masks attended).
+Query: ``[CLS] [Q] q1 … qm [SEP] [MASK] … [MASK]``, always exactly ``query_maxlen`` tokens (masks attended
+unless ``attend_to_query_masks`` is off).
 Document: ``[CLS] [D] d1 … dn [SEP]``, length ``min(n + 3, doc_maxlen)``, never padded in what is returned.
 The special tokens are the backbone's own (``<s>``, ``</s>``, ``<mask>`` for RoBERTa).
 """
@@ -45,13 +46,19 @@ class ColBERTTokenizer:
                 raise ValueError(f"the backbone tokenizer has no {name[:-3]}; ColBERT needs [CLS]/[SEP]/[MASK]/[PAD] "
                                  "(or <s>/</s>/<mask>/<pad>) special tokens")
         self.q_marker_id, self.d_marker_id = self._marker_ids()
-        self._punct = self._punctuation_ids() if config.skip_punctuation else None
+        self._skip = self._skipped_flags()
         self._strings: Optional[np.ndarray] = None
         self._rust = None  # copy of the backend tokenizer for offset-free batches, made on first use
 
     # -- markers -------------------------------------------------------------------------------------------
     def _marker_ids(self):
         vocab = self.hf.get_vocab()
+        if self.config.marker_tokens is not None:
+            missing = [m for m in self.config.marker_tokens if m not in vocab]
+            if missing:
+                raise ValueError(f"marker_tokens {missing} are not in the backbone's vocabulary; expected tokens "
+                                 "it has (its tokenizer's get_vocab())")
+            return tuple(vocab[m] for m in self.config.marker_tokens)
         if all(t in vocab for t in _BERT_UNUSED_MARKERS):
             return tuple(vocab[t] for t in _BERT_UNUSED_MARKERS)
         markers = (self.config.query_marker, self.config.doc_marker)
@@ -69,6 +76,23 @@ class ColBERTTokenizer:
         if all(t in vocab for t in _BERT_UNUSED_MARKERS):
             return 0
         return hf_tokenizer.add_tokens([config.query_marker, config.doc_marker], special_tokens=True)
+
+    def _skipped_flags(self) -> Optional[np.ndarray]:
+        """Per vocabulary id, whether its document vectors are skipped (``None`` when nothing is)."""
+        if not (self.config.skip_punctuation or self.config.skiplist):
+            return None
+        vocab = self.hf.get_vocab()
+        flags = self._punctuation_ids() if self.config.skip_punctuation else np.zeros(max(vocab.values()) + 1, bool)
+        missing = [t for t in self.config.skiplist if t not in vocab]
+        if missing:
+            raise ValueError(f"skiplist tokens {missing} are not in the backbone's vocabulary; expected exact "
+                             "vocabulary entries")
+        flags[[vocab[t] for t in self.config.skiplist]] = True
+        return flags
+
+    def skipped_ids(self) -> np.ndarray:
+        """The sorted vocabulary ids whose document vectors never score."""
+        return np.flatnonzero(self._skip) if self._skip is not None else np.zeros(0, dtype=np.int64)
 
     def _punctuation_ids(self) -> np.ndarray:
         vocab = self.hf.get_vocab()
@@ -100,13 +124,16 @@ class ColBERTTokenizer:
         n = self.config.query_maxlen
         content, _ = self._content_ids(texts, n - 3, offsets=False)
         ids = np.full((len(texts), n), self.hf.mask_token_id, dtype=np.int64)
+        attn = np.ones((len(texts), n), dtype=np.int64)
         score = np.ones((len(texts), n), dtype=bool)
         for i, toks in enumerate(content):
             row = [self.hf.cls_token_id, self.q_marker_id, *toks, self.hf.sep_token_id]
             ids[i, :len(row)] = row
             if not self.config.score_query_masks:
                 score[i, len(row):] = False
-        return TokenizedBatch(ids, np.ones_like(ids), score, np.full(len(texts), n))
+            if not self.config.attend_to_query_masks:
+                attn[i, len(row):] = 0
+        return TokenizedBatch(ids, attn, score, np.full(len(texts), n))
 
     def document_content(self, texts: Sequence[str], offsets: bool = False):
         """Word-piece ids of each text (no specials), truncated to leave room for ``[CLS] [D] … [SEP]``;
@@ -124,9 +151,9 @@ class ColBERTTokenizer:
             ids[i, :len(row)] = row
             attn[i, :len(row)] = 1
         score = attn.astype(bool)
-        if self._punct is not None:
-            in_vocab = ids < len(self._punct)
-            score &= ~(self._punct[np.where(in_vocab, ids, 0)] & in_vocab)
+        if self._skip is not None:
+            in_vocab = ids < len(self._skip)
+            score &= ~(self._skip[np.where(in_vocab, ids, 0)] & in_vocab)
         out_offsets = None
         if offsets is not None:
             out_offsets = [np.array([(0, 0), (0, 0), *[tuple(o) for o in off], (0, 0)], dtype=np.int64).reshape(-1, 2)

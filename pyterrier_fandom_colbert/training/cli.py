@@ -143,7 +143,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _main(argv: Sequence[str]) -> int:
     from ..model.colbert import ColBERT
     from ..model.config import ColBERTConfig
-    from ..model.network import is_checkpoint
+    from ..model.formats import detect
     from ..storage import write_json
     from .trainer import PRESETS, Trainer
 
@@ -154,7 +154,7 @@ def _main(argv: Sequence[str]) -> int:
                  if getattr(args, f.name) is not None}
     config = PRESETS[args.preset].replace(**overrides)
     train, dev = _load_data(args)
-    if args.init and is_checkpoint(args.init):
+    if args.init and detect(args.init) is not None:
         colbert = ColBERT.from_pretrained(args.init, device=args.device, verbose=args.verbose)
     else:
         cb = ColBERTConfig(query_maxlen=args.query_maxlen, doc_maxlen=args.doc_maxlen, dim=args.dim,
