@@ -96,13 +96,13 @@ def read_json(path: PathLike, what: str = "JSON file") -> Any:
     :class:`DamagedFileError`)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise MissingFileError(path, f"{path} not found: the {what} is missing") from None
     except IsADirectoryError:
         raise DamagedFileError(path, f"{path} is damaged: the {what} is a folder, not a file") from None
     try:
-        return json.loads(text)
+        return json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise DamagedFileError(path, f"{path} is damaged: the {what} is not valid JSON ({err})") from None
 

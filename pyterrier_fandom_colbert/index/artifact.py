@@ -78,7 +78,7 @@ class ColBERTIndex(pt.Artifact):
 
     def _require_built(self) -> None:
         if not self.built():
-            raise FileNotFoundError(f"no ColBERT index at {self.path}; build one with "
+            raise FileNotFoundError(f"no ColBERT index at {self.path} ({META_FILE} not found); build one with "
                                     f"ColBERTIndex({str(self.path)!r}).indexer(colbert).index(corpus_iter)")
 
     @cached_property

@@ -294,7 +294,7 @@ class TfidfIndex(pt.Artifact):
     @cached_property
     def meta(self) -> TfidfMeta:
         if not self.built():
-            raise FileNotFoundError(f"no TF-IDF index at {self.path}; build one with "
+            raise FileNotFoundError(f"no TF-IDF index at {self.path} ({ARTIFACT_META_FILE} not found); build one with "
                                     "TfidfIndex(path).indexer().index(docs)")
         values = read_artifact_meta(self.path, ARTIFACT_TYPE, ARTIFACT_FORMAT)
         return TfidfMeta.from_dict(values, source=Path(self.path) / ARTIFACT_META_FILE)

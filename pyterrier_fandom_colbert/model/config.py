@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ..storage import JsonConfig
+from ..storage import JsonConfig, MissingFileError
 
 CONFIG_FILE = "colbert_config.json"
 SIMILARITIES = ("cosine", "l2", "l2_normalised")
@@ -76,7 +76,7 @@ class ColBERTConfig(JsonConfig):
         """Read ``colbert_config.json`` of a checkpoint or index folder; errors name the file."""
         path = Path(folder) / CONFIG_FILE
         if not path.exists():
-            raise FileNotFoundError(f"{path} not found: {folder} is not a ColBERT checkpoint folder")
+            raise MissingFileError(path, f"{path} not found: {folder} is not a ColBERT checkpoint folder")
         return cls.load_json(path)
 
 

@@ -202,8 +202,9 @@ def _check_required(folder: Path) -> None:
             raise MissingFileError(folder / required, f"{folder / required} is missing: the {_WHAT} at {folder} is "
                                                       f"incomplete; {_REMEDY}")
     if not any((bb / name).is_file() for name in TOKENIZER_FILES):
-        raise MissingFileError(bb / TOKENIZER_FILES[0], f"the tokenizer of {bb} is missing (none of "
-                                                        f"{list(TOKENIZER_FILES)} is there); {_REMEDY}")
+        raise MissingFileError(bb / TOKENIZER_FILES[0], f"{bb / TOKENIZER_FILES[0]} is missing: the backbone in {bb} "
+                                                        f"has no tokenizer (none of {list(TOKENIZER_FILES)}); "
+                                                        f"{_REMEDY}")
 
 
 def _weights_file(bb: Path) -> Path:
@@ -277,8 +278,8 @@ def verify_checkpoint(folder: Union[str, Path]) -> Dict[str, Any]:
     started = time.perf_counter()
     folder = Path(folder)
     if not is_checkpoint(folder):
-        raise MissingFileError(folder / CONFIG_FILE, f"{folder} is not a ColBERT checkpoint: {CONFIG_FILE} is "
-                                                     "missing")
+        raise MissingFileError(folder / CONFIG_FILE, f"{folder / CONFIG_FILE} not found: {folder} is not a ColBERT "
+                                                     "checkpoint")
     ColBERTConfig.load(folder)
     files = read_manifest(folder)
     problems: List[Tuple[str, str]] = []
