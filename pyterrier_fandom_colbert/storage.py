@@ -339,9 +339,13 @@ def file_checksum(path: PathLike, algorithm: str = HASH_ALGORITHM) -> str:
     ('06b05ab6733a618578af5f94892f3950', 'cf4ab791c62b8d2b2109c90275287816')
     """
     h = new_hasher(algorithm)
-    buffer = bytearray(_HASH_CHUNK)
-    view = memoryview(buffer)
     with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size <= _HASH_CHUNK:  # small files (the ones hashed on every open): one read, no big buffer
+            h.update(f.read())
+            return h.hexdigest()
+        buffer = bytearray(_HASH_CHUNK)
+        view = memoryview(buffer)
         while True:
             n = f.readinto(buffer)
             if not n:

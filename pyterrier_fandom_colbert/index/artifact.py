@@ -40,6 +40,7 @@ from .layout import (
     VECTORS_FILE,
     IndexMeta,
     check_offsets,
+    non_finite_rows,
 )
 
 _WHAT = "ColBERT index"
@@ -189,7 +190,7 @@ class ColBERTIndex(pt.Artifact):
         bad_rows: List[np.ndarray] = []
         count = 0
         for start in range(0, meta.num_tokens, _SCAN_ROWS):
-            rows = np.flatnonzero(~np.isfinite(vectors[start:start + _SCAN_ROWS]).all(axis=1)) + start
+            rows = non_finite_rows(vectors[start:start + _SCAN_ROWS]) + start
             count += len(rows)
             if len(rows) and sum(map(len, bad_rows)) < 5:
                 bad_rows.append(rows[:5])
