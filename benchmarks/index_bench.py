@@ -34,7 +34,7 @@ from typing import Dict, Iterator, List, Tuple
 import numpy as np
 
 from pyterrier_fandom_colbert import ColBERTConfig
-from pyterrier_fandom_colbert.index.ann import FaissSpec
+from pyterrier_fandom_colbert.index.ann import FaissSpec, cache_file, get_kind
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 
 
@@ -222,7 +222,7 @@ def bench_e2e(args) -> Dict:
         ann = index.ann(spec)
         build_s = time.perf_counter() - t
         resolved = spec.resolve(index.meta.num_tokens, index.meta.dim)
-        cache = path / "faiss" / f"{resolved.file_stem()}.faiss"
+        cache = cache_file(path, resolved)
         for k, k_hat in neighbours:
             times, tops = timed_search(index, ann, queries, k, k_hat, nprobe, refine)
             neighbour_ms, candidates = neighbour_search(index, ann, queries, k_hat, nprobe, refine)
@@ -237,7 +237,7 @@ def bench_e2e(args) -> Dict:
                    "source_in_top_10": round(float(np.mean([s in top for s, top in zip(sources, tops)])), 3),
                    "faiss_build_or_load_s": round(build_s, 1),
                    "faiss_bytes_per_token": round(cache.stat().st_size / index.meta.num_tokens, 1)
-                   if cache.exists() else None}
+                   if cache is not None and cache.exists() else None}
             print(row, file=sys.stderr)
             rows.append(row)
             build_s = 0.0
@@ -263,10 +263,10 @@ def timed_search(index: ColBERTIndex, ann, queries, k: int, k_hat: int, nprobe,
 
 
 def search_settings(kind: str, nprobes: List[int], refines: List[int]) -> List[Tuple]:
-    """(nprobe, refine) pairs to measure for a FAISS kind: none for exact ``flat``."""
-    if kind == "flat":
-        return [(None, 1)]
-    return [(nprobe, refine) for nprobe in nprobes for refine in refines]
+    """(nprobe, refine) pairs to measure for a FAISS kind: only the values it accepts (one pair for exact ``flat``)."""
+    options = get_kind(kind).options
+    return [(nprobe, refine) for nprobe in (nprobes if "nprobe" in options else [None])
+            for refine in (refines if "refine" in options else [1])]
 
 
 def neighbour_search(index: ColBERTIndex, ann, queries, k_hat: int, nprobe, refine: int) -> Tuple[float, float]:

@@ -15,6 +15,7 @@ from pyterrier_fandom_colbert.index.ann import FaissSpec
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 from pyterrier_fandom_colbert.index.search import ColBERTRetriever
 from pyterrier_fandom_colbert.model.scoring import maxsim
+from pyterrier_fandom_colbert.model.similarity import SIMILARITIES, get_similarity
 
 SUBJECTS = ["The castle of Vel Amara", "Captain Mirel of the grey fleet", "The silver dragon Ysolde",
             "Old Orrin the smith", "The river folk of Dunmere", "Queen Salasi", "The northern merchants' guild",
@@ -182,7 +183,8 @@ def test_rank_cutoff_is_fused(index, colbert):
     pipeline = index.retriever(colbert, num_results=50, lam=1)
     assert list(pipeline.compile()) == [colbert.query_encoder(), retr]  # equal by key: same encoder and settings
     assert list((pipeline % 5).compile())[-1] == index.retriever(num_results=5, lam=1)
-    pd.testing.assert_frame_equal((pipeline % 5)(TOPICS), index.retriever(colbert, num_results=5, lam=1)(TOPICS))
+    pd.testing.assert_frame_equal((pipeline % 5).compile()(TOPICS),
+                                  index.retriever(colbert, num_results=5, lam=1)(TOPICS))
 
 
 def test_other_columns_kept_and_empty_frames(index, colbert):
@@ -247,23 +249,79 @@ def test_bad_retriever_settings(index, colbert):
         index.retriever(colbert, faiss="ivfpq", refine=0)
 
 
-def test_refine_keeps_the_exactly_nearest_of_the_candidates():
+@pytest.mark.parametrize("kind", list(faiss_ann.KINDS))
+def test_retriever_refuses_what_a_kind_does_not_accept(index, colbert, kind):
+    """Each kind says which options it takes; the others are refused with a message naming the kind."""
+    accepts = faiss_ann.KINDS[kind].options
+    for option, value in [("nprobe", 4), ("refine", 2)]:
+        if option in accepts:
+            retr = index.retriever(faiss=kind, **{option: value})
+            assert getattr(retr, option) == value
+        else:
+            with pytest.raises(ValueError, match=f"{option}={value}.*faiss='{kind}'"):
+                index.retriever(colbert, faiss=kind, **{option: value})
+    for option in ("nlist", "pq_m", "pq_bits", "train_size"):
+        if option not in accepts:
+            with pytest.raises(ValueError, match=f"{option}=4 does not apply to faiss='{kind}'"):
+                index.retriever(colbert, faiss=FaissSpec(kind, **{option: 4}))
+    default = index.retriever(faiss=kind)
+    assert default.nprobe == faiss_ann.KINDS[kind].default_nprobe and default.refine == 1
+
+
+def test_exact_is_another_name_for_flat(index, colbert):
+    flat = index.retriever(colbert, num_results=10)
+    exact = index.retriever(colbert, num_results=10, faiss="exact")
+    assert exact[-1].spec == flat[-1].spec and exact[-1].spec.kind == "flat"
+    pd.testing.assert_frame_equal(exact(TOPICS), flat(TOPICS))
+
+
+def test_a_new_kind_is_one_registered_class(index, colbert):
+    """HNSW written here as a user would add it: a registered AnnKind subclass, nothing else changed."""
+    import faiss
+
+    class Hnsw(faiss_ann.AnnKind):
+        name = "test-hnsw"
+        options = frozenset({"refine"})
+
+        def factory_string(self, spec):
+            return "HNSW16"
+
+        def file_stem(self, spec):
+            return f"{self.name}-m16"
+
+        def search(self, index, queries, k, nprobe=None):
+            _, ids = index.search(queries, k, params=faiss.SearchParametersHNSW(efSearch=max(256, k)))
+            return ids
+
+    faiss_ann.register_kind(Hnsw())
+    try:
+        flat = index.retriever(colbert, num_results=10)(TOPICS)
+        hnsw = index.retriever(colbert, num_results=10, faiss="test-hnsw", refine=2)(TOPICS)
+        overlap = np.mean([len(set(flat[flat.qid == q].docno) & set(hnsw[hnsw.qid == q].docno)) / 10
+                           for q in TOPICS.qid])
+        assert overlap >= 0.9
+        assert (index.path / "faiss" / "test-hnsw-m16.faiss").exists()
+        with pytest.raises(ValueError, match="nprobe=4 applies only to faiss in .*, not faiss='test-hnsw'"):
+            index.retriever(colbert, faiss="test-hnsw", nprobe=4)
+    finally:
+        del faiss_ann.KINDS["test-hnsw"]
+
+
+@pytest.mark.parametrize("similarity", list(SIMILARITIES))
+def test_refine_keeps_the_exactly_nearest_of_the_candidates(similarity, numpy_similarity):
     rng = np.random.default_rng(3)
-    stored = torch.as_tensor(rng.standard_normal((200, 8)), dtype=torch.float16)
+    stored = torch.as_tensor(rng.standard_normal((200, 8)) * rng.uniform(0.5, 2, (200, 1)), dtype=torch.float16)
     queries = rng.standard_normal((5, 8)).astype(np.float32)
     ids = np.stack([rng.choice(200, 30, replace=False) for _ in range(5)])
     ids[1, 25:] = -1  # fewer candidates for this query vector
     ids[2, 4:] = -1   # fewer candidates than k
-    for similarity in ("cosine", "l2"):
-        got = faiss_ann.refine(stored, queries, ids, 6, similarity)
-        assert got.shape == (5, 6)
-        for q, cand, kept in zip(queries, ids, got):
-            cand = cand[cand >= 0]
-            vecs = stored.double().numpy()[cand]
-            sims = (vecs @ q / np.linalg.norm(vecs, axis=1) if similarity == "cosine"
-                    else -((vecs - q) ** 2).sum(1))
-            want = set(cand[np.argsort(-sims)[:6]].tolist())
-            assert set(kept[kept >= 0].tolist()) == want and (kept < 0).sum() == 6 - len(want)
+    got = faiss_ann.refine(stored, queries, ids, 6, similarity)
+    assert got.shape == (5, 6)
+    for q, cand, kept in zip(queries, ids, got):
+        cand = cand[cand >= 0]
+        sims = numpy_similarity(similarity, q[None], stored.double().numpy()[cand])[0]
+        want = set(cand[np.argsort(-sims)[:6]].tolist())
+        assert set(kept[kept >= 0].tolist()) == want and (kept < 0).sum() == 6 - len(want)
 
 
 def test_refine_over_every_token_recovers_the_exact_neighbours(index, colbert):
@@ -334,6 +392,31 @@ def test_scores_do_not_depend_on_blocking(index, colbert):
     np.testing.assert_allclose(whole, [ref[f"p{d:02d}"] for d in docs], atol=1e-5)
 
 
+@pytest.mark.parametrize("similarity", list(SIMILARITIES))
+def test_every_similarity_retrieves_by_its_own_neighbours(tiny_bert_dir, tmp_path, similarity, numpy_similarity):
+    """End to end with few neighbours per query vector (so the neighbour search decides the candidates): the
+    documents of the brute-force nearest stored tokens by the similarity, scored by exhaustive MaxSim; exhaustive
+    probing of fp16 IVF lists finds the same."""
+    # the synthetic corpus repeats words, so some stored tokens tie as neighbours of a query token and either
+    # may be kept; with the [MASK] vectors scored too (this query set's known tie-free setting) none decides the top 5
+    config = CONFIG.replace(similarity=similarity, normalise=False, score_query_masks=True)
+    colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir, device="cpu", config=config)
+    index = ColBERTIndex(tmp_path / "s.idx").indexer(colbert).index(corpus(30))
+    toks = np.asarray(index.vectors, dtype=np.float32)
+    Q, mask = colbert.encode_queries(TOPICS["query"].tolist())
+    expected = []
+    for i in range(len(TOPICS)):
+        rows = np.argsort(-numpy_similarity(similarity, Q[i][mask[i]].numpy(), toks), axis=1)[:, :3]
+        docs = set(np.searchsorted(index.offsets, rows.ravel(), side="right") - 1)
+        scores = {d: float(maxsim(Q[i:i + 1], torch.as_tensor(index.doc_vectors(int(d))[0])[None], mask[i:i + 1],
+                                  None, similarity)) for d in docs}
+        expected += [f"p{d:02d}" for d in sorted(docs, key=lambda d: (-scores[d], d))][:5]
+    assert index.retriever(colbert, num_results=5, k_hat=3)(TOPICS).docno.tolist() == expected
+    nlist = FaissSpec("ivf").resolve(index.meta.num_tokens, 16).nlist
+    ivf = index.retriever(colbert, num_results=5, k_hat=3, faiss="ivf", nprobe=nlist)(TOPICS)
+    assert ivf.docno.tolist() == expected
+
+
 def test_l2_similarity_uses_l2_neighbours(tiny_bert_dir, tmp_path):
     """Unnormalised vectors scored by negated squared L2: FAISS must search by L2, not inner product."""
     from pyterrier_fandom_colbert.index import ann as faiss_ann
@@ -358,8 +441,10 @@ def test_l2_similarity_uses_l2_neighbours(tiny_bert_dir, tmp_path):
     np.testing.assert_allclose(res.score.to_numpy(), [s for _, s in expected], rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("similarity", ["cosine", "l2_normalised", "l2"])
-def test_exact_search_finds_faiss_flat_neighbours(similarity):
+@pytest.mark.parametrize("similarity", list(SIMILARITIES))
+def test_exact_search_finds_faiss_flat_neighbours(similarity, numpy_similarity):
+    """FAISS with the similarity's metric (on unit vectors when it says so), exact search and ranking by its
+    matrix (and by the numpy reference) find the same neighbours, for every registered similarity."""
     import faiss
 
     from pyterrier_fandom_colbert.index import ann as faiss_ann
@@ -368,10 +453,13 @@ def test_exact_search_finds_faiss_flat_neighbours(similarity):
     tokens = (rng.standard_normal((1000, 16)) * rng.uniform(0.5, 2, (1000, 1))).astype(np.float16)
     q = rng.standard_normal((7, 16)).astype(np.float32)
     metric, normalise = faiss_ann.metric_for(similarity)
-    reference = faiss.IndexFlatIP(16) if metric == faiss.METRIC_INNER_PRODUCT else faiss.IndexFlatL2(16)
+    reference = faiss.IndexFlat(16, metric)
     reference.add(faiss_ann.as_search_vectors(tokens, normalise))
     prepared = faiss_ann.as_search_vectors(q, normalise)
     _, expected = reference.search(prepared, 25)
+    by_matrix = get_similarity(similarity).matrix(torch.as_tensor(q), torch.as_tensor(tokens).float())
+    np.testing.assert_array_equal(by_matrix.topk(25, dim=1).indices.numpy(), expected)
+    np.testing.assert_array_equal(np.argsort(-numpy_similarity(similarity, q, tokens), axis=1)[:, :25], expected)
     for block_rows in (64, 333, 4096):  # blocks smaller than k, uneven, one block
         _, ids = faiss_ann.ExactSearch(tokens, similarity, block_rows=block_rows).search(prepared, 25)
         np.testing.assert_array_equal(ids, expected)

@@ -239,8 +239,8 @@ def test_duplicate_docnos_are_named(tmp_path):
 
 
 @pytest.mark.parametrize("bad, error, match", [({"docno": "", "text": "x"}, ValueError, "#2 has docno=''"),
-                                               ({"text": "x"}, ValueError, r"#2 has fields \['text'\]; expected 'docno'"),
-                                               ({"docno": "d9"}, ValueError, r"#2 has fields \['docno'\]; expected 'docno' and 'text'"),
+                                               ({"text": "x"}, ValueError, r"#2 has fields \['text'\]; expected"),
+                                               ({"docno": "d9"}, ValueError, r"#2 has fields \['docno'\]; expected"),
                                                ({"docno": "d9", "text": float("nan")}, ValueError, "text=nan"),
                                                (("d9", "text"), TypeError, "#2 is a tuple")])
 def test_bad_documents_are_refused(tmp_path, bad, error, match):

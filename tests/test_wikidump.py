@@ -7,8 +7,14 @@ from xml.sax.saxutils import escape
 
 import pytest
 
-from pyterrier_fandom_colbert.data.passages import (DumpStats, PassageConfig, dump_passages, section_paragraphs,
-                                               split_sentences, text_passages)
+from pyterrier_fandom_colbert.data.passages import (
+    DumpStats,
+    PassageConfig,
+    dump_passages,
+    section_paragraphs,
+    split_sentences,
+    text_passages,
+)
 from pyterrier_fandom_colbert.data.wikidump import clean_wikitext, is_translation, iter_pages
 
 MARKUP = """{{Infobox character

@@ -30,7 +30,7 @@ from ir_datasets.indices.lz4_pickle import Lz4PickleLookup
 
 from ..storage import atomic_folder, atomic_path, write_json
 from .passages import DumpStats, Passage, PassageConfig, dump_passages
-from .qa_formats import SPLITS, QARelease, QAQuery, SquadDoc, page_splits, read_qa_json, read_squad, read_tsv_release
+from .qa_formats import SPLITS, QAQuery, QARelease, SquadDoc, page_splits, read_qa_json, read_squad, read_tsv_release
 
 __all__ = ["WIKIS", "SPLITS", "QAQuery", "SquadDoc", "DumpUnavailableError", "dump_url", "page_splits",
            "fandom_dataset", "qa_json_dataset", "tsv_release_dataset", "squad_dataset", "register_fandom_wiki",

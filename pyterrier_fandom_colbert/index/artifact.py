@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from ..model.colbert import ColBERT
-    from .ann import FaissSpec
+    from .ann import AnnIndex, FaissSpec
     from .writer import ColBERTIndexer, IndexWriter
 
 
@@ -274,15 +274,15 @@ class ColBERTIndex(pt.Artifact):
                              "checkpoint, or rebuild the index with this encoder")
 
     # -- FAISS ---------------------------------------------------------------------------------------------
-    def ann(self, spec: "FaissSpec") -> "faiss.Index":
-        """The FAISS index over all token vectors for ``spec``: loaded or built on first use, then kept in memory
-        (on GPU when FAISS has GPU support and sees one)."""
-        from . import ann as faiss_ann
+    def ann(self, spec: "FaissSpec") -> "AnnIndex":
+        """The neighbour index over all token vectors for ``spec``: loaded or built on first use, then kept in
+        memory (on GPU when its kind runs there and FAISS has GPU support and sees one)."""
+        from . import ann
 
         spec = spec.resolve(self.meta.num_tokens, self.meta.dim)
         if spec not in self._ann:
-            index = faiss_ann.load_or_build(self.path, self.vectors, spec, self.config.similarity, self.verbose)
-            self._ann[spec] = faiss_ann.to_gpu_if_available(index)
+            built = ann.load_or_build(self.path, self.vectors, spec, self.config.similarity, self.verbose)
+            self._ann[spec] = ann.to_gpu_if_available(built)
         return self._ann[spec]
 
     # -- factories -----------------------------------------------------------------------------------------

