@@ -460,3 +460,122 @@ def test_missing_backbone_files_are_named(checkpoint, missing, message, legacy):
         (checkpoint / "manifest.json").unlink()
     with pytest.raises(MissingFileError, match=message):
         pfc.ColBERT.from_pretrained(checkpoint)
+
+
+# -- FAISS caches -------------------------------------------------------------------------------------------------
+
+ANN = {"kind": "ivf", "nlist": 4}
+
+
+@pytest.fixture(scope="module")
+def pristine_ann_index(tmp_path_factory):
+    """An index of 300 synthetic documents (~1,200 vectors) with a cached IVF index."""
+    rng = np.random.default_rng(5)
+    path = tmp_path_factory.mktemp("ann") / "idx"
+    with ColBERTIndex(path).writer(pfc.ColBERTConfig(dim=DIM), fingerprint="synthetic") as w:
+        for i in range(300):
+            vecs = rng.standard_normal((int(rng.integers(2, 7)), DIM)).astype(np.float32)
+            w.add(f"a{i:03d}", vecs, np.arange(len(vecs)))
+    ColBERTIndex(path).ann(pfc.FaissSpec(ANN["kind"], nlist=ANN["nlist"]))
+    return path
+
+
+@pytest.fixture
+def ann_index(pristine_ann_index, tmp_path):
+    path = tmp_path / "idx"
+    shutil.copytree(pristine_ann_index, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ann_expected(pristine_ann_index):
+    return ann_results(pristine_ann_index)
+
+
+def ann_results(path):
+    spec = pfc.FaissSpec(ANN["kind"], nlist=ANN["nlist"])
+    return ColBERTIndex(path).retriever(num_results=10, faiss=spec, nprobe=2)(queries(3))
+
+
+def cache_stem(path):
+    spec = pfc.FaissSpec(ANN["kind"], nlist=ANN["nlist"]).resolve(ColBERTIndex(path).meta.num_tokens, DIM)
+    return spec.file_stem()
+
+
+def test_the_faiss_cache_records_its_file_and_the_vectors_it_was_built_from(ann_index):
+    stem = cache_stem(ann_index)
+    params = json.loads((ann_index / "faiss" / f"{stem}.json").read_text())
+    manifest = json.loads((ann_index / "pt_meta.json").read_text())["files"]
+    assert params["vectors"] == manifest["vectors.f16"]
+    assert params["file"] == storage.manifest_entry(ann_index / "faiss" / f"{stem}.faiss")
+    ColBERTIndex(ann_index).verify()
+
+
+@pytest.mark.parametrize("suffix", [".faiss", ".json"])
+@pytest.mark.parametrize("how", list(JSON_CORRUPTIONS))
+def test_a_damaged_faiss_cache_is_named_by_verify_and_rebuilt_on_use(ann_index, ann_expected, suffix, how):
+    if how == "garbage" and suffix == ".faiss":
+        pytest.skip("JSON garbage applies to the .json file")
+    name = f"faiss/{cache_stem(ann_index)}{suffix}"
+    JSON_CORRUPTIONS[how](ann_index / name)
+    with pytest.raises(DamagedFileError, match="FAISS cache") as err:
+        ColBERTIndex(ann_index).verify()
+    assert str(ann_index / "faiss") in str(err.value) and err.value.path.parent == ann_index / "faiss"
+    with pytest.warns(UserWarning, match="rebuilding the FAISS cache") as warned:
+        found = ann_results(ann_index)
+    assert "faiss/" in str(warned[0].message)
+    pd.testing.assert_frame_equal(found, ann_expected)  # the same seed and vectors: the same index again
+    ColBERTIndex(ann_index).verify()
+
+
+def test_a_stale_faiss_cache_is_rebuilt_or_refused_when_read_only(ann_index, pristine_colbert_index, tmp_path,
+                                                                  monkeypatch):
+    """A cache copied from another index (other vectors of the same size) is never used."""
+    other = tmp_path / "other"
+    shutil.copytree(ann_index, other)
+    vectors = other / "vectors.f16"
+    data = np.fromfile(vectors, dtype=np.float16)
+    data[::2] = -data[::2]  # other vectors, same size
+    data.tofile(vectors)
+    meta = json.loads((other / "pt_meta.json").read_text())
+    meta["files"]["vectors.f16"] = storage.manifest_entry(vectors)  # a consistent index, with the old cache
+    (other / "pt_meta.json").write_text(json.dumps(meta))
+    stale = other / "faiss" / f"{cache_stem(other)}.faiss"
+    with pytest.raises(DamagedFileError, match="is stale"):
+        ColBERTIndex(other).verify()
+    from pyterrier_fandom_colbert.index.ann import cache
+
+    monkeypatch.setattr(cache, "_writable", lambda folder: False)
+    with pytest.raises(DamagedFileError, match=r"is stale.*not writable") as err:
+        ann_results(other)
+    assert err.value.path == stale
+    monkeypatch.undo()
+    with pytest.warns(UserWarning, match="is stale"):
+        rebuilt = ann_results(other)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(other, fresh)
+    shutil.rmtree(fresh / "faiss")
+    pd.testing.assert_frame_equal(rebuilt, ann_results(fresh))
+    ColBERTIndex(other).verify()
+
+
+def test_three_processes_on_a_cold_cache_build_it_once(ann_index, tmp_path, monkeypatch):
+    import importlib
+    import multiprocessing
+    from pathlib import Path
+
+    shutil.rmtree(ann_index / "faiss")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent))  # spawned processes import the worker
+    worker = importlib.import_module("faults_worker")
+    log = tmp_path / "builds.log"
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        barrier = manager.Barrier(3)
+        with context.Pool(3) as pool:
+            results = pool.starmap(worker.build_ann, [(ann_index, ANN["kind"], ANN["nlist"], log, barrier)] * 3)
+    assert len(log.read_text().split()) == 1  # built once; the other two waited and read the cache
+    assert results[0] == results[1] == results[2]
+    stem = cache_stem(ann_index)
+    assert sorted(p.name for p in (ann_index / "faiss").iterdir()) == [f"{stem}.faiss", f"{stem}.json",
+                                                                       f"{stem}.lock"]
+    ColBERTIndex(ann_index).verify()

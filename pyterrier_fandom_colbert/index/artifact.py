@@ -140,7 +140,8 @@ class ColBERTIndex(pt.Artifact):
 
     def verify(self) -> Dict[str, Any]:
         """Full content check: every file's checksum against the manifest, the offsets' structure, the docno
-        lookup, and every vector finite. Reads the whole index (about 1 GB/s when cached). Raises
+        lookup, every vector finite, and each cached FAISS index (its file's checksum, and that it was built
+        from these vectors). Reads the whole index (about 1 GB/s when cached). Raises
         :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming each damaged file (and the documents
         whose vectors are not finite); returns what was checked: ``{"files", "bytes", "seconds"}``.
 
@@ -178,6 +179,9 @@ class ColBERTIndex(pt.Artifact):
             problems += self._non_finite_vectors(meta, offsets, docnos)
         if docnos is not None:
             docnos.close()
+        from .ann.cache import cache_problems
+
+        problems += cache_problems(self.path, None if meta.files is None else meta.files.get(VECTORS_FILE))
         raise_damaged(self.path, sorted(problems, key=lambda p: p[0] != VECTORS_FILE), what=_WHAT, remedy=_REMEDY)
         files = meta.files or {}
         return {"files": sorted(files), "bytes": sum(e["size"] for e in files.values()),
@@ -274,6 +278,11 @@ class ColBERTIndex(pt.Artifact):
                              "checkpoint, or rebuild the index with this encoder")
 
     # -- FAISS ---------------------------------------------------------------------------------------------
+    @property
+    def _vectors_entry(self) -> Optional[Dict[str, Any]]:
+        """The manifest's entry (size, checksum) of the vectors: FAISS caches record what they were built from."""
+        return None if self.meta.files is None else self.meta.files.get(VECTORS_FILE)
+
     def ann(self, spec: "FaissSpec") -> "AnnIndex":
         """The neighbour index over all token vectors for ``spec``: loaded or built on first use, then kept in
         memory (on GPU when its kind runs there and FAISS has GPU support and sees one)."""
@@ -281,7 +290,8 @@ class ColBERTIndex(pt.Artifact):
 
         spec = spec.resolve(self.meta.num_tokens, self.meta.dim)
         if spec not in self._ann:
-            built = ann.load_or_build(self.path, self.vectors, spec, self.config.similarity, self.verbose)
+            built = ann.load_or_build(self.path, self.vectors, spec, self.config.similarity, self.verbose,
+                                      content=self._vectors_entry)
             self._ann[spec] = ann.to_gpu_if_available(built)
         return self._ann[spec]
 

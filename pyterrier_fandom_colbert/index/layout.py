@@ -10,7 +10,8 @@ An index folder holds::
     token_ids.i32          [num_tokens] int32: the wordpiece id of each vector (for explanations)
     offsets.i64            [num_docs + 1] int64: document i owns rows offsets[i] .. offsets[i+1]
     docnos.npids           docno <-> document id lookup (npids)
-    faiss/                 FAISS indexes over the token vectors, built on first use (see ann.py)
+    faiss/                 FAISS indexes over the token vectors, built on first use, each tied to the checksum of
+                           vectors.f16 it was built from (see ann/cache.py)
 
 Opening checks the cheap things (:func:`check_offsets`, every file's size, the checksums of
 :data:`CHECKED_ON_OPEN`); ``ColBERTIndex.verify()`` checks every checksum and that every vector is finite.
