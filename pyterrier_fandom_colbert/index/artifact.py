@@ -182,7 +182,7 @@ class ColBERTIndex(pt.Artifact):
         from .ann.cache import cache_problems
 
         problems += cache_problems(self.path, None if meta.files is None else meta.files.get(VECTORS_FILE))
-        raise_damaged(self.path, sorted(problems, key=lambda p: p[0] != VECTORS_FILE), what=_WHAT, remedy=_REMEDY)
+        raise_damaged(self.path, problems, what=_WHAT, remedy=_REMEDY)
         files = meta.files or {}
         return {"files": sorted(files), "bytes": sum(e["size"] for e in files.values()),
                 "seconds": round(time.perf_counter() - started, 3)}
