@@ -7,6 +7,8 @@ a TF-IDF index of synthetic passages), and the full ``verify()``.
     query     ms per query of ``index.retriever(num_results=100)`` (exact 'flat' neighbours, k̂ = 50) on one query
               frame at a time, after warm-up
     verify    ``index.verify()`` on the whole index (every checksum, the NaN scan), warm page cache
+    hashes    (``--hashes``) MB/s of candidate checksum algorithms over a 100 MB random file in the page cache,
+              read in 1 MB blocks, best of three (why manifests use XXH3-128)
 
 The same script runs against older code (without ``verify``) for a before/after comparison, e.g.::
 
@@ -107,6 +109,31 @@ def bench_tfidf(args) -> dict:
     return out
 
 
+def bench_hashes(args) -> dict:
+    import hashlib
+
+    import xxhash
+
+    path = args.workdir / "random.bin"
+    path.write_bytes(np.random.default_rng(0).bytes(100_000_000))
+    candidates = {"xxh3_128": xxhash.xxh3_128, "xxh3_64": xxhash.xxh3_64, "xxh64": xxhash.xxh64,
+                  "blake2b-128": lambda: hashlib.blake2b(digest_size=16), "blake2b-256": hashlib.blake2b,
+                  "sha256": hashlib.sha256, "read only": None}
+    out = {}
+    for name, make in candidates.items():
+        best = float("inf")
+        for _ in range(3):
+            t = time.perf_counter()
+            h = make() if make else None
+            with open(path, "rb") as f:
+                while block := f.read(1 << 20):
+                    if h is not None:
+                        h.update(block)
+            best = min(best, time.perf_counter() - t)
+        out[name] = round(path.stat().st_size / best / 1e6)
+    return {"MB_per_s": out}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
@@ -115,11 +142,15 @@ def main(argv=None) -> None:
     parser.add_argument("--tfidf-docs", type=int, default=50_000)
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=20, help="opens timed (median reported)")
+    parser.add_argument("--hashes", action="store_true", help="only compare checksum algorithms")
     args = parser.parse_args(argv)
     set_threads(args.threads)
     args.workdir.mkdir(parents=True, exist_ok=True)
     try:
-        results = {"colbert": bench_colbert(args), "tfidf": bench_tfidf(args), "threads": args.threads}
+        if args.hashes:
+            results = bench_hashes(args)
+        else:
+            results = {"colbert": bench_colbert(args), "tfidf": bench_tfidf(args), "threads": args.threads}
     finally:
         shutil.rmtree(args.workdir, ignore_errors=True)
     print(json.dumps(results, indent=2))

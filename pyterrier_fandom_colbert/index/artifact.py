@@ -141,7 +141,7 @@ class ColBERTIndex(pt.Artifact):
     def verify(self) -> Dict[str, Any]:
         """Full content check: every file's checksum against the manifest, the offsets' structure, the docno
         lookup, every vector finite, and each cached FAISS index (its file's checksum, and that it was built
-        from these vectors). Reads the whole index (about 1 GB/s when cached). Raises
+        from these vectors). Reads the whole index (0.6-0.7 s for 260 MB on the busy 2-core VM). Raises
         :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming each damaged file (and the documents
         whose vectors are not finite); returns what was checked: ``{"files", "bytes", "seconds"}``.
 
