@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 
+from pyterrier_fandom_colbert import storage
 from pyterrier_fandom_colbert.index import ann
 
 DIM = 16
@@ -31,11 +32,13 @@ def test_each_kind_round_trips_through_the_cache(name, vectors, tmp_path, monkey
     if target is None:  # built on use: nothing written
         assert list(tmp_path.iterdir()) == []
         return
-    # the index and its parameters, and no temporary files
-    assert sorted(p.name for p in target.parent.iterdir()) == sorted([target.name, f"{spec.file_stem()}.json"])
+    # the index, its parameters and the build lock, and no temporary files
+    assert sorted(p.name for p in target.parent.iterdir()) == sorted(
+        [target.name, f"{spec.file_stem()}.json", f"{spec.file_stem()}.lock"])
     params = json.loads(target.with_suffix(".json").read_text())
     assert params["spec"] == spec.to_dict() and params["factory"] == spec.factory_string()
     assert params["similarity"] == "cosine" and params["num_tokens"] == len(vectors)
+    assert params["file"] == storage.manifest_entry(target) and params["vectors"] is None
     # a second call reads the file (building again would fail) and finds the same neighbours
     monkeypatch.setattr(type(kind), "build", lambda *a, **k: pytest.fail("rebuilt despite the cache"))
     loaded = ann.load_or_build(tmp_path, vectors, spec, "cosine")

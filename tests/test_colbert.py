@@ -137,6 +137,9 @@ def test_config_not_matching_weights_is_an_error(tiny_bert_dir, tmp_path):
     cfg = json.loads((folder / "colbert_config.json").read_text())
     cfg["dim"] = 32
     (folder / "colbert_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=r"colbert_config\.json (is \d+ bytes|does not match)"):  # the manifest
+        pfc.ColBERT.from_pretrained(folder)
+    (folder / "manifest.json").unlink()  # as a checkpoint saved before manifests: the shapes still disagree
     with pytest.raises(ValueError, match="dim=32.*does not match"):
         pfc.ColBERT.from_pretrained(folder)
 

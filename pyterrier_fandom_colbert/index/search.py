@@ -21,7 +21,9 @@ from ..frames import EqualByKey, artifact_key, empty_output, rank_by_score, requ
 from ..model.encoders import query_tensors
 from ..progress import progress
 from ..ranking import top_k
+from ..storage import DamagedFileError
 from .ann import FaissSpec
+from .layout import VECTORS_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -104,7 +106,36 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
         tokens = as_float[:n]
         tokens.copy_(gathered[:n])
         scores[docs] = maxsim_repeat_padded(q, tokens, len(docs), config.similarity, config.reduction).cpu().numpy()
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if len(bad):  # a NaN score must never be ranked
+        raise _non_finite(index, q, doc_ids[bad])
     return scores
+
+
+def _non_finite(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray) -> Exception:
+    """The error for NaN/inf scores: non-finite query vectors, or else damaged stored vectors."""
+    import torch
+
+    if not bool(torch.isfinite(q).all()):
+        return ValueError("the query vectors hold NaN or inf values, so no document can be scored; check the "
+                          "query encoder's output")
+    file = index.path / VECTORS_FILE
+    docnos = index.docnos_of(doc_ids[:5]).tolist()
+    more = f" and {len(doc_ids) - 5} more" if len(doc_ids) > 5 else ""
+    return DamagedFileError(file, f"docno(s) {docnos}{more} score NaN or inf: their vectors in {file} are not "
+                                  "finite, so the index is damaged; index.verify() checks the whole index; rebuild "
+                                  "it (index.indexer(colbert, overwrite=True))")
+
+
+def refuse_non_finite_queries(frame: pd.DataFrame, codes: np.ndarray, queries: Sequence["torch.Tensor"],
+                              context: Any) -> None:
+    """Refuse query vectors with NaN or inf values, naming the qid (before they could score anything)."""
+    import torch
+
+    for j, q in enumerate(queries):
+        if not bool(torch.isfinite(q).all()):
+            qid = frame["qid"].iloc[int(np.argmax(codes == j))]
+            raise ValueError(f"{context}: query_embs of qid {qid!r} hold NaN or inf values; check the query encoder")
 
 
 def token_neighbours(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["torch.Tensor"], k_hat: int,
@@ -196,6 +227,7 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
         if len(inp) == 0:
             return empty_output(inp, ["docno", "score", "rank"])
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
+        refuse_non_finite_queries(inp, codes, unique, self)
         ann = self.index.ann(self.spec)
         found: List[Tuple[np.ndarray, np.ndarray]] = []
         bar = progress(total=len(unique), desc="ColBERT retrieval", unit="query", enabled=self.verbose)
@@ -244,6 +276,7 @@ class IndexScorer(EqualByKey, pt.Transformer):
             return empty_output(inp, ["score", "rank"])
         doc_ids = self.index.doc_ids(inp["docno"].tolist())
         codes, queries = query_tensors(inp, self.index.meta.dim, self)
+        refuse_non_finite_queries(inp, codes, queries, self)
         rows_of_query = pd.Series(np.arange(len(inp))).groupby(codes).indices
         scores = np.empty(len(inp), dtype=np.float64)
         bar = progress(total=len(queries), desc="ColBERT re-ranking", unit="query", enabled=self.verbose)

@@ -4,7 +4,8 @@ encoding a corpus).
 
 Writes go to a hidden temporary folder beside the target (:class:`~pyterrier_fandom_colbert.storage.AtomicFolder`),
 renamed into place only when complete, so an interrupted build leaves nothing that loads; ``overwrite=True``
-replaces only an existing ColBERT index.
+replaces only an existing ColBERT index. The size and checksum of every file go into ``pt_meta.json``'s manifest
+(the streamed files are hashed as they are written, not read back).
 """
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import pandas as pd
 import pyterrier as pt
 
 from ..frames import check_record
-from ..model.config import ColBERTConfig
+from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..progress import progress
-from ..storage import AtomicFolder
+from ..storage import AtomicFolder, HashingFile, build_manifest
 from .layout import DOCNOS_FILE, OFFSETS_FILE, TOKEN_IDS_FILE, VECTORS_FILE, IndexMeta, is_index_folder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,9 +54,9 @@ class IndexWriter:
         self.overwrite = overwrite
         self._folder = AtomicFolder(self.path, overwrite=overwrite, replaceable=is_index_folder, what="ColBERT index")
         self._tmp = self._folder.path
-        self._vectors = open(self._tmp / VECTORS_FILE, "wb")
-        self._token_ids = open(self._tmp / TOKEN_IDS_FILE, "wb")
-        self._offsets = open(self._tmp / OFFSETS_FILE, "wb")
+        self._vectors = HashingFile(self._tmp / VECTORS_FILE)
+        self._token_ids = HashingFile(self._tmp / TOKEN_IDS_FILE)
+        self._offsets = HashingFile(self._tmp / OFFSETS_FILE)
         self._docnos = open(self._tmp / _DOCNOS_TEXT, "w", encoding="utf-8")
         self._offsets.write(np.int64(0).tobytes())
         self.num_docs = 0
@@ -108,7 +109,10 @@ class IndexWriter:
             _check_unique(self._tmp / DOCNOS_FILE, self.num_docs)
             (self._tmp / _DOCNOS_TEXT).unlink()
             self.config.save(self._tmp)
-            IndexMeta(self.num_docs, self.num_tokens, self.config.dim, self.fingerprint).save(self._tmp)
+            streamed = {f.path.name: f.entry() for f in (self._vectors, self._token_ids, self._offsets)}
+            files = build_manifest(self._tmp, [VECTORS_FILE, TOKEN_IDS_FILE, OFFSETS_FILE, DOCNOS_FILE, CONFIG_FILE],
+                                   known=streamed)
+            IndexMeta(self.num_docs, self.num_tokens, self.config.dim, self.fingerprint, files=files).save(self._tmp)
             self._folder.commit()
         except BaseException:
             self.abort()

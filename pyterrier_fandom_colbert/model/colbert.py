@@ -99,6 +99,14 @@ class ColBERT:
 
         return formats.save(self.model, self.tokenizer, folder, format, dtype=getattr(torch, dtype) if dtype else None)
 
+    @staticmethod
+    def verify(folder: Union[str, Path]) -> dict:
+        """Full content check of a checkpoint folder (every file's checksum, every weight finite), naming any
+        damaged file; see :func:`~pyterrier_fandom_colbert.model.network.verify_checkpoint`."""
+        from . import network as m
+
+        return m.verify_checkpoint(folder)
+
     @property
     def config(self) -> ColBERTConfig:
         return self.model.config

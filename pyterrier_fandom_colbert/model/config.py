@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
-from ..storage import JsonConfig
+from ..storage import JsonConfig, MissingFileError
 from .similarity import get_similarity
 
 CONFIG_FILE = "colbert_config.json"
@@ -113,7 +113,7 @@ class ColBERTConfig(JsonConfig):
         """Read ``colbert_config.json`` of a checkpoint or index folder; errors name the file."""
         path = Path(folder) / CONFIG_FILE
         if not path.exists():
-            raise FileNotFoundError(f"{path} not found: {folder} is not a ColBERT checkpoint folder")
+            raise MissingFileError(path, f"{path} not found: {folder} is not a ColBERT checkpoint folder")
         return cls.load_json(path)
 
 
