@@ -163,6 +163,22 @@ def test_each_system_returns_its_own_ranking(searcher):
         assert [r["docno"] for r in searcher.search(QUESTION, system=name, k=5)["results"]] == expected
 
 
+def test_a_batch_answers_each_query_as_it_would_alone(searcher):
+    from pyterrier_fandom_colbert.app.search import _Job
+
+    asks = [(QUESTION, "hybrid", 3), ("when was Emberfall released?", "hybrid", 5), (QUESTION, "tfidf", 2),
+            ("Zorblax moon", "colbert", 4), (QUESTION, "hybrid", 3)]
+    jobs = [_Job(q, system, k, True) for q, system, k in asks]
+    with searcher._lock:
+        searcher._run(jobs)
+    for job, (q, system, k) in zip(jobs, asks):
+        alone = searcher.search(q, system=system, k=k)["results"]
+        assert job.done and job.error is None
+        assert [r["docno"] for r in job.results] == [r["docno"] for r in alone]
+        assert [r["words"] for r in job.results] == [r["words"] for r in alone]
+        assert np.allclose([r["score"] for r in job.results], [r["score"] for r in alone])
+
+
 def test_why_gives_each_query_token_a_row_of_word_similarities(searcher):
     top = searcher.search(QUESTION, k=1)["results"][0]
     view = searcher.why(QUESTION, top["docno"])

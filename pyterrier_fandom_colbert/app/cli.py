@@ -41,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--weights", type=float, nargs=2, metavar=("TFIDF", "COLBERT"), default=(0.5, 0.5),
                     help="hybrid weights (default 0.5 0.5)")
     ix.add_argument("--depth", type=int, default=100, help="results per system fused by the hybrid (default 100)")
-    ix.add_argument("--faiss", default="flat", help="ColBERT neighbour search: flat (exact, default; large "
-                    "indexes switch to ivfpq-fs) or ivf, ivfpq, ivfpq-fs")
+    ix.add_argument("--faiss", default="ivf", choices=("flat", "ivf", "ivfpq", "ivfpq-fs"),
+                    help="ColBERT token neighbour search: ivf (default; above 4M tokens ivfpq-fs), flat (exact), "
+                         "ivfpq, ivfpq-fs")
     ix.add_argument("--batch-size", type=int, default=256, help="passages encoded per batch")
     _common(ix)
 
@@ -81,6 +82,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return module.main(argv[1:])
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # OpenMP threads that sleep instead of spinning while they wait: on a busy machine, spinning threads made
+    # each query ~6x slower (docs/app.md); it must be set before torch loads
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if args.threads is not None:
         import torch
 

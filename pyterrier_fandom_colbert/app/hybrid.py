@@ -63,14 +63,15 @@ def hybrid_system(tfidf: pt.Transformer, colbert: pt.Transformer, settings: Fusi
 def minmax_by_group(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Scores scaled to [0, 1] within each group (a group whose scores are all equal gets 1).
 
-    >>> minmax_by_group(np.array([3., 1., 2., 5., 5.]), np.array([0, 0, 0, 1, 1])).tolist()
+    >>> minmax_by_group(np.array([3., 1., 2., 5., 5.]), np.array(["a", "a", "a", "b", "b"])).tolist()
     [1.0, 0.0, 0.5, 1.0, 1.0]
     """
     scores = np.asarray(scores, dtype=np.float64)
-    frame = pd.DataFrame({"g": groups, "s": scores})
-    low = frame.groupby("g")["s"].transform("min").to_numpy()
-    high = frame.groupby("g")["s"].transform("max").to_numpy()
-    span = high - low
+    codes, unique = pd.factorize(np.asarray(groups))
+    low, high = np.full(len(unique), np.inf), np.full(len(unique), -np.inf)
+    np.minimum.at(low, codes, scores)
+    np.maximum.at(high, codes, scores)
+    low, span = low[codes], (high - low)[codes]
     return np.where(span > 0, (scores - low) / np.where(span > 0, span, 1.0), 1.0)
 
 
@@ -117,23 +118,27 @@ class ScoreFusion(EqualByKey, pt.Transformer):
         if len(inp) == 0:
             return empty_output(inp, new)
         depth = self.settings.depth
-        columns = []
+        qids, docnos, values = [], [], []  # per system: (qid, docno) of its top `depth`, normalised score or rank
         for system in self.systems:
             out = system(inp)
             out = out[out["rank"] < depth] if len(out) else out
-            qid, docno = out["qid"].astype(str).to_numpy(), out["docno"].astype(str).to_numpy()
-            scores = out["score"].to_numpy(dtype=np.float64)
+            qids.append(out["qid"].astype(str).to_numpy(dtype=object))
+            docnos.append(out["docno"].astype(str).to_numpy(dtype=object))
             if self.settings.method == "linear":
-                value = minmax_by_group(scores, qid) if len(out) else scores
+                values.append(minmax_by_group(out["score"].to_numpy(dtype=np.float64), qids[-1]))
             else:
-                value = out["rank"].to_numpy(dtype=np.float64)
-            columns.append(pd.Series(value, index=pd.MultiIndex.from_arrays([qid, docno], names=["qid", "docno"])))
-        union = pd.concat(columns, axis=1)  # rows: (qid, docno) of any system; NaN where a system lacks it
-        if len(union) == 0:
+                values.append(out["rank"].to_numpy(dtype=np.float64))
+        if not sum(map(len, values)):
             return empty_output(inp.iloc[:0], new)
-        fused = fuse_scores([union[j].to_numpy() for j in range(len(columns))], self.settings)
-        result = pd.DataFrame({"qid": union.index.get_level_values(0), "docno": union.index.get_level_values(1),
-                               "score": fused})
+        codes, union = pd.MultiIndex.from_arrays([np.concatenate(qids), np.concatenate(docnos)]).factorize()
+        per_system, start = [], 0
+        for part in values:  # [union] per system, NaN where the system did not return the document
+            column = np.full(len(union), np.nan)
+            column[codes[start:start + len(part)]] = part
+            per_system.append(column)
+            start += len(part)
+        result = pd.DataFrame({"qid": union.get_level_values(0), "docno": union.get_level_values(1),
+                               "score": fuse_scores(per_system, self.settings)})
         result = result.sort_values(["qid", "score", "docno"], ascending=[True, False, True], kind="stable")
         result["rank"] = result.groupby("qid").cumcount().astype(np.int64)
         base = inp.assign(qid=inp["qid"].astype(str)).drop(columns=[c for c in ("docno", "score", "rank")

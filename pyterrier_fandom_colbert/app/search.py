@@ -5,9 +5,9 @@ two fused, :mod:`.hybrid`). Each result carries its page title and URL, the pass
 and per-word relevance (``R_abs``, ``R_acc``, KDE) from :class:`~pyterrier_fandom_colbert.Explainer`, which reads
 the passage vectors from the ColBERT index and reuses the query vectors the ColBERT stage computed.
 
-A :class:`Searcher` is safe to share between threads: queries run one at a time under a lock (the tokenizer and
-the lazily loaded index structures are not thread-safe, and on a few CPU cores parallel queries would only
-compete for them).
+A :class:`Searcher` is safe to share between threads: the model work runs under a lock (the tokenizer and the
+lazily loaded index structures are not thread-safe, and on a few CPU cores parallel queries would only compete
+for them), and queries that arrive together are answered as one batch (:meth:`Searcher.search`).
 """
 from __future__ import annotations
 
@@ -92,7 +92,20 @@ def safe_url(url: Any) -> str:
 
 
 def _round(values, digits: int = 3) -> List[float]:
-    return [round(float(v), digits) if np.isfinite(v) else 0.0 for v in np.asarray(values, dtype=np.float64)]
+    """Rounded floats for JSON (NaN and infinities as 0)."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.round(np.where(np.isfinite(values), values, 0.0), digits).tolist()
+
+
+class _Job:
+    """One query waiting for (or holding) its answer."""
+
+    def __init__(self, query: str, system: str, k: int, explain: bool):
+        self.query, self.system, self.k, self.explain = query, system, k, explain
+        self.started = time.perf_counter()
+        self.results: List[Dict[str, Any]] = []
+        self.error: Optional[BaseException] = None
+        self.done = False
 
 
 class Searcher:
@@ -130,26 +143,60 @@ class Searcher:
         self.explainer = Explainer(colbert, k_tilde=s.k_tilde, index=self.index)
         self._specials = set(colbert.tokenizer.hf.all_special_tokens) | {colbert.config.query_marker,
                                                                         colbert.config.doc_marker}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held while a batch runs
+        self._pending_lock = threading.Lock()  # guards the list of waiting queries
+        self._pending: List[_Job] = []
         if warm:  # load every lazily read structure now, not during the first request
             self.search("warm up", k=1)
 
     # -- queries ---------------------------------------------------------------------------------------------
     def search(self, query: str, *, system: str = "hybrid", k: int = 10, explain: bool = True) -> Dict[str, Any]:
-        """The top ``k`` passages for ``query`` by ``system``, each with its page and explanation."""
-        query, system, k = check_query(query), check_system(system), check_k(k)
-        started = time.perf_counter()
-        frame = pd.DataFrame({"qid": ["q"], "query": [query]})
+        """The top ``k`` passages for ``query`` by ``system``, each with its page and explanation.
+
+        Concurrent calls are batched: queries that arrive while another batch runs wait for the lock, and the
+        first of them to get it runs all waiting queries as one batch (one encoder call, one TF-IDF product, one
+        FAISS call, one explainer call); the others find their answer ready.
+        """
+        job = _Job(check_query(query), check_system(system), check_k(k), bool(explain))
+        with self._pending_lock:
+            self._pending.append(job)
         with self._lock:
-            ranked = self.pipelines[system](frame)
-            ranked = ranked[ranked["rank"] < k].sort_values("rank", kind="stable").reset_index(drop=True)
-            positions = self._positions(ranked["docno"])
-            ranked["text"] = self.tfidf.texts(positions) if len(ranked) else []
-            if explain and len(ranked):
-                ranked = self.explainer(ranked)
-        results = [self._result(row, int(pos), explain) for row, pos in zip(ranked.to_dict("records"), positions)]
-        return {"query": query, "system": system, "k": k, "results": results,
-                "took_ms": round(1000 * (time.perf_counter() - started), 1)}
+            if not job.done:
+                with self._pending_lock:
+                    batch, self._pending = self._pending, []
+                self._run(batch)
+        if job.error is not None:
+            raise job.error
+        return {"query": job.query, "system": job.system, "k": job.k, "results": job.results,
+                "took_ms": round(1000 * (time.perf_counter() - job.started), 1)}
+
+    def _run(self, jobs: List["_Job"]) -> None:
+        """Answer ``jobs`` (under the lock), one pipeline call per (system, explain) group."""
+        groups: Dict[tuple, List[_Job]] = {}
+        for job in jobs:
+            groups.setdefault((job.system, job.explain), []).append(job)
+        for (system, explain), group in groups.items():
+            try:
+                frame = pd.DataFrame({"qid": [str(i) for i in range(len(group))], "query": [j.query for j in group]})
+                ranked = self.pipelines[system](frame)
+                limit = np.array([j.k for j in group])[ranked["qid"].astype(int).to_numpy()] if len(ranked) else 0
+                ranked = ranked[ranked["rank"] < limit].sort_values(["qid", "rank"], kind="stable")
+                ranked = ranked.reset_index(drop=True)
+                positions = self._positions(ranked["docno"])
+                ranked["text"] = self.tfidf.texts(positions) if len(ranked) else []
+                if explain and len(ranked):
+                    ranked = self.explainer(ranked)
+                results: Dict[str, List] = {str(i): [] for i in range(len(group))}
+                for row, position in zip(ranked.to_dict("records"), positions):
+                    results[str(row["qid"])].append(self._result(row, int(position), explain))
+                for i, job in enumerate(group):
+                    job.results = results[str(i)]
+            except Exception as err:  # noqa: BLE001  (every query of the failed batch gets the error)
+                for job in group:
+                    job.error = err
+            finally:
+                for job in group:
+                    job.done = True
 
     def why(self, query: str, docno: str) -> Dict[str, Any]:
         """The single-token view of one passage: each query token's similarity to each word (max over pieces)."""
@@ -190,10 +237,10 @@ class Searcher:
             matched = matched_by(row["expl_sim"], out["query_tokens"], row["expl_words"], len(spans), 1,
                                  self._specials)
             text = row["text"]
-            out["words"] = [[int(s), int(e), int(a), round(float(c), 3), round(float(d), 4),
-                             m if is_word(text[s:e]) else ""]
-                            for (s, e), a, c, d, m in zip(spans.tolist(), row["word_r_abs"], row["word_r_acc"],
-                                                           row["word_kde"], matched)]
+            columns = (spans.tolist(), np.asarray(row["word_r_abs"], dtype=np.int64).tolist(),
+                       _round(row["word_r_acc"], 3), _round(row["word_kde"], 4), matched)
+            out["words"] = [[s, e, a, c, d, m if m and is_word(text[s:e]) else ""]
+                            for (s, e), a, c, d, m in zip(*columns)]
         return out
 
 

@@ -35,6 +35,7 @@
     let pos = 0;
     let answerNode = null;
     const top = shade ? Math.max(0, ...shade.values.filter(Number.isFinite)) : 0;
+    const floor = shade && shade.floor ? Math.min(shade.floor, top) : 0; // shading starts above this value
     const append = (node) => (answerNode || target).appendChild(node);
     words.forEach((w, i) => {
       const [start, end, , , , by] = w;
@@ -50,9 +51,9 @@
         const v = shade.values[i];
         node = document.createElement("span");
         node.textContent = word;
-        if (top > 0 && v > 0) {
+        if (top > floor && v > floor) {
           const [r, g, b] = shade.rgb;
-          node.style.backgroundColor = `rgba(${r}, ${g}, ${b}, ${(0.85 * v / top).toFixed(3)})`;
+          node.style.backgroundColor = `rgba(${r}, ${g}, ${b}, ${(0.85 * (v - floor) / (top - floor)).toFixed(3)})`;
           node.title = `${shade.label} ${v}`;
         }
       } else if (by) {
@@ -127,9 +128,12 @@
             tokenView = await getJson(`/api/why?${params}`);
           }
           const values = tokenView.token_sim[i];
+          const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
+          const median = sorted.length ? sorted[Math.floor(sorted.length / 2)] : 0;
           renderPassage(shaded, result.text, tokenView.words.map(([s, e]) => [s, e]), null,
-            { values, rgb: COLORS.token, label: `similarity to ${tok}` });
-          legend.textContent = `Single-token view: each word's similarity to the query token “${tok}”.`;
+            { values, rgb: COLORS.token, label: `similarity to ${tok}`, floor: median });
+          legend.textContent = `Single-token view: each word's similarity to the query token “${tok}” ` +
+            "(shaded above the passage's median).";
         } catch (err) {
           legend.textContent = err.message;
         }
