@@ -10,7 +10,8 @@
    text is stored here. ``/api/search`` (the hybrid with highlights, k = 10, as the page asks) is timed from the
    client: one client in sequence, then ``--clients`` clients at once; p50/p95 and requests per second.
 
-``--folder`` reuses a built folder (skips step 1). Prints one JSON object (also written to ``--out``).
+``--folder`` keeps the built folder there, or reuses it when it exists (skipping step 1). Prints one JSON
+object (also written to ``--out``).
 """
 from __future__ import annotations
 
@@ -151,7 +152,8 @@ def serve_and_time(folder: Path, threads: int, queries: list, clients: int, syst
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dump", type=Path, default=DEFAULT_DUMP)
-    ap.add_argument("--folder", type=Path, default=None, help="a built search folder to reuse (skips indexing)")
+    ap.add_argument("--folder", type=Path, default=None,
+                    help="search folder: reused when it exists (no indexing), else built there and kept")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--queries", type=int, default=60)
     ap.add_argument("--clients", type=int, default=8)
@@ -162,11 +164,10 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     report = {"machine": machine(), "threads": args.threads}
     with tempfile.TemporaryDirectory(prefix="pfc-bench-") as tmp:
-        folder = args.folder
-        if folder is None:
+        folder = args.folder or Path(tmp) / "wiki"
+        if not folder.exists():
             if not args.dump.exists():
                 sys.exit(f"dump not found: {args.dump} (give --dump)")
-            folder = Path(tmp) / "wiki"
             report["index"] = {"dump": args.dump.name, **index(args.dump, folder, args.threads)}
         queries = questions(folder, args.queries, args.seed)
         report["api"] = serve_and_time(folder, args.threads, queries, args.clients, args.system, args.k)
