@@ -124,7 +124,7 @@ class Searcher:
         self.passages = PassageTable(self.folder)
         self.tfidf = TfidfIndex(self.folder / TFIDF_DIR)
         self.index = ColBERTIndex(self.folder / COLBERT_DIR)
-        counts = {"passages.jsonl": len(self.passages), "tfidf": self.tfidf.meta["num_docs"],
+        counts = {"passages.jsonl": len(self.passages), "tfidf": self.tfidf.meta.num_docs,
                   "colbert": len(self.index)}
         if len(set(counts.values())) != 1:
             raise ValueError(f"{self.folder} is damaged: its parts hold different numbers of passages {counts}; "

@@ -164,7 +164,6 @@ def with_settings(colbert: "ColBERT", **changes: Any) -> "ColBERT":
     Its rankings here change accordingly; the original ``colbert`` is left as it was."""
     import torch
 
-    from .colbert import ColBERT
     from .network import ColBERTModel
     from .tokenization import ColBERTTokenizer
 
@@ -176,7 +175,7 @@ def with_settings(colbert: "ColBERT", **changes: Any) -> "ColBERT":
     with torch.no_grad():
         model.projection.weight.copy_(colbert.model.projection.weight)
     amp = str(colbert.amp_dtype).replace("torch.", "") if colbert.amp_dtype is not None else None
-    return ColBERT(model, ColBERTTokenizer(colbert.tokenizer.hf, config), device=str(colbert.device),
+    return type(colbert)(model, ColBERTTokenizer(colbert.tokenizer.hf, config), device=str(colbert.device),
                    batch_size=colbert.batch_size, verbose=colbert.verbose, amp_dtype=amp)
 
 
