@@ -9,13 +9,15 @@ An index folder holds::
     token_ids.i32          [num_tokens] int32: the wordpiece id of each vector (for explanations)
     offsets.i64            [num_docs + 1] int64: document i owns rows offsets[i] .. offsets[i+1]
     docnos.npids           docno <-> document id lookup (npids)
-    faiss/                 FAISS indexes over the token vectors, built on first use (see ann.py)
+    parts.i64              long_docs="windows" only: [num_parts + 1] int64 row boundaries of the windows
+                           (parts), each document's parts back to back within its own rows
+    faiss/                 FAISS indexes over the token vectors (index.build_ann, or built on first use; see ann/)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 from ..storage import ARTIFACT_META_FILE, JsonConfig, is_artifact_folder, read_artifact_meta, write_json
 
@@ -28,6 +30,9 @@ VECTORS_FILE = "vectors.f16"
 TOKEN_IDS_FILE = "token_ids.i32"
 OFFSETS_FILE = "offsets.i64"
 DOCNOS_FILE = "docnos.npids"
+PARTS_FILE = "parts.i64"
+#: how the indexer treats texts longer than one document (``doc_maxlen`` tokens)
+LONG_DOCS = ("truncate", "windows")
 
 
 @dataclass(frozen=True)
@@ -44,9 +49,23 @@ class IndexMeta(JsonConfig):
     num_tokens: int
     dim: int
     fingerprint: str
+    #: ``"truncate"``: a long text keeps its first ``doc_maxlen`` tokens; ``"windows"``: it is stored as overlapping
+    #: windows (``parts.i64``), ``stride`` word pieces apart, all scored as one document
+    long_docs: str = "truncate"
+    stride: Optional[int] = None
+    #: documents cut at ``doc_maxlen`` (truncate) and split into several windows (windows); None: not counted
+    #: (vectors given to the writer directly, or an index built before the count existed)
+    truncated_docs: Optional[int] = None
+    windowed_docs: Optional[int] = None
+    #: windows stored (windows mode; equals num_docs otherwise)
+    num_parts: Optional[int] = None
     type: str = ARTIFACT_TYPE
     format: str = ARTIFACT_FORMAT
     package_hint: str = PACKAGE_HINT
+
+    def __post_init__(self) -> None:
+        if self.long_docs not in LONG_DOCS:
+            raise ValueError(f"long_docs={self.long_docs!r}; expected one of {LONG_DOCS}")
 
     def save(self, folder: Union[str, Path]) -> Path:
         return write_json(Path(folder) / META_FILE, self.to_dict())
