@@ -3,10 +3,12 @@ equality from what determines a transformer's output."""
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+import numpy as np
 import pandas as pd
 import pyterrier as pt
 
@@ -100,6 +102,47 @@ def check_queries(frame: pd.DataFrame) -> List[str]:
     if bad:
         raise _surrogate_error(f"the query of qid(s) {_listed(bad)} holds")
     return queries
+
+
+def usable_query_rows(frame: pd.DataFrame, *, strict: bool = False, context: Any = None) -> pd.DataFrame:
+    """The rows of ``frame`` whose query :func:`check_queries` accepts: the one policy of every retriever and
+    scorer for messy topics. Rows of unusable queries (empty, whitespace-only or non-text) are left out, so those
+    queries get no results, with one warning naming their qids; with ``strict=True`` they are an error instead
+    (check_queries' ``ValueError``). A frame without a ``query`` column is returned as it is.
+
+    >>> topics = pd.DataFrame({"qid": ["1", "2", "3"], "query": ["dragons", " ", None]})
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     usable_query_rows(topics)["qid"].tolist()
+    ['1']
+    >>> print(caught[0].message)
+    2 unusable queries (empty or not text) give no results: qid(s) ['2', '3']; strict=True makes this an error
+    """
+    if "query" not in frame.columns or len(frame) == 0:
+        return frame
+    # the rule itself is check_queries' (one definition of an unusable query); it is asked about each distinct
+    # text only when the whole frame fails, which is rare
+    try:
+        check_queries(frame)
+        return frame
+    except ValueError:
+        if strict:
+            raise
+    keys = [q if isinstance(q, str) else (type(q).__name__, repr(q)) for q in frame["query"]]
+    bad_keys = set()
+    for row in np.flatnonzero(~pd.Series(keys, dtype=object).duplicated().to_numpy()):
+        try:
+            check_queries(frame.iloc[row:row + 1])
+        except ValueError:
+            bad_keys.add(keys[row])
+    bad = np.array([k in bad_keys for k in keys], dtype=bool)
+    qids = list(dict.fromkeys(frame["qid"][bad].tolist()))
+    shown = f"{qids[:10]}{' …' if len(qids) > 10 else ''}"
+    where = f"{context}: " if context is not None else ""
+    warnings.warn(f"{where}{len(qids)} unusable quer{'y' if len(qids) == 1 else 'ies'} (empty or not text) give "
+                  f"no results: qid(s) {shown}; strict=True makes this an error", stacklevel=3)
+    return frame[~bad]
 
 
 def check_texts(frame: pd.DataFrame, column: str = "text") -> List[str]:

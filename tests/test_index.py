@@ -154,8 +154,8 @@ def test_unbuilt_index_says_how_to_build(tmp_path):
 
 
 # -- end-to-end retrieval ------------------------------------------------------------------------------------
-def test_flat_lambda_1_large_k_is_exhaustive_maxsim(index, colbert):
-    res = index.retriever(colbert, num_results=1000, lam=1)(TOPICS)
+def test_exact_lambda_1_large_k_is_exhaustive_maxsim(index, colbert):
+    res = index.retriever(colbert, num_results=1000, lam=1, faiss="exact")(TOPICS)
     assert list(res.columns) == ["qid", "query", "query_embs", "query_toks", "docno", "score", "rank"]
     for qid, query in zip(TOPICS.qid, TOPICS["query"]):
         got = res[res.qid == qid]
@@ -167,7 +167,7 @@ def test_flat_lambda_1_large_k_is_exhaustive_maxsim(index, colbert):
 
 @pytest.mark.parametrize("k, lam", [(5, 1), (10, 2), (8, 8)])
 def test_small_k_follows_the_candidate_algorithm(index, colbert, k, lam):
-    res = index.retriever(colbert, num_results=k, lam=lam)(TOPICS)
+    res = index.retriever(colbert, num_results=k, lam=lam, faiss="exact")(TOPICS)
     for qid, query in zip(TOPICS.qid, TOPICS["query"]):
         got = res[res.qid == qid]
         ref = reference_search(index, colbert, query, k, lam)
@@ -176,15 +176,15 @@ def test_small_k_follows_the_candidate_algorithm(index, colbert, k, lam):
 
 
 def test_rank_cutoff_is_fused(index, colbert):
-    retr = index.retriever(num_results=50, lam=1)
+    retr = index.retriever(num_results=50, lam=1, faiss="exact")
     fused = (retr % 5).compile()
     assert isinstance(fused, ColBERTRetriever) and fused.num_results == 5
     assert (retr % 100).compile() is retr
-    pipeline = index.retriever(colbert, num_results=50, lam=1)
+    pipeline = index.retriever(colbert, num_results=50, lam=1, faiss="exact")
     assert list(pipeline.compile()) == [colbert.query_encoder(), retr]  # equal by key: same encoder and settings
-    assert list((pipeline % 5).compile())[-1] == index.retriever(num_results=5, lam=1)
+    assert list((pipeline % 5).compile())[-1] == index.retriever(num_results=5, lam=1, faiss="exact")
     pd.testing.assert_frame_equal((pipeline % 5).compile()(TOPICS),
-                                  index.retriever(colbert, num_results=5, lam=1)(TOPICS))
+                                  index.retriever(colbert, num_results=5, lam=1, faiss="exact")(TOPICS))
 
 
 def test_other_columns_kept_and_empty_frames(index, colbert):
@@ -199,8 +199,8 @@ def test_other_columns_kept_and_empty_frames(index, colbert):
     assert len(scored) == 0 and {"score", "rank"} <= set(scored.columns)
 
 
-def test_ivf_and_ivfpq_overlap_flat_and_are_cached(index, colbert):
-    flat = index.retriever(colbert, num_results=10)(TOPICS)
+def test_ivf_and_ivfpq_overlap_exact_and_are_cached(index, colbert):
+    flat = index.retriever(colbert, num_results=10, faiss="exact")(TOPICS)
     for kind, nprobe, refine in [("ivf", 8, 1), ("ivfpq", 8, 1), ("ivfpq-fs", 8, 2)]:
         approx = index.retriever(colbert, num_results=10, faiss=kind, nprobe=nprobe, refine=refine)(TOPICS)
         overlap = np.mean([len(set(flat[flat.qid == q].docno) & set(approx[approx.qid == q].docno)) / 10
@@ -213,19 +213,21 @@ def test_ivf_and_ivfpq_overlap_flat_and_are_cached(index, colbert):
         again = ColBERTIndex(index.path).retriever(colbert, num_results=10, faiss=kind, nprobe=nprobe,
                                                    refine=refine)(TOPICS)
         pd.testing.assert_frame_equal(again, approx)
-    # exhaustive probing of fp16 IVF lists finds exactly the flat neighbours
+    # exhaustive probing of fp16 IVF lists finds exactly the exact neighbours
     nlist = FaissSpec("ivf").resolve(index.meta.num_tokens, 16).nlist
     full = index.retriever(colbert, num_results=10, faiss="ivf", nprobe=nlist)(TOPICS)
     assert full.docno.tolist() == flat.docno.tolist()
 
 
 def test_k_hat_is_the_neighbour_count_and_survives_rank_cutoff(index, colbert):
-    retr = index.retriever(num_results=50, k_hat=7)
+    retr = index.retriever(num_results=50, k_hat=7, faiss="exact")
     assert retr.k_hat == 7 and retr.lam is None
     fused = (retr % 5).compile()
     assert fused.num_results == 5 and fused.k_hat == 7
     assert index.retriever(num_results=50, lam=5).k_hat == 10
-    assert index.retriever(num_results=51).k_hat == 26  # ceil(51 / 2): λ defaults to 2
+    assert index.retriever(num_results=151).k_hat == 76  # ceil(151 / 2): λ defaults to 2 ...
+    assert index.retriever(num_results=51).k_hat == 50  # ... with at least 50 neighbours
+    assert (index.retriever(num_results=1000) % 10).compile().k_hat == 50  # the same rule under % k
     for qid, query in zip(TOPICS.qid, TOPICS["query"]):  # k̂ = 7 neighbours, as with λ = 5 / 7
         got = (colbert.query_encoder() >> fused)(TOPICS[TOPICS.qid == qid])
         ref = reference_search(index, colbert, query, 5, 5 / 7)
@@ -234,7 +236,7 @@ def test_k_hat_is_the_neighbour_count_and_survives_rank_cutoff(index, colbert):
 
 def test_bad_retriever_settings(index, colbert):
     with pytest.raises(ValueError, match="nprobe=4 applies only"):
-        index.retriever(colbert, nprobe=4)
+        index.retriever(colbert, nprobe=4, faiss="exact")
     with pytest.raises(ValueError, match="faiss='hnsw' is not supported"):
         index.retriever(colbert, faiss="hnsw")
     with pytest.raises(ValueError, match="lam=0"):
@@ -243,8 +245,8 @@ def test_bad_retriever_settings(index, colbert):
         index.retriever(colbert, lam=2, k_hat=10)
     with pytest.raises(ValueError, match="k_hat=0"):
         index.retriever(colbert, k_hat=0)
-    with pytest.raises(ValueError, match="refine=2; .*faiss='flat' neighbours are exact"):
-        index.retriever(colbert, refine=2)
+    with pytest.raises(ValueError, match="refine=2; .*faiss='exact' neighbours are exact"):
+        index.retriever(colbert, refine=2, faiss="exact")
     with pytest.raises(ValueError, match="refine=0"):
         index.retriever(colbert, faiss="ivfpq", refine=0)
 
@@ -268,10 +270,11 @@ def test_retriever_refuses_what_a_kind_does_not_accept(index, colbert, kind):
     assert default.nprobe == faiss_ann.KINDS[kind].default_nprobe and default.refine == 1
 
 
-def test_exact_is_another_name_for_flat(index, colbert):
-    flat = index.retriever(colbert, num_results=10)
+def test_flat_is_another_name_for_exact(index, colbert):
+    flat = index.retriever(colbert, num_results=10, faiss="flat")
     exact = index.retriever(colbert, num_results=10, faiss="exact")
-    assert exact[-1].spec == flat[-1].spec and exact[-1].spec.kind == "flat"
+    assert exact[-1].spec == flat[-1].spec and exact[-1].spec.kind == "exact"
+    assert "faiss='exact'" in repr(flat[-1])
     pd.testing.assert_frame_equal(exact(TOPICS), flat(TOPICS))
 
 
@@ -295,7 +298,7 @@ def test_a_new_kind_is_one_registered_class(index, colbert):
 
     faiss_ann.register_kind(Hnsw())
     try:
-        flat = index.retriever(colbert, num_results=10)(TOPICS)
+        flat = index.retriever(colbert, num_results=10, faiss="exact")(TOPICS)
         hnsw = index.retriever(colbert, num_results=10, faiss="test-hnsw", refine=2)(TOPICS)
         overlap = np.mean([len(set(flat[flat.qid == q].docno) & set(hnsw[hnsw.qid == q].docno)) / 10
                            for q in TOPICS.qid])
@@ -327,12 +330,12 @@ def test_refine_keeps_the_exactly_nearest_of_the_candidates(similarity, numpy_si
 def test_refine_over_every_token_recovers_the_exact_neighbours(index, colbert):
     """Probing every list and refining a candidate list as long as the index leaves only the exact k̂
     nearest tokens, whatever the 4-bit codes got wrong: the result is the flat retriever's."""
-    flat = index.retriever(colbert, num_results=10)(TOPICS)
+    flat = index.retriever(colbert, num_results=10, lam=2, faiss="exact")(TOPICS)
     spec = FaissSpec("ivfpq-fs").resolve(index.meta.num_tokens, index.meta.dim)
-    rough = index.retriever(colbert, num_results=10, faiss="ivfpq-fs", nprobe=spec.nlist)(TOPICS)
+    rough = index.retriever(colbert, num_results=10, lam=2, faiss="ivfpq-fs", nprobe=spec.nlist)(TOPICS)
     refine = math.ceil(index.meta.num_tokens / 5)  # k̂ = 5
-    retr = index.retriever(colbert, num_results=10, faiss="ivfpq-fs", nprobe=spec.nlist, refine=refine)
-    bare = index.retriever(num_results=10, faiss="ivfpq-fs", nprobe=spec.nlist, refine=refine)
+    retr = index.retriever(colbert, num_results=10, lam=2, faiss="ivfpq-fs", nprobe=spec.nlist, refine=refine)
+    bare = index.retriever(num_results=10, lam=2, faiss="ivfpq-fs", nprobe=spec.nlist, refine=refine)
     assert (bare % 5).compile().refine == refine and f"refine={refine}" in repr(bare)
     refined = retr(TOPICS)
     assert refined.docno.tolist() == flat.docno.tolist()
@@ -367,7 +370,7 @@ def test_index_scorer_matches_text_scorer(index, colbert):
 
 
 def test_index_scorer_equals_retriever_scores(index, colbert):
-    res = index.retriever(colbert, num_results=15, lam=1)(TOPICS)
+    res = index.retriever(colbert, num_results=15, lam=1, faiss="exact")(TOPICS)
     rescored = index.scorer(colbert)(res.drop(columns=["score", "rank"]))
     np.testing.assert_allclose(rescored.score.to_numpy(), res.score.to_numpy(), atol=1e-6)
 
@@ -411,7 +414,7 @@ def test_every_similarity_retrieves_by_its_own_neighbours(tiny_bert_dir, tmp_pat
         scores = {d: float(maxsim(Q[i:i + 1], torch.as_tensor(index.doc_vectors(int(d))[0])[None], mask[i:i + 1],
                                   None, similarity)) for d in docs}
         expected += [f"p{d:02d}" for d in sorted(docs, key=lambda d: (-scores[d], d))][:5]
-    assert index.retriever(colbert, num_results=5, k_hat=3)(TOPICS).docno.tolist() == expected
+    assert index.retriever(colbert, num_results=5, k_hat=3, faiss="exact")(TOPICS).docno.tolist() == expected
     nlist = FaissSpec("ivf").resolve(index.meta.num_tokens, 16).nlist
     ivf = index.retriever(colbert, num_results=5, k_hat=3, faiss="ivf", nprobe=nlist)(TOPICS)
     assert ivf.docno.tolist() == expected
@@ -430,10 +433,10 @@ def test_l2_similarity_uses_l2_neighbours(tiny_bert_dir, tmp_path):
     q = Q[0][mask[0]]
     # token neighbours: FAISS rows are the brute-force L2 nearest rows
     _, normalise = faiss_ann.metric_for("l2")
-    hits = faiss_ann.search(index.ann(FaissSpec("flat")), faiss_ann.as_search_vectors(q.numpy(), normalise), 3)
+    hits = faiss_ann.search(index.ann(FaissSpec("exact")), faiss_ann.as_search_vectors(q.numpy(), normalise), 3)
     np.testing.assert_array_equal(hits, torch.cdist(q, toks).topk(3, dim=1, largest=False).indices.numpy())
     # end to end with every token a candidate: exactly the exhaustive l2 MaxSim ranking
-    res = index.retriever(colbert, num_results=1000, lam=1)(TOPICS.iloc[:1])
+    res = index.retriever(colbert, num_results=1000, lam=1, faiss="exact")(TOPICS.iloc[:1])
     ref = {f"p{i:02d}": float(maxsim(Q, torch.as_tensor(index.doc_vectors(i)[0])[None], mask, None, "l2"))
            for i in range(30)}
     expected = sorted(ref.items(), key=lambda t: (-t[1], t[0]))

@@ -36,6 +36,7 @@ from .layout import (
     META_FILE,
     OFFSETS_FILE,
     PACKAGE_HINT,
+    PARTS_FILE,
     TOKEN_IDS_FILE,
     VECTORS_FILE,
     IndexMeta,
@@ -241,6 +242,15 @@ class ColBERTIndex(pt.Artifact):
         return offsets
 
     @cached_property
+    def part_offsets(self) -> np.ndarray:
+        """``[num_parts + 1]``: part (window) ``j``'s vectors are rows ``part_offsets[j]:part_offsets[j + 1]``. An
+        index built with ``long_docs="windows"`` stores each long document as several parts, back to back
+        inside its own rows; otherwise every document is one part (this is :attr:`offsets`)."""
+        if self.meta.long_docs != "windows":
+            return self.offsets
+        return self._array(PARTS_FILE, np.int64, (self.meta.num_parts + 1,))
+
+    @cached_property
     def docnos(self) -> "npids.Lookup":
         self._checked  # noqa: B018
         return open_npids(self.path / DOCNOS_FILE, self.meta.num_docs, _WHAT)
@@ -283,30 +293,83 @@ class ColBERTIndex(pt.Artifact):
         """The manifest's entry (size, checksum) of the vectors: FAISS caches record what they were built from."""
         return None if self.meta.files is None else self.meta.files.get(VECTORS_FILE)
 
-    def ann(self, spec: "FaissSpec") -> "AnnIndex":
-        """The neighbour index over all token vectors for ``spec``: loaded or built on first use, then kept in
-        memory (on GPU when its kind runs there and FAISS has GPU support and sees one)."""
+    def ann(self, spec: "FaissSpec", *, verbose: Optional[bool] = None) -> "AnnIndex":
+        """The neighbour index over all token vectors for ``spec``: read from ``faiss/`` in the index folder, or
+        built and written there on first use (see :meth:`build_ann`), then kept in memory (on GPU when its kind
+        runs there and FAISS has GPU support and sees one). A folder that cannot be written and holds no such
+        index is a ``PermissionError`` that says how to build it."""
         from . import ann
 
         spec = spec.resolve(self.meta.num_tokens, self.meta.dim)
         if spec not in self._ann:
-            built = ann.load_or_build(self.path, self.vectors, spec, self.config.similarity, self.verbose,
-                                      content=self._vectors_entry)
+            self._check_can_cache(spec)
+            built = ann.load_or_build(self.path, self.vectors, spec, self.config.similarity,
+                                      self.verbose if verbose is None else verbose, content=self._vectors_entry)
             self._ann[spec] = ann.to_gpu_if_available(built)
         return self._ann[spec]
 
+    def build_ann(self, faiss: Union[str, "FaissSpec", None] = None, *,
+                  verbose: bool = False) -> Optional[Path]:
+        """Build the neighbour index for ``faiss`` (a kind name or a ``FaissSpec``; ``None``: the retriever's
+        default for this index) and write it to ``faiss/`` in the index folder now, so that no query has to;
+        an existing one is kept. Returns its file, or ``None`` for exact search (nothing to build).
+
+        Also ``index.indexer(colbert, ann=...)`` (after indexing) and
+        ``python -m pyterrier_fandom_colbert.index build-ann FOLDER --faiss KIND``.
+        """
+        from . import ann
+        from .search import default_search
+
+        spec = default_search(self.meta.num_tokens)[0] if faiss is None else \
+            faiss if isinstance(faiss, ann.FaissSpec) else ann.FaissSpec(faiss)
+        target = ann.cache_file(self.path, spec.resolve(self.meta.num_tokens, self.meta.dim))
+        if target is None:
+            return None
+        self.ann(spec, verbose=verbose)
+        return target
+
+    def _check_can_cache(self, spec: "FaissSpec") -> None:
+        """Refuse, before any training, to build a neighbour index that could not be written to the folder."""
+        import tempfile
+
+        from . import ann
+
+        target = ann.cache_file(self.path, spec)
+        if target is None or target.exists():
+            return
+        try:
+            target.parent.mkdir(exist_ok=True)
+            with tempfile.TemporaryFile(dir=target.parent):
+                pass
+        except OSError as err:
+            kind = spec.kind
+            raise PermissionError(
+                f"no {kind!r} neighbour index at {target} and {target.parent} cannot be written ({err}); build it "
+                f"once where the index is writable: ColBERTIndex({str(self.path)!r}).build_ann(faiss={kind!r}) or "
+                f"`python -m pyterrier_fandom_colbert.index build-ann {self.path} --faiss {kind}`, or search "
+                "without one: retriever(faiss='exact')") from None
+
     # -- factories -----------------------------------------------------------------------------------------
     def indexer(self, colbert: "ColBERT", *, text_field: str = "text", batch_size: int = 1024,
-                overwrite: bool = False, verbose: bool = False) -> "ColBERTIndexer":
+                overwrite: bool = False, verbose: bool = False, long_docs: str = "truncate",
+                stride: Optional[int] = None,
+                ann: Union[str, "FaissSpec", None] = "default") -> "ColBERTIndexer":
         """A ``pt.Indexer`` encoding ``docno``/``text`` records with ``colbert`` into this index.
 
         ``batch_size`` documents are read, length-bucketed and encoded at a time: memory is bounded by that,
-        not by the corpus.
+        not by the corpus. Texts longer than ``doc_maxlen`` tokens are truncated and counted
+        (``meta.truncated_docs``, a warning), or with ``long_docs="windows"`` stored whole as overlapping
+        windows ``stride`` word pieces apart (default two thirds of a window), each document still one row of
+        the retriever's and scorer's results (docs/index.md, "Long documents").
+
+        ``ann``: the neighbour index built right after indexing (:meth:`build_ann`): ``"default"`` the one the
+        default retriever uses (none below 100,000 tokens, where it searches exactly), a kind name or a
+        ``FaissSpec``, or ``None`` for none (built on first use then, if the folder is writable).
         """
         from .writer import ColBERTIndexer
 
         return ColBERTIndexer(self, colbert, text_field=text_field, batch_size=batch_size, overwrite=overwrite,
-                              verbose=verbose)
+                              verbose=verbose, long_docs=long_docs, stride=stride, ann=ann)
 
     def writer(self, config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False) -> "IndexWriter":
         """Low-level writer for precomputed vectors (``with index.writer(...) as w: w.add(docno, vecs, ids)``)."""
@@ -315,42 +378,48 @@ class ColBERTIndex(pt.Artifact):
         return IndexWriter(self.path, config, fingerprint, overwrite=overwrite)
 
     def retriever(self, colbert: Optional["ColBERT"] = None, *, num_results: int = 1000, lam: Optional[float] = None,
-                  k_hat: Optional[int] = None, faiss: Union[str, "FaissSpec"] = "flat", nprobe: Optional[int] = None,
-                  refine: int = 1, verbose: bool = False) -> pt.Transformer:
+                  k_hat: Optional[int] = None, faiss: Union[str, "FaissSpec", None] = None,
+                  nprobe: Optional[int] = None, refine: Optional[int] = None, strict: bool = False,
+                  verbose: bool = False) -> pt.Transformer:
         """End-to-end retrieval (qid, query_embs → docno, score, rank): token neighbours, exact MaxSim.
 
         Composes through columns: ``colbert.query_encoder() >> index.retriever()``. Given the encoder,
         ``index.retriever(colbert)`` checks that it built this index and returns exactly that pipeline.
 
-        Each scoring query vector fetches its k̂ nearest document tokens, ``ceil(num_results / lam)`` (λ default
-        2), or ``k_hat`` when given (e.g. a deep candidate pool for a short top 10); their documents are scored
-        exactly. ``faiss``: ``'flat'`` (exact), ``'ivf'``, ``'ivfpq'``, ``'ivfpq-fs'`` or a
-        :class:`~pyterrier_fandom_colbert.index.ann.FaissSpec`; ``nprobe``: inverted lists visited (IVF kinds;
-        default 32); ``refine``: FAISS fetches ``refine · k̂`` neighbours and the ``k̂`` nearest by the stored
-        vectors are kept (approximate kinds; with 4-bit ``'ivfpq-fs'`` codes this recovers the exact neighbours
-        at little cost).
+        Each scoring query vector fetches its k̂ nearest document tokens: ``ceil(num_results / lam)`` when
+        ``lam`` is given, ``k_hat`` when that is given (fixed under ``% k``), else ``max(ceil(num_results / 2),
+        50)`` (so a short top 10 still draws on a deep candidate pool); their documents are scored exactly.
+        ``faiss``: ``'exact'`` (``'flat'`` is another name for it), ``'ivf'``, ``'ivfpq'``, ``'ivfpq-fs'`` or a
+        :class:`~pyterrier_fandom_colbert.index.ann.FaissSpec`; ``None`` (default): the measured best setting
+        (:func:`~pyterrier_fandom_colbert.index.search.default_search`: an IVF-PQ kind with its ``nprobe`` and
+        ``refine``, or ``'exact'`` for indexes under 100,000 tokens; figures in docs/index.md), resolved when the
+        retriever is made (its repr shows it). ``nprobe``: inverted lists visited (IVF kinds; default 32 when a
+        kind is named); ``refine``: FAISS fetches ``refine · k̂`` neighbours and the ``k̂`` nearest by the stored
+        vectors are kept (approximate kinds).
+        Empty or non-text queries get no rows and one warning naming their qids (``strict=True``: an error).
         """
         from .search import ColBERTRetriever
 
         self.check()
         retriever = ColBERTRetriever(self, num_results=num_results, lam=lam, k_hat=k_hat, faiss=faiss,
-                                     nprobe=nprobe, refine=refine, verbose=verbose)
-        return self._with_encoder(colbert, retriever)
+                                     nprobe=nprobe, refine=refine, strict=strict, verbose=verbose)
+        return self._with_encoder(colbert, retriever, strict)
 
-    def scorer(self, colbert: Optional["ColBERT"] = None, *, verbose: bool = False) -> pt.Transformer:
+    def scorer(self, colbert: Optional["ColBERT"] = None, *, strict: bool = False,
+               verbose: bool = False) -> pt.Transformer:
         """Re-ranker (qid, query_embs, docno → score, rank) from the stored vectors: no document text, no
         re-encoding. ``index.scorer(colbert)`` is ``colbert.query_encoder() >> index.scorer()`` after checking the
-        encoder."""
+        encoder. Empty or non-text queries get no rows and one warning (``strict=True``: an error)."""
         from .search import IndexScorer
 
         self.check()
-        return self._with_encoder(colbert, IndexScorer(self, verbose=verbose))
+        return self._with_encoder(colbert, IndexScorer(self, strict=strict, verbose=verbose), strict)
 
-    def _with_encoder(self, colbert: Optional["ColBERT"], stage: pt.Transformer) -> pt.Transformer:
+    def _with_encoder(self, colbert: Optional["ColBERT"], stage: pt.Transformer, strict: bool) -> pt.Transformer:
         if colbert is None:
             return stage
         self.check_encoder(colbert)
-        return colbert.query_encoder() >> stage
+        return colbert.query_encoder(strict=strict) >> stage
 
     def _forget(self) -> None:
         """Drop everything read from disk (after a rebuild)."""

@@ -10,8 +10,10 @@ An index folder holds::
     token_ids.i32          [num_tokens] int32: the wordpiece id of each vector (for explanations)
     offsets.i64            [num_docs + 1] int64: document i owns rows offsets[i] .. offsets[i+1]
     docnos.npids           docno <-> document id lookup (npids)
-    faiss/                 FAISS indexes over the token vectors, built on first use, each tied to the checksum of
-                           vectors.f16 it was built from (see ann/cache.py)
+    parts.i64              long_docs="windows" only: [num_parts + 1] int64 row boundaries of the windows
+                           (parts), each document's parts back to back within its own rows
+    faiss/                 FAISS indexes over the token vectors (index.build_ann, or built on first use), each tied
+                           to the checksum of vectors.f16 it was built from (see ann/cache.py)
 
 Opening checks the cheap things (:func:`check_offsets`, every file's size, the checksums of
 :data:`CHECKED_ON_OPEN`); ``ColBERTIndex.verify()`` checks every checksum and that every vector is finite.
@@ -46,6 +48,9 @@ DOCNOS_FILE = "docnos.npids"
 #: files whose checksums are compared on every open (small: a few bytes per document); the others (vectors,
 #: token ids) only have their sizes checked then, and their checksums in ``verify()``
 CHECKED_ON_OPEN = (CONFIG_FILE, OFFSETS_FILE, DOCNOS_FILE)
+PARTS_FILE = "parts.i64"
+#: how the indexer treats texts longer than one document (``doc_maxlen`` tokens)
+LONG_DOCS = ("truncate", "windows")
 
 
 @dataclass(frozen=True)
@@ -62,12 +67,26 @@ class IndexMeta(JsonConfig):
     num_tokens: int
     dim: int
     fingerprint: str
+    #: ``"truncate"``: a long text keeps its first ``doc_maxlen`` tokens; ``"windows"``: it is stored as overlapping
+    #: windows (``parts.i64``), ``stride`` word pieces apart, all scored as one document
+    long_docs: str = "truncate"
+    stride: Optional[int] = None
+    #: documents cut at ``doc_maxlen`` (truncate) and split into several windows (windows); None: not counted
+    #: (vectors given to the writer directly, or an index built before the count existed)
+    truncated_docs: Optional[int] = None
+    windowed_docs: Optional[int] = None
+    #: windows stored (windows mode; equals num_docs otherwise)
+    num_parts: Optional[int] = None
     type: str = ARTIFACT_TYPE
     format: str = ARTIFACT_FORMAT
     package_hint: str = PACKAGE_HINT
     #: manifest: {file name: {"size": bytes, "xxh3_128": checksum}} of every other file (None: an index written
     #: before checksums were recorded; its sizes and structure are still checked)
     files: Optional[Dict[str, Dict[str, Any]]] = field(default=None, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.long_docs not in LONG_DOCS:
+            raise ValueError(f"long_docs={self.long_docs!r}; expected one of {LONG_DOCS}")
 
     def save(self, folder: Union[str, Path]) -> Path:
         return write_json(Path(folder) / META_FILE, self.to_dict())

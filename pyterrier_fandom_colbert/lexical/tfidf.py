@@ -28,7 +28,7 @@ import pandas as pd
 import pyterrier as pt
 import scipy.sparse as sp
 
-from ..frames import EqualByKey, artifact_key, check_record, empty_output
+from ..frames import EqualByKey, artifact_key, check_record, empty_output, usable_query_rows
 from ..lazy import forget_cached
 from ..progress import progress
 from ..ranking import top_k
@@ -287,14 +287,15 @@ class TfidfIndex(pt.Artifact):
         return TfidfIndexer(self, config or TfidfConfig(), text_field, store_text, verbose, overwrite)
 
     def retriever(self, num_results: int = 1000, *, text: bool = False, batch_size: int = 256,
-                  verbose: bool = False) -> "TfidfRetriever":
-        """qid, query → + docno, score, rank (+ text), the top ``num_results`` per query."""
+                  strict: bool = False, verbose: bool = False) -> "TfidfRetriever":
+        """qid, query → + docno, score, rank (+ text), the top ``num_results`` per query. Empty or non-text queries
+        get no rows and one warning naming their qids (``strict=True``: an error)."""
         meta = self.meta  # fails here, not at the first query, when there is no index
         self.check()
         if text and meta.text_field is None:
             raise ValueError(f"{self.path} was built without passage text; rebuild it with "
                              "indexer(store_text=True) or join text later with pt.text.get_text(...)")
-        return TfidfRetriever(self, num_results, text=text, batch_size=batch_size, verbose=verbose)
+        return TfidfRetriever(self, num_results, text=text, batch_size=batch_size, strict=strict, verbose=verbose)
 
     # -- loaded structures (read on first use) --
     @cached_property
@@ -545,19 +546,21 @@ class TfidfIndex(pt.Artifact):
 class TfidfRetriever(EqualByKey, pt.Transformer):
     """qid, query → + docno, score, rank (+ text); other input columns are kept.
 
-    Queries with no indexed term (empty, whitespace, only stopwords or unknown words) give no rows.
-    Rank order: score descending, then index order (the order documents were indexed) for ties.
+    Queries with no indexed term (only stopwords or unknown words) give no rows. Empty or non-text queries give
+    no rows either, with one warning naming their qids (``strict=True``: an error), as in every retriever and
+    scorer of the package. Rank order: score descending, then index order (the order documents were indexed) for
+    ties.
     """
 
     def __init__(self, index: TfidfIndex, num_results: int = 1000, *, text: bool = False, batch_size: int = 256,
-                 verbose: bool = False):
+                 strict: bool = False, verbose: bool = False):
         if num_results < 1 or batch_size < 1:
             raise ValueError(f"num_results={num_results}, batch_size={batch_size}; both must be positive")
         self.index, self.num_results, self.text = index, num_results, text
-        self.batch_size, self.verbose = batch_size, verbose
+        self.batch_size, self.strict, self.verbose = batch_size, strict, verbose
 
     def _key(self) -> Tuple[Any, ...]:
-        return (artifact_key(self.index), self.num_results, self.text)
+        return (artifact_key(self.index), self.num_results, self.text, self.strict)
 
     def _outputs(self) -> List[str]:
         return ["docno", "score", "rank"] + (["text"] if self.text else [])
@@ -569,14 +572,13 @@ class TfidfRetriever(EqualByKey, pt.Transformer):
     def fuse_rank_cutoff(self, k: int) -> Optional[pt.Transformer]:
         if k >= self.num_results:
             return self
-        return TfidfRetriever(self.index, k, text=self.text, batch_size=self.batch_size, verbose=self.verbose)
+        return TfidfRetriever(self.index, k, text=self.text, batch_size=self.batch_size, strict=self.strict,
+                              verbose=self.verbose)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pt.validate.query_frame(inp, ["query"], context=self)
+        inp = usable_query_rows(inp, strict=self.strict, context=self)
         queries = inp["query"].tolist()
-        bad = [qid for qid, q in zip(inp["qid"], queries) if not isinstance(q, str)]
-        if bad:
-            raise ValueError(f"non-text query for qid(s) {bad[:5]}; expected strings (empty ones give no results)")
         qrows, docids, scores = [], [], []
         bar = progress(total=len(queries), desc="tf-idf retrieval", unit="query", enabled=self.verbose)
         try:
@@ -601,4 +603,5 @@ class TfidfRetriever(EqualByKey, pt.Transformer):
         return out
 
     def __repr__(self) -> str:
-        return f"{self.index!r}.retriever(num_results={self.num_results}{', text=True' if self.text else ''})"
+        extra = (", text=True" if self.text else "") + (", strict=True" if self.strict else "")
+        return f"{self.index!r}.retriever(num_results={self.num_results}{extra})"

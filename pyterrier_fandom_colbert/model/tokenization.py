@@ -103,7 +103,8 @@ class ColBERTTokenizer:
         return flags
 
     # -- layouts -------------------------------------------------------------------------------------------
-    def _content_ids(self, texts: Sequence[str], max_content: int, offsets: bool):
+    def _content_ids(self, texts: Sequence[str], max_content: Optional[int], offsets: bool):
+        """Word-piece ids (no specials) of each text, cut to ``max_content`` pieces (``None``: never cut)."""
         if offsets:
             enc = self.hf(list(texts), add_special_tokens=False, truncation=True, max_length=max_content,
                           return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False)
@@ -140,6 +141,16 @@ class ColBERTTokenizer:
         with ``offsets``, also each piece's character span in its text."""
         return self._content_ids(texts, self.config.doc_maxlen - 3, offsets=offsets)
 
+    def document_pieces(self, texts: Sequence[str]) -> List[List[int]]:
+        """Word-piece ids of each whole text (no specials, never truncated): what the indexer counts and cuts
+        into windows (:func:`windows`)."""
+        return self._content_ids(texts, None, offsets=False)[0]
+
+    @property
+    def max_doc_pieces(self) -> int:
+        """Word pieces of a text that fit in one document (``doc_maxlen`` less ``[CLS] [D] … [SEP]``)."""
+        return self.config.doc_maxlen - 3
+
     def pack_documents(self, content: Sequence[Sequence[int]], offsets=None) -> TokenizedBatch:
         """``[CLS] [D] … [SEP]`` rows of length ``min(n + 3, doc_maxlen)``, padded to the batch's longest."""
         lengths = np.array([len(c) + 3 for c in content], dtype=np.int64)
@@ -175,3 +186,23 @@ class ColBERTTokenizer:
             self._strings = strings
         return self._strings[np.asarray(ids, dtype=np.int64)].tolist()
 
+
+
+def windows(length: int, size: int, stride: int) -> List[tuple]:
+    """``(start, end)`` piece ranges covering ``length`` pieces with windows of at most ``size`` pieces, starting
+    every ``stride`` pieces; the last window ends at ``length`` and is moved back to be full (so it may overlap
+    its predecessor by more). A text that fits is one window.
+
+    >>> windows(5, 8, 4)
+    [(0, 5)]
+    >>> windows(20, 8, 6)
+    [(0, 8), (6, 14), (12, 20)]
+    >>> windows(17, 8, 6)
+    [(0, 8), (6, 14), (9, 17)]
+    """
+    if size < 1 or not 1 <= stride <= size:
+        raise ValueError(f"windows of size={size} with stride={stride}; expected 1 <= stride <= size")
+    if length <= size:
+        return [(0, length)]
+    starts = list(range(0, length - size, stride)) + [length - size]
+    return [(s, s + size) for s in starts]

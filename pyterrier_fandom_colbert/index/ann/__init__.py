@@ -1,8 +1,8 @@
 """Nearest stored tokens for end-to-end retrieval: one module per kind, chosen by the user with ``faiss=``.
 
-``flat``/``exact`` (exact.py), ``ivf`` (ivf.py), ``ivfpq`` and ``ivfpq-fs`` (ivfpq.py). Each kind is a small
-:class:`~.base.AnnKind` registered in :data:`~.base.KINDS`; a new kind is one module defining and registering
-one, added to the import line below. Built indexes are cached by cache.py.
+``exact`` (exact.py; ``flat`` is accepted for it), ``ivf`` (ivf.py), ``ivfpq`` and ``ivfpq-fs`` (ivfpq.py). Each
+kind is a small :class:`~.base.AnnKind` registered in :data:`~.base.KINDS`; a new kind is one module defining and
+registering one, added to the import line below. Built indexes are cached by cache.py.
 """
 from . import exact, ivf, ivfpq  # noqa: F401  (importing a kind's module registers it)
 from .base import (

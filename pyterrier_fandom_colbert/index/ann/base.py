@@ -186,12 +186,12 @@ class FaissSpec(JsonConfig):
     'IVF32,PQ4x5'
     >>> FaissSpec("ivfpq-fs").resolve(num_tokens=2_000, dim=16).factory_string()
     'IVF32,PQ4x4fs'
-    >>> FaissSpec("exact") == FaissSpec("flat")
-    True
+    >>> FaissSpec("flat")  # the earlier name of exact search
+    FaissSpec(kind='exact', nlist=None, pq_m=None, pq_bits=None, train_size=None, niter=10, seed=0)
     >>> FaissSpec("hnsw")
     Traceback (most recent call last):
     ...
-    ValueError: faiss='hnsw' is not supported; expected one of ('flat', 'ivf', 'ivfpq', 'ivfpq-fs')...
+    ValueError: faiss='hnsw' is not supported; expected one of ('exact', 'ivf', 'ivfpq', 'ivfpq-fs')...
     >>> FaissSpec("ivf", pq_m=8)
     Traceback (most recent call last):
     ...
@@ -199,7 +199,7 @@ class FaissSpec(JsonConfig):
     """
 
     #: a registered kind's name (see :data:`KINDS`); aliases are stored as the kind's name
-    kind: str = "flat"
+    kind: str = "exact"
     #: number of inverted lists (None: the power of two nearest sqrt(tokens), at most tokens / 39)
     nlist: Optional[int] = None
     #: product-quantiser sub-vectors for ``ivfpq`` / ``ivfpq-fs`` (None: dim / 4); must divide dim

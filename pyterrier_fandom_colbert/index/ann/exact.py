@@ -1,4 +1,4 @@
-"""``flat`` (also ``exact``): exact nearest tokens, not FAISS.
+"""``exact`` (also accepted as ``flat``, its earlier name): exact nearest tokens, not FAISS.
 
 :class:`ExactSearch` multiplies the query vectors with the stored fp16 vectors a block at a time in torch (no
 copy of the vectors in RAM, nothing written). FAISS's own flat index switches to BLAS only from ~1,000 query
@@ -22,8 +22,8 @@ class ExactSearch:
     ``vectors [T, d]`` (e.g. the fp16 memory map) are read ``block_rows`` at a time into a reused float32
     buffer; each block's best ``k`` are merged into the running best. Ties may come in any order.
 
-    >>> flat = ExactSearch(np.array([[1., 0.], [0., 1.], [0.6, 0.8]], dtype=np.float16), "cosine", block_rows=2)
-    >>> sims, ids = flat.search(np.array([[0., 1.]], dtype=np.float32), 2)
+    >>> exact = ExactSearch(np.array([[1., 0.], [0., 1.], [0.6, 0.8]], dtype=np.float16), "cosine", block_rows=2)
+    >>> sims, ids = exact.search(np.array([[0., 1.]], dtype=np.float32), 2)
     >>> ids.tolist(), sims.astype(np.float64).round(3).tolist()
     ([[1, 2]], [[1.0, 0.8]])
     """
@@ -58,8 +58,8 @@ class ExactSearch:
 class Exact(AnnKind):
     """Exact search over the stored vectors: nothing trained, built in no time, never cached, CPU (torch)."""
 
-    name = "flat"
-    aliases = ("exact",)
+    name = "exact"
+    aliases = ("flat",)  # the earlier name, kept for existing code
     exact = True
 
     def factory_string(self, spec: FaissSpec) -> str:
