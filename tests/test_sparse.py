@@ -385,6 +385,19 @@ def test_topic_weighting_and_score_threshold(topics, queries, dense, weighting):
         np.testing.assert_allclose([s for _, s in got], final[ids], rtol=1e-5)
 
 
+def test_query_scorer_feeds_the_filter(topics, queries):
+    scorer = topics.query_scorer()
+    scored = scorer(queries)
+    assert scorer.transform_outputs(list(queries.columns)) == list(scored.columns)
+    for toks, theta in zip(queries["query_toks"], scored["query_theta"]):
+        np.testing.assert_allclose(theta, query_theta(topics, toks), rtol=1e-6)
+    retriever = topics.retriever(query_topics=1, passage_topics=1)
+    pd.testing.assert_frame_equal(retriever(scored).drop(columns="query_theta"), retriever(queries))
+    assert len(scorer(queries.iloc[:0])) == 0 and scorer == topics.query_scorer()
+    with pytest.raises(ValueError, match="query_theta of shape"):
+        retriever(scored.assign(query_theta=[np.ones(2)] * len(scored)))
+
+
 def test_keep_topics_settings():
     theta = np.array([[0.1, 0.6, 0.3]])
     assert keep_topics(theta, 0.3).tolist() == [[False, True, True]]
@@ -406,6 +419,11 @@ def test_minilm_topics_follow_index_order(tmp_path, index, corpus, tiny_bert_dir
     assert "query" in retriever.transform_outputs(["qid", "query", "query_toks"])
     with pytest.raises(pt.validate.InputValidationError, match="query"):
         retriever.transform_outputs(["qid", "query_toks"])
+    scored = model.query_scorer()(queries)  # θ from the query text, batched; then the text is not needed
+    np.testing.assert_allclose(np.stack(scored["query_theta"]),
+                               model.query_scorer()(queries.iloc[::-1])["query_theta"].iloc[::-1].tolist())
+    pd.testing.assert_frame_equal(retriever(scored.drop(columns="query")).drop(columns="query_theta"),
+                                  retriever(queries).drop(columns="query"))
     loaded = TopicModel.load(model.save(tmp_path / "topics"), index)
     loaded._embedder = embedder
     pd.testing.assert_frame_equal(loaded.retriever(query_topics=1, passage_topics=1)(queries), retriever(queries))
@@ -473,3 +491,32 @@ def test_pisa_matches_exhaustive(tmp_path_factory, index, queries, dense, algori
         # weights are quarters, so PISA's integers (× 100 for documents and queries) are exact
         np.testing.assert_allclose([s / 1e4 for _, s in got], want, rtol=1e-6)
         assert all(exact[d] == pytest.approx(s / 1e4) for d, s in got)
+
+
+# -- the main job ---------------------------------------------------------------------------------------------------
+
+class ToyDataset:
+    docs = [{"docno": "a", "text": "The castle by the river."}, {"docno": "b", "text": "Dragons of the north."},
+            {"docno": "c", "text": "A silver crown for the smith."}]
+
+    def get_corpus_iter(self, verbose=False):
+        return iter(self.docs)
+
+    def get_topics(self):
+        return pd.DataFrame({"qid": ["q1", "q2"], "query": ["castle river", "silver crown"]})
+
+    def get_qrels(self):
+        return pd.DataFrame({"qid": ["q1", "q2"], "docno": ["a", "c"], "label": [1, 1]})
+
+
+def test_main_job_splade_systems(tmp_path, tiny_mlm_dir, tiny_bert_dir):
+    from pyterrier_fandom_colbert.__main__ import build_parser, compare
+
+    assert "splade" not in build_parser().parse_args([]).systems  # an optional extra: only when asked for
+    table = compare(ToyDataset(), "toy/test", ["splade", "splade-colbert"], "RR@10,R@1,R@2", tmp_path, k=2,
+                    checkpoint=tiny_bert_dir, splade=tiny_mlm_dir)
+    assert table["name"].tolist() == ["SPLADE", "SPLADE >> ColBERT"]
+    # re-ranking SPLADE's top 2 cannot change which passages are among them
+    assert table.iloc[1]["R@2"] == pytest.approx(table.iloc[0]["R@2"])
+    built = [p for p in (tmp_path / "cache" / "toy--test").iterdir() if p.name.startswith("splade-")]
+    assert len(built) == 1 and SparseIndex(built[0]).num_docs == 3

@@ -175,7 +175,7 @@ class Splade:
                 enc = {k: v.to(self.device) for k, v in enc.items()}
                 with torch.inference_mode():
                     logits = self.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).logits
-                    pooled = splade_pool(logits.float(), enc["attention_mask"]).cpu().numpy()
+                    pooled = splade_pool(logits.float(), enc["attention_mask"], inplace=True).cpu().numpy()
                 block = sparse_rows(pooled, self.config.min_weight)
                 for j, p in enumerate(positions):
                     rows[p] = block[j]

@@ -258,16 +258,21 @@ class SparseIndex(pt.Artifact):
 
     def query_vector(self, toks: Mapping[str, float], where: str = "query") -> Tuple[np.ndarray, np.ndarray]:
         """(sorted term ids, weights) of a query dict; terms the index does not know and zero weights dropped."""
-        check_toks(toks, where)
+        if not isinstance(toks, Mapping):
+            check_toks(toks, where)  # raises, naming the query
         vocab = self.vocab
-        pairs = sorted((vocab[t], float(w)) for t, w in toks.items() if w > 0 and t in vocab)
-        return (np.fromiter((t for t, _ in pairs), np.int64, len(pairs)),
-                np.fromiter((w for _, w in pairs), np.float64, len(pairs)))
-
-    def dense_query(self, terms: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(self.lexicon), np.float64)
-        out[terms] = weights
-        return out
+        try:
+            weights = np.fromiter(toks.values(), np.float64, len(toks))
+            ok = bool(np.isfinite(weights).all() and (weights >= 0).all())
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            check_toks(toks, where)  # raises, naming the bad weight
+        ids = np.fromiter((vocab.get(t, -1) if isinstance(t, str) else -1 for t in toks), np.int64, len(toks))
+        keep = (ids >= 0) & (weights > 0)
+        ids, weights = ids[keep], weights[keep]
+        order = np.argsort(ids)
+        return ids[order], weights[order]
 
     def __repr__(self) -> str:
         return f"SparseIndex({str(self.path)!r})"
@@ -282,9 +287,6 @@ class SparseSearcher(pt.Transformer):
     and results into a ranked frame. Rank order: score descending, then index order for ties. A query sharing no
     term with the candidates gives no rows.
     """
-
-    #: input columns besides qid and query_toks
-    extra_inputs: Tuple[str, ...] = ()
 
     def __init__(self, index: SparseIndex, num_results: int = 1000, *, verbose: bool = False):
         if not isinstance(num_results, (int, np.integer)) or num_results < 1:
@@ -304,11 +306,12 @@ class SparseSearcher(pt.Transformer):
         return type(self)(self.index, k, verbose=self.verbose)
 
     # -- shared --
-    def _inputs(self) -> List[str]:
-        return ["qid", "query_toks", *self.extra_inputs]
+    def required_columns(self, columns: Sequence[str]) -> List[str]:
+        """Input columns this retriever needs, given the columns present."""
+        return ["qid", "query_toks"]
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
-        require_columns(input_columns, self._inputs(), self)
+        require_columns(input_columns, self.required_columns(input_columns), self)
         return list(input_columns) + [c for c in ("docno", "score", "rank") if c not in input_columns]
 
     def fuse_rank_cutoff(self, k: int) -> Optional[pt.Transformer]:
@@ -323,7 +326,7 @@ class SparseSearcher(pt.Transformer):
         return docids[best], scores[best]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        require_columns(inp.columns, self._inputs(), self)
+        require_columns(inp.columns, self.required_columns(list(inp.columns)), self)
         outputs = ["docno", "score", "rank"]
         if len(inp) == 0:
             return empty_output(inp.iloc[:0], outputs)

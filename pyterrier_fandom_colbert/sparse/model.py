@@ -20,8 +20,10 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
 
-def splade_pool(logits: "torch.Tensor", attention_mask: "torch.Tensor") -> "torch.Tensor":
+def splade_pool(logits: "torch.Tensor", attention_mask: "torch.Tensor", inplace: bool = False) -> "torch.Tensor":
     """``[batch, tokens, vocab]`` logits and a ``[batch, tokens]`` 0/1 mask → ``[batch, vocab]`` SPLADE weights.
+
+    ``inplace=True`` overwrites the padding positions of ``logits`` instead of copying the (large) tensor.
 
     >>> import torch
     >>> logits = torch.tensor([[[1.0, -2.0, 0.0], [3.0, 0.5, -1.0], [9.0, 9.0, 9.0]]])
@@ -36,7 +38,8 @@ def splade_pool(logits: "torch.Tensor", attention_mask: "torch.Tensor") -> "torc
     if logits.dim() != 3 or attention_mask.shape != logits.shape[:2]:
         raise ValueError(f"logits of shape {tuple(logits.shape)} and mask of shape {tuple(attention_mask.shape)}: "
                          "expected [batch, tokens, vocab] and [batch, tokens]")
-    masked = logits.masked_fill(~attention_mask.bool().unsqueeze(-1), float("-inf"))
+    padding = ~attention_mask.bool().unsqueeze(-1)
+    masked = logits.masked_fill_(padding, float("-inf")) if inplace else logits.masked_fill(padding, float("-inf"))
     return torch.log1p(torch.relu(masked.amax(dim=1)))
 
 
@@ -73,13 +76,18 @@ def top_k(scores: np.ndarray, docids: np.ndarray, k: int) -> np.ndarray:
 
     >>> top_k(np.array([1.0, 3.0, 3.0, 2.0]), np.array([7, 9, 4, 1]), 2).tolist()
     [2, 1]
+    >>> top_k(np.array([1.0, 3.0, 3.0, 2.0]), np.array([1, 4, 7, 9]), 3).tolist()   # ascending docids
+    [1, 2, 3]
     """
     if k < len(scores):
         kth = np.partition(scores, len(scores) - k)[len(scores) - k]
         cand = np.flatnonzero(scores >= kth)
     else:
         cand = np.arange(len(scores))
-    return cand[np.lexsort((docids[cand], -scores[cand]))][:k]
+    ids = docids[cand]
+    if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):  # already in docid order: one stable sort suffices
+        return cand[np.argsort(-scores[cand], kind="stable")][:k]
+    return cand[np.lexsort((ids, -scores[cand]))][:k]
 
 
 def concat_slices(starts: np.ndarray, ends: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:

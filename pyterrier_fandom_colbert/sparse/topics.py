@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import pandas as pd
+import pyterrier as pt
 
+from ..frames import empty_output, require_columns, with_columns
 from ..progress import progress
 from ..storage import JsonConfig, atomic_folder, read_json, write_json
 from .exact import Postings, SparseIndex, SparseSearcher
@@ -189,6 +192,8 @@ class TopicConfig(JsonConfig):
     temperature: float = 0.05
     iterations: int = 30
     seed: int = 0
+    #: wordpieces of each text the MiniLM source embeds (a topic needs the gist, not every word)
+    max_length: int = 128
 
     def __post_init__(self):
         if self.source not in ("minilm", "splade"):
@@ -229,7 +234,7 @@ class TopicModel:
                 raise ValueError("TopicConfig(source='minilm') embeds passage text: pass docs=[{'docno', "
                                  f"{text_field!r}}}, ...] covering every document of {index!r}")
             texts = cls._aligned_texts(index, docs, text_field)
-            embedder = embedder or MiniLMEmbedder()
+            embedder = embedder or MiniLMEmbedder(max_length=config.max_length)
             vectors = embedder(texts, verbose=verbose)
         centroids = spherical_kmeans(vectors, config.num_topics, config.iterations, config.seed)
         doc_topics = topic_scores(vectors, centroids, config.temperature).astype(np.float32)
@@ -277,7 +282,7 @@ class TopicModel:
     @property
     def embedder(self) -> MiniLMEmbedder:
         if self._embedder is None:
-            self._embedder = MiniLMEmbedder()
+            self._embedder = MiniLMEmbedder(max_length=self.config.max_length)
         return self._embedder
 
     def query_topics(self, terms: np.ndarray, weights: np.ndarray, text: Optional[str] = None) -> np.ndarray:
@@ -291,6 +296,11 @@ class TopicModel:
             raise ValueError(f"query text {text!r}: a MiniLM topic model embeds the query, so the frame needs a "
                              "'query' column of strings")
         return topic_scores(self.embedder([text]), self.centroids, self.config.temperature)[0]
+
+    def query_scorer(self) -> "TopicQueryScorer":
+        """qid, query (MiniLM topics) or query_toks (SPLADE topics) → + ``query_theta``, each query's θ; a
+        :class:`TopicFilterRetriever` after it uses that column instead of scoring each query itself."""
+        return TopicQueryScorer(self)
 
     def shards(self, passage_topics: Setting) -> Tuple[Postings, np.ndarray, np.ndarray]:
         """(postings laid out topic by topic, shard start per topic, shard end per topic) for a passage setting."""
@@ -323,6 +333,49 @@ class TopicModel:
         return f"TopicModel({self.index!r}, {c.num_topics} topics, source={c.source!r})"
 
 
+class TopicQueryScorer(pt.Transformer):
+    """qid, query / query_toks → + ``query_theta`` (the topic model's θ of each query, float64 array)."""
+
+    def __init__(self, topics: TopicModel):
+        self.topics = topics
+
+    def _required(self) -> List[str]:
+        return ["qid", "query" if self.topics.config.source == "minilm" else "query_toks"]
+
+    def transform_outputs(self, input_columns: List[str]) -> List[str]:
+        require_columns(input_columns, self._required(), self)
+        return list(input_columns) + [c for c in ("query_theta",) if c not in input_columns]
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        require_columns(inp.columns, self._required(), self)
+        if len(inp) == 0:
+            return empty_output(inp, ["query_theta"])
+        if self.topics.config.source == "minilm":
+            texts = inp["query"].tolist()
+            bad = [q for q, t in zip(inp["qid"], texts) if not isinstance(t, str)]
+            if bad:
+                raise ValueError(f"non-text query for qid(s) {bad[:5]}; expected strings")
+            codes, unique = pd.factorize(pd.Series(texts, dtype=object))
+            theta = topic_scores(self.topics.embedder(list(unique)), self.topics.centroids,
+                                 self.topics.config.temperature)[codes]
+        else:
+            theta = np.stack([self.topics.query_topics(*self.topics.index.query_vector(t, f"qid {q!r}"))
+                              for q, t in zip(inp["qid"], inp["query_toks"])])
+        return with_columns(inp, {"query_theta": list(theta)})
+
+    def _key(self) -> tuple:
+        return (type(self), self.topics.fingerprint(), self.topics.config)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TopicQueryScorer) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"{self.topics!r}.query_scorer()"
+
+
 class TopicFilterRetriever(SparseSearcher):
     """Learned-sparse retrieval restricted to the passages sharing a kept topic with the query."""
 
@@ -339,12 +392,19 @@ class TopicFilterRetriever(SparseSearcher):
             raise ValueError(f"score_threshold={score_threshold!r}; expected a finite number or None")
         self.topics, self.query_topics, self.passage_topics = topics, query_topics, passage_topics
         self.weighting, self.score_threshold = weighting, score_threshold
-        if topics.config.source == "minilm":
-            self.extra_inputs = ("query",)
+
+    def required_columns(self, columns: Sequence[str]) -> List[str]:
+        needs_text = self.topics.config.source == "minilm" and "query_theta" not in columns
+        return ["qid", "query_toks"] + (["query"] if needs_text else [])
 
     def _plan(self, terms: np.ndarray, weights: np.ndarray, row: Any) -> Tuple[np.ndarray, Postings, np.ndarray]:
         """(query θ, shard postings, ``[n, 2]`` position ranges of the kept topics' non-empty shards)."""
-        theta = self.topics.query_topics(terms, weights, getattr(row, "query", None))
+        theta = getattr(row, "query_theta", None)
+        if theta is None:
+            theta = self.topics.query_topics(terms, weights, getattr(row, "query", None))
+        elif np.shape(theta) != (self.topics.config.num_topics,):
+            raise ValueError(f"query_theta of shape {np.shape(theta)} for qid {getattr(row, 'qid', '?')!r}; "
+                             f"expected ({self.topics.config.num_topics},) from this topic model's query_scorer()")
         kept = np.flatnonzero(keep_topics(theta, self.query_topics)[0])
         postings, starts, ends = self.topics.shards(self.passage_topics)
         ranges = np.stack([starts[kept], ends[kept]], axis=1)

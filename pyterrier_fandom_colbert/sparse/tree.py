@@ -169,24 +169,37 @@ class BinaryTree:
     def bounds(self, nodes: np.ndarray, terms: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """Dot product of the query with each node's aggregate (for "max": an upper bound of its documents)."""
         nodes = np.asarray(nodes, dtype=np.int64)
-        look = (nodes[:, None] * self.aggregates.shape[1] + np.asarray(terms, np.int64)[None, :]).ravel()
-        idx = np.minimum(np.searchsorted(self._keys, look), max(len(self._keys) - 1, 0))
-        found = self._keys[idx] == look if len(self._keys) else np.zeros(len(look), bool)
-        vals = np.where(found, self.aggregates.data[idx] if len(self._keys) else 0.0, 0.0)
+        if len(self._keys) == 0:
+            return np.zeros(len(nodes))
+        look = (nodes[:, None] * self.aggregates.shape[1] + np.asarray(terms, np.int64)).ravel()
+        idx = np.searchsorted(self._keys, look)
+        vals = self.aggregates.data.take(idx, mode="clip") * (self._keys.take(idx, mode="clip") == look)
         return vals.reshape(len(nodes), len(terms)) @ np.asarray(weights, dtype=np.float64)
 
+    def expandable(self, depth: Optional[int] = None, leaf_size: Optional[int] = None) -> np.ndarray:
+        """Per node: does a descent limited by ``depth`` and ``leaf_size`` go below it?"""
+        out = self.left >= 0
+        if depth is not None:
+            out &= self.depth < depth
+        if leaf_size is not None:
+            out &= self.size > leaf_size
+        return out
+
     def descend(self, terms: np.ndarray, weights: np.ndarray, depth: Optional[int] = None,
-                leaf_size: Optional[int] = None, beam: int = 1) -> np.ndarray:
-        """Node ids reached by the query (disjoint subtrees; nodes whose aggregate shares no term are dropped)."""
+                leaf_size: Optional[int] = None, beam: int = 1, expandable: Optional[np.ndarray] = None) -> np.ndarray:
+        """Node ids reached by the query (disjoint subtrees; nodes whose aggregate shares no term are dropped).
+
+        ``expandable`` is :meth:`expandable` of ``depth`` and ``leaf_size``, when the caller keeps it.
+        """
+        if expandable is None:
+            expandable = self.expandable(depth, leaf_size)
+        if beam == 1:
+            return self._greedy(terms, weights, expandable)
         frontier = np.zeros(1, dtype=np.int64)
         fb = self.bounds(frontier, terms, weights)
         frontier, fb = frontier[fb > 0], fb[fb > 0]
         while len(frontier):
-            done = self.left[frontier] < 0
-            if depth is not None:
-                done |= self.depth[frontier] >= depth
-            if leaf_size is not None:
-                done |= self.size[frontier] <= leaf_size
+            done = ~expandable[frontier]
             if done.all():
                 break
             opened = frontier[~done]
@@ -197,6 +210,17 @@ class BinaryTree:
             best = np.lexsort((cand, -cb))[:beam]
             frontier, fb = cand[best], cb[best]
         return frontier
+
+    def _greedy(self, terms: np.ndarray, weights: np.ndarray, expandable: np.ndarray) -> np.ndarray:
+        """``descend`` with a beam of 1, one bounds call per level (ties: the left child)."""
+        if self.bounds(np.zeros(1, np.int64), terms, weights)[0] <= 0:
+            return np.zeros(0, np.int64)
+        node = 0
+        while expandable[node]:  # a node with a positive bound has a child with a positive bound
+            kids = self.nodes[node, 2:4]
+            left, right = self.bounds(kids, terms, weights)
+            node = int(kids[0] if left >= right else kids[1])
+        return np.array([node], dtype=np.int64)
 
     def retriever(self, num_results: int = 1000, *, depth: Optional[int] = None, leaf_size: Optional[int] = None,
                   beam: int = 1, verbose: bool = False) -> "TreeRetriever":
@@ -229,8 +253,12 @@ class TreeRetriever(SparseSearcher):
             raise ValueError(f"beam={beam!r}; expected an integer ≥ 1")
         self.tree, self.depth, self.leaf_size, self.beam = tree, depth, leaf_size, int(beam)
 
+    @cached_property
+    def _expandable(self) -> np.ndarray:
+        return self.tree.expandable(self.depth, self.leaf_size)
+
     def reached(self, terms: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        return self.tree.descend(terms, weights, self.depth, self.leaf_size, self.beam)
+        return self.tree.descend(terms, weights, self.depth, self.leaf_size, self.beam, self._expandable)
 
     def ranges(self, terms: np.ndarray, weights: np.ndarray) -> np.ndarray:
         nodes = self.reached(terms, weights)
