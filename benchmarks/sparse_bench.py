@@ -17,8 +17,8 @@ encoding (SPLADE; MiniLM for the MiniLM topics) is the same for every method and
 setting runs once over all questions after 20 warm-up queries; ``--repeat`` keeps the fastest of several runs.
 
 Indexes are cached under ``--cache/<data>/`` (the folders pipelines/evaluate.py uses): the SPLADE index
-(``splade-<fingerprint>``), its PISA copy and the topic models. Writes ``<out>/sparse_bench.json`` and
-``<out>/sparse_bench.png``.
+(``splade-<fingerprint>``), its PISA copy and the topic models. Writes ``<out>/sparse_bench.json`` (results of
+earlier runs for other data sets are kept) and ``<out>/sparse_bench.png`` (every data set in the JSON).
 """
 from __future__ import annotations
 
@@ -357,9 +357,13 @@ def main(argv=None) -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     machine = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "threads": args.threads,
-               "python": platform.python_version()}
-    (args.out / "sparse_bench.json").write_text(json.dumps({"machine": machine, "args": sys.argv[1:],
-                                                            "results": results}, indent=2))
+               "python": platform.python_version(), "load_average": os.getloadavg()}
+    for result in results.values():
+        result["info"].update(machine=machine, args=sys.argv[1:])
+    path = args.out / "sparse_bench.json"
+    if path.exists():  # keep the other data sets' results (each run measures the ones it names)
+        results = {**json.loads(path.read_text())["results"], **results}
+    path.write_text(json.dumps({"results": results}, indent=2))
     plot(results, args.out / "sparse_bench.png")
     print(f"wrote {args.out / 'sparse_bench.json'} and {args.out / 'sparse_bench.png'}")
     return 0

@@ -234,7 +234,9 @@ def test_bad_input_is_refused(tmp_path, index):
         SparseIndex(tmp_path / "dup").indexer().index([{"docno": "a", "toks": {"x": 1.0}}] * 2)
     with pytest.raises(TypeError, match="qid 'q'"):
         index.retriever()(pd.DataFrame({"qid": ["q"], "query_toks": [["t1", "t2"]]}))
-    assert not (tmp_path / "neg").exists()
+    with pytest.raises(ValueError, match="one-document"):
+        SparseIndex(tmp_path / "one").indexer().index([{"docno": "a", "toks": {"x": 1.0}}])
+    assert not (tmp_path / "neg").exists() and not (tmp_path / "one").exists()
 
 
 def test_top_k_is_exact_at_the_cutoff():
@@ -520,3 +522,19 @@ def test_main_job_splade_systems(tmp_path, tiny_mlm_dir, tiny_bert_dir):
     assert table.iloc[1]["R@2"] == pytest.approx(table.iloc[0]["R@2"])
     built = [p for p in (tmp_path / "cache" / "toy--test").iterdir() if p.name.startswith("splade-")]
     assert len(built) == 1 and SparseIndex(built[0]).num_docs == 3
+
+
+def test_package_wiring():
+    import subprocess
+    import sys
+
+    import pyterrier_fandom_colbert as pfc
+    from pyterrier_fandom_colbert import sparse
+    from pyterrier_fandom_colbert.sparse.encoder import Splade
+
+    assert (pfc.Splade, pfc.SparseIndex, sparse.BinaryTree, sparse.TopicModel) == (Splade, SparseIndex, BinaryTree,
+                                                                                   TopicModel)
+    code = ("import sys, pyterrier_fandom_colbert.sparse; "
+            "print(sorted(m for m in ('torch', 'transformers', 'scipy', 'pyterrier_pisa') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -137,6 +137,9 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], field: str, verbo
                 bar.update()
             if len(indptr) == 1:  # (inside the builder: npids cannot close an empty lookup)
                 raise ValueError("the corpus is empty: no documents to index")
+            if len(indptr) == 2:  # npids 0.1.3 fails to close a lookup of a single docno
+                raise ValueError("a one-document corpus cannot be indexed (the docno lookup, npids, cannot store "
+                                 "a single docno); index at least two documents")
     finally:
         bar.close()
     matrix = sp.csr_matrix((np.frombuffer(weights, np.float32), np.frombuffer(indices, np.int32),
