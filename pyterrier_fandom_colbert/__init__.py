@@ -17,6 +17,8 @@ _LAZY = {
     "ColBERTIndex": "index.artifact",
     "FaissSpec": "index.ann",
     "Explainer": "explain.transformer",
+    "Splade": "sparse.encoder",
+    "SparseIndex": "sparse.exact",
 }
 
 

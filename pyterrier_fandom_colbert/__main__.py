@@ -2,6 +2,7 @@
 
     python -m pyterrier_fandom_colbert                      # fandom-qa/sample/test → runs/compare/
     pfc-compare --systems tfidf colbert-rerank --k 100 --checkpoint path/to/checkpoint
+    pfc-compare --systems tfidf splade splade-colbert      # SPLADE (exhaustive), and as ColBERT's first stage
 
 Prints a ``pt.Experiment`` table and writes ``results.csv``, ``recall_at_k.csv`` and ``recall_at_k.png``
 (recall against cut-off k, log scale) into ``--out``. Indexes are cached under ``<out>/cache/<dataset>/``
@@ -19,17 +20,21 @@ from .cli_errors import UserError, add_debug_flag, require_dataset, require_mode
 if TYPE_CHECKING:  # pragma: no cover
     import pyterrier as pt
 
-SYSTEMS = {"tfidf": "TF-IDF", "colbert-rerank": "TF-IDF >> ColBERT", "colbert-full": "ColBERT (full)"}
+SYSTEMS = {"tfidf": "TF-IDF", "colbert-rerank": "TF-IDF >> ColBERT", "colbert-full": "ColBERT (full)",
+           "splade": "SPLADE", "splade-colbert": "SPLADE >> ColBERT"}
+#: SPLADE's default weights are an optional extra ([splade]), so its systems run only when asked for
+DEFAULT_SYSTEMS = ["tfidf", "colbert-rerank", "colbert-full"]
 DEFAULT_METRICS = "RR@10,R@1,R@10,R@50"
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="pfc-compare", description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="fandom-qa/sample/test", help="ir_datasets id (topics, qrels, corpus)")
-    ap.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    ap.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=DEFAULT_SYSTEMS)
     ap.add_argument("--metrics", default=DEFAULT_METRICS, help="comma-separated ir_measures names")
     ap.add_argument("--out", type=Path, default=Path("runs/compare"), help="output folder (created)")
     ap.add_argument("--checkpoint", default=None, help="ColBERT checkpoint folder (default: the bundled one)")
+    ap.add_argument("--splade", default=None, help="SPLADE masked-LM folder (default: SPLADE-tiny, extra [splade])")
     ap.add_argument("--k", type=int, default=1000, help="results per query (TF-IDF depth re-ranked by ColBERT)")
     ap.add_argument("--verbose", action="store_true", help="progress bars")
     add_debug_flag(ap)
@@ -37,8 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def systems_for(corpus_iter, names: Sequence[str], cache: Path, k: int, checkpoint: Optional[str],
-                verbose: bool = False) -> Dict[str, "pt.Transformer"]:
+                verbose: bool = False, splade: Optional[str] = None) -> Dict[str, "pt.Transformer"]:
     """The named pipelines, building (or reusing) their indexes under ``cache``."""
+    import pyterrier as pt
+
     import pyterrier_fandom_colbert as pfc
 
     systems = {}
@@ -47,16 +54,34 @@ def systems_for(corpus_iter, names: Sequence[str], cache: Path, k: int, checkpoi
         if not tfidf.built():
             tfidf.indexer(store_text=True, verbose=verbose).index(corpus_iter())
         systems["tfidf"] = tfidf.retriever(num_results=k, text=True, verbose=verbose)
-    if {"colbert-rerank", "colbert-full"} & set(names):
+    if {"splade", "splade-colbert"} & set(names):
+        systems["splade"] = splade_first_stage(corpus_iter, cache, k, splade, verbose)
+    if {"colbert-rerank", "colbert-full", "splade-colbert"} & set(names):
         colbert = pfc.ColBERT.from_pretrained(checkpoint, verbose=verbose)
         if "colbert-rerank" in names:
             systems["colbert-rerank"] = systems["tfidf"] >> colbert.text_scorer()
+        if "splade-colbert" in names:
+            texts = {d["docno"]: d["text"] for d in corpus_iter()}
+            add_text = pt.apply.generic(lambda frame: frame.assign(text=frame["docno"].map(texts)))
+            systems["splade-colbert"] = systems["splade"] >> add_text >> colbert.text_scorer()
         if "colbert-full" in names:
             index = pfc.ColBERTIndex(cache / f"colbert-{colbert.fingerprint()[:16]}")
             if not index.built():
                 index.indexer(colbert, verbose=verbose).index(corpus_iter())
             systems["colbert-full"] = index.retriever(colbert, num_results=k, verbose=verbose)
     return {SYSTEMS[n]: systems[n] for n in names}
+
+
+def splade_first_stage(corpus_iter, cache: Path, k: int, weights: Optional[str], verbose: bool = False):
+    """SPLADE query encoder >> exhaustive learned-sparse retrieval over an index cached per encoder."""
+    from .sparse.encoder import Splade
+    from .sparse.exact import SparseIndex
+
+    splade = Splade.from_pretrained(weights, verbose=verbose)
+    index = SparseIndex(cache / f"splade-{splade.fingerprint()}")
+    if not index.built():
+        (splade.doc_encoder() >> index.indexer(verbose=verbose)).index(corpus_iter())
+    return splade.query_encoder() >> index.retriever(num_results=k, verbose=verbose)
 
 
 def curve_cutoffs(k: int, points: int = 40) -> List[int]:
@@ -120,7 +145,7 @@ def parse_metrics(metrics: str) -> list:
 
 
 def compare(dataset, dataset_id: str, names: Sequence[str], metrics: str, out: Path, k: int,
-            checkpoint: Optional[str] = None, verbose: bool = False):
+            checkpoint: Optional[str] = None, verbose: bool = False, splade: Optional[str] = None):
     """Run the experiment for a PyTerrier dataset (corpus iter, topics, qrels); write files; return the table."""
     import ir_measures
     import pyterrier as pt
@@ -129,7 +154,8 @@ def compare(dataset, dataset_id: str, names: Sequence[str], metrics: str, out: P
     cutoffs = curve_cutoffs(k)
     out.mkdir(parents=True, exist_ok=True)
     cache = out / "cache" / dataset_id.replace("/", "--")
-    systems = systems_for(lambda: dataset.get_corpus_iter(verbose=verbose), names, cache, k, checkpoint, verbose)
+    systems = systems_for(lambda: dataset.get_corpus_iter(verbose=verbose), names, cache, k, checkpoint, verbose,
+                          splade)
     # plan="tree": the TF-IDF stage shared by several systems runs once
     res = pt.Experiment(list(systems.values()), query_topics(dataset), dataset.get_qrels(), names=list(systems),
                         eval_metrics=measures + [ir_measures.R @ c for c in cutoffs], plan="tree", verbose=verbose)
@@ -160,7 +186,7 @@ def _main(argv: Sequence[str]) -> int:
 
     dataset = pt.get_dataset(f"irds:{args.dataset}")
     table = compare(dataset, args.dataset, args.systems, args.metrics, args.out, args.k, args.checkpoint,
-                    args.verbose)
+                    args.verbose, args.splade)
     print(table.to_string(index=False, float_format="{:.4f}".format))
     print(f"wrote {args.out / 'results.csv'}, {args.out / 'recall_at_k.csv'}, {args.out / 'recall_at_k.png'}")
     return 0
