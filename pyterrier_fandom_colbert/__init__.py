@@ -16,6 +16,11 @@ _LAZY = {
     "ColBERTIndex": "index.artifact",
     "FaissSpec": "index.ann",
     "Explainer": "explain.transformer",
+    "LinearFusion": "fusion",
+    "RRF": "fusion",
+    "Hybrid": "fusion",
+    "Normalise": "fusion",
+    "tune_fusion": "fusion",
 }
 
 
