@@ -416,3 +416,51 @@ def test_main_job_tunes_the_hybrid_on_the_tuning_split(tmp_path, tiny_bert_dir):
     want = per_query(pfc.Hybrid(lexical, neural, weight=best, num_results=8)(test.get_topics()), test.get_qrels(),
                      ["RR@10"], test.get_topics()["qid"])["RR@10"].mean()
     assert table.set_index("name").loc[SYSTEMS["hybrid"], "RR@10"] == pytest.approx(want)
+
+
+# -- the evaluation protocol's SQuAD split ------------------------------------------------------------------------
+def _squad_file(path, titles):
+    import json
+
+    data = {"version": "1.1", "data": [
+        {"title": t, "paragraphs": [{"context": f"{t} is a place.", "qas": [
+            {"id": f"{t}-q", "question": f"what is {t}?", "answers": [{"text": t, "answer_start": 0}]}]}]}
+        for t in titles]}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_protocol_split_is_by_article_seeded_and_disjoint(tmp_path):
+    import json
+
+    from pyterrier_fandom_colbert.data.protocol import selection_articles, squad_protocol, write_squad_subset
+
+    train = _squad_file(tmp_path / "train.json", [f"T{i}" for i in range(10)])
+    dev = _squad_file(tmp_path / "dev.json", ["D0", "D1"])
+    split = squad_protocol(train, dev, n_selection=3, seed=7)
+    assert split.selection == tuple(selection_articles([f"T{i}" for i in range(10)], 3, 7))
+    assert split.report == ("D0", "D1") and len(split.train) == 7
+    assert not set(split.train) & set(split.selection)
+    assert squad_protocol(train, dev, n_selection=3, seed=7) == split  # deterministic
+    assert squad_protocol(train, dev, n_selection=3, seed=8).selection != split.selection
+    subset = write_squad_subset(train, split.train, tmp_path / "train-part.json")
+    assert [a["title"] for a in json.loads(subset.read_text())["data"]] == list(split.train)
+    with pytest.raises(ValueError, match="in both"):
+        squad_protocol(train, train)
+    with pytest.raises(ValueError, match="no article"):
+        write_squad_subset(train, ["nowhere"], tmp_path / "x.json")
+
+
+def test_protocol_on_the_shared_squad_files():
+    from pathlib import Path
+
+    from pyterrier_fandom_colbert.data.protocol import part_counts, squad_protocol
+
+    folder = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad-v1.1-split"
+    if not folder.exists():
+        pytest.skip(f"{folder} not found")
+    split = squad_protocol(folder / "train-v1.1.json", folder / "dev-v1.1.json")
+    counts = part_counts(split)
+    assert {p: c["articles"] for p, c in counts.items()} == {"train": 20, "selection": 4, "report": 8}
+    assert counts["report"]["questions"] == 1512
+    assert sum(c["questions"] for p, c in counts.items() if p != "report") == 5886
