@@ -19,6 +19,11 @@ _LAZY = {
     "Explainer": "explain.transformer",
     "Splade": "sparse.encoder",
     "SparseIndex": "sparse.exact",
+    "LinearFusion": "fusion",
+    "RRF": "fusion",
+    "Hybrid": "fusion",
+    "Normalise": "fusion",
+    "tune_fusion": "fusion",
 }
 
 
