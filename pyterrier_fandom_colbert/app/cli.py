@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 DELEGATED = {"compare": ("pyterrier_fandom_colbert.__main__", "TF-IDF against ColBERT on a FANDOM-QA split "
                          "(pfc-compare)"),
@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=8000, help="default 8000")
     _common(sv)
 
+    ve = sub.add_parser("verify", help="check every file of an index, a checkpoint or a search folder against the "
+                        "sizes and checksums recorded when it was written")
+    ve.add_argument("path", type=Path, help="a ColBERT index, a TF-IDF index, a checkpoint or a pfc search folder")
+    _common(ve)
+
     for name, (_, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return ap
@@ -92,10 +97,50 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .search import QueryError
 
     try:
-        return {"index": _index, "search": _search, "serve": _serve}[args.command](args)
+        return {"index": _index, "search": _search, "serve": _serve, "verify": _verify}[args.command](args)
     except (QueryError, FileNotFoundError, FileExistsError, ValueError) as err:
         print(f"pfc {args.command}: error: {err}", file=sys.stderr)
         return 2
+
+
+def artifacts_in(path: Path) -> List[Tuple[str, Path]]:
+    """(kind, folder) of every artifact ``verify`` checks at ``path``: the artifact itself, or those one level
+    below it (a pfc search folder holds a TF-IDF and a ColBERT index)."""
+    def kind(folder: Path) -> Optional[str]:
+        meta = folder / "pt_meta.json"
+        if meta.is_file():
+            from ..storage import read_json
+
+            values = read_json(meta, "artifact metadata")
+            return {("colbert", "fp16"): "colbert", ("sparse_index", "tfidf"): "tfidf"}.get(
+                (values.get("type"), values.get("format")), None) if isinstance(values, dict) else None
+        if (folder / "colbert_config.json").is_file():
+            return "checkpoint"
+        return None
+
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path} is not a folder; give an index, a checkpoint or a pfc search folder")
+    found = [(k, path)] if (k := kind(path)) else [(k, sub) for sub in sorted(path.iterdir())
+                                                     if sub.is_dir() and (k := kind(sub))]
+    if not found:
+        raise ValueError(f"{path} holds no ColBERT index, TF-IDF index or checkpoint (no pt_meta.json of those "
+                         "kinds, no colbert_config.json)")
+    return found
+
+
+def _verify(args) -> int:
+    from ..index.artifact import ColBERTIndex
+    from ..lexical.tfidf import TfidfIndex
+    from ..model.colbert import ColBERT
+
+    for kind, folder in artifacts_in(args.path):
+        checked = {"colbert": lambda f: ColBERTIndex(f).verify(), "tfidf": lambda f: TfidfIndex(f).verify(),
+                   "checkpoint": ColBERT.verify}[kind](folder)
+        if not args.quiet:
+            files = checked.get("files") if isinstance(checked, dict) else None
+            count = len(files) if isinstance(files, (list, tuple, dict)) else files
+            print(f"{folder}: {kind} intact" + (f" ({count} files checked)" if count is not None else ""))
+    return 0
 
 
 def _index(args) -> int:
