@@ -1,4 +1,4 @@
-"""The study's comparison: TF-IDF, TF-IDF >> ColBERT re-ranking, ColBERT end to end, on FANDOM-QA.
+"""The study's comparison: TF-IDF, TF-IDF >> ColBERT re-ranking, ColBERT end to end and their hybrid, on FANDOM-QA.
 
     python pipelines/compare.py                       # the settings below
     python pipelines/compare.py --k 100 --out runs/x  # any pfc-compare option overrides them
@@ -12,7 +12,7 @@ from pyterrier_fandom_colbert.__main__ import main
 
 SETTINGS = [
     "--dataset", "fandom-qa/sample/test",
-    "--systems", "tfidf", "colbert-rerank", "colbert-full",
+    "--systems", "tfidf", "colbert-rerank", "colbert-full", "hybrid",
     "--metrics", "RR@10,R@1,R@10,R@50",
     "--out", "runs/compare",
     "--k", "1000",

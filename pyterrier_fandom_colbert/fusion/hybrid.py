@@ -31,13 +31,13 @@ class Hybrid(LinearFusion):
 
     def __init__(self, lexical: pt.Transformer, neural: pt.Transformer, weight: Optional[float] = None, *,
                  normalise: Optional[str] = "zscore", missing: Union[str, float] = "min",
-                 num_results: Optional[int] = None, verbose: bool = False):
+                 num_results: Optional[int] = None):
         w = DEFAULT_WEIGHT if weight is None else weight
         if not isinstance(w, (int, float)) or not 0.0 <= float(w) <= 1.0:
             raise ValueError(f"Hybrid weight={weight!r}: expected the lexical share, a number in [0, 1]")
         self.weight = float(w)
         super().__init__([lexical, neural], [self.weight, 1.0 - self.weight], normalise=normalise, missing=missing,
-                         num_results=num_results, verbose=verbose)
+                         num_results=num_results)
 
     @property
     def lexical(self) -> pt.Transformer:
@@ -50,11 +50,11 @@ class Hybrid(LinearFusion):
     def with_weight(self, weight: float) -> "Hybrid":
         """The same hybrid with another lexical weight (what the tuner varies)."""
         return Hybrid(self.lexical, self.neural, weight, normalise=self.normalise, missing=self.missing,
-                      num_results=self.num_results, verbose=self.verbose)
+                      num_results=self.num_results)
 
     def _with_num_results(self, num_results: int) -> "Hybrid":
         return Hybrid(self.lexical, self.neural, self.weight, normalise=self.normalise, missing=self.missing,
-                      num_results=num_results, verbose=self.verbose)
+                      num_results=num_results)
 
     def __repr__(self) -> str:
         options = "" if (self.normalise, self.missing) == ("zscore", "min") else \

@@ -159,12 +159,10 @@ class Fusion(pt.Transformer):
     #: normalisation applied to each system's scores before :meth:`combine` sees them
     normalise: Optional[str] = None
 
-    def __init__(self, systems: Sequence[pt.Transformer], *, num_results: Optional[int] = None,
-                 verbose: bool = False):
+    def __init__(self, systems: Sequence[pt.Transformer], *, num_results: Optional[int] = None):
         self.systems = _check_systems(systems, type(self).__name__)
         _check_num_results(num_results)
         self.num_results = num_results
-        self.verbose = verbose
 
     # -- to override -----------------------------------------------------------------------------------------
     def combine(self, aligned: Aligned) -> np.ndarray:
@@ -260,8 +258,8 @@ class LinearFusion(Fusion):
 
     def __init__(self, systems: Sequence[pt.Transformer], weights: Optional[Sequence[float]] = None, *,
                  normalise: Optional[str] = "minmax", missing: Union[str, float] = "min",
-                 num_results: Optional[int] = None, verbose: bool = False):
-        super().__init__(systems, num_results=num_results, verbose=verbose)
+                 num_results: Optional[int] = None):
+        super().__init__(systems, num_results=num_results)
         S.check_normalisation(normalise)
         S.check_missing(missing)
         self.weights = _check_weights(weights, len(self.systems), "LinearFusion")
@@ -276,7 +274,7 @@ class LinearFusion(Fusion):
 
     def _with_num_results(self, num_results: int) -> "LinearFusion":
         return LinearFusion(self.systems, self.weights, normalise=self.normalise, missing=self.missing,
-                            num_results=num_results, verbose=self.verbose)
+                            num_results=num_results)
 
     def __repr__(self) -> str:
         weights = ", ".join(f"{w:g}" for w in self.weights)
@@ -291,9 +289,8 @@ class RRF(Fusion):
     document contributes 0. ``weights`` default to 1 each (plain RRF)."""
 
     def __init__(self, systems: Sequence[pt.Transformer], k: float = 60, *,
-                 weights: Optional[Sequence[float]] = None, num_results: Optional[int] = None,
-                 verbose: bool = False):
-        super().__init__(systems, num_results=num_results, verbose=verbose)
+                 weights: Optional[Sequence[float]] = None, num_results: Optional[int] = None):
+        super().__init__(systems, num_results=num_results)
         if not isinstance(k, (int, float)) or not np.isfinite(k) or k < 0:
             raise ValueError(f"RRF k={k!r}: expected a non-negative number (60 is the usual value)")
         self.k = float(k)
@@ -307,7 +304,7 @@ class RRF(Fusion):
         return (self.k, self.weights, self.num_results)
 
     def _with_num_results(self, num_results: int) -> "RRF":
-        return RRF(self.systems, self.k, weights=self.weights, num_results=num_results, verbose=self.verbose)
+        return RRF(self.systems, self.k, weights=self.weights, num_results=num_results)
 
     def __repr__(self) -> str:
         weights = "" if all(w == 1.0 for w in self.weights) else f", weights={list(self.weights)}"

@@ -65,9 +65,10 @@ def neighbours_per_vector(num_results: int, lam: Optional[float] = None, k_hat: 
     """k̂, the token neighbours each query vector fetches: ``k_hat`` when given, ``ceil(num_results / lam)`` when
     ``lam`` is given, else ``max(ceil(num_results / DEFAULT_LAM), MIN_K_HAT)``.
 
-    >>> neighbours_per_vector(1000), neighbours_per_vector(10), neighbours_per_vector(10, lam=2), \
-    ...     neighbours_per_vector(10, k_hat=7)
-    (500, 50, 5, 7)
+    >>> [neighbours_per_vector(1000), neighbours_per_vector(10), neighbours_per_vector(10, lam=2)]
+    [500, 50, 5]
+    >>> neighbours_per_vector(10, k_hat=7)
+    7
     """
     if k_hat is not None:
         return k_hat
