@@ -1,0 +1,324 @@
+"""End-to-end retrieval over residual-compressed token vectors, without the full-precision vectors.
+
+Per query (its scoring vectors ``q [n, d]``), following PLAID's stages (Santhanam et al., 2022):
+
+1. **Centroid scores** ``S = sim(centroids, q)`` ``[C, n]``, once per query.
+2. **Candidates**: the documents in the inverted lists (centroid → documents holding a token coded by it) of
+   each query vector's ``ncells`` best centroids.
+3. **Pruned centroid interaction**: each candidate's score ``Σ_i max_{c ∈ codes(d), c active} S[c, i]`` over only
+   the *active* centroids, those some query vector scores at least ``threshold`` (computed from the inverted
+   lists of the active centroids, so the work is proportional to those lists, not to the candidates' tokens);
+   the best ``ndocs`` go on. Candidates without an active centroid come last.
+4. **Centroid interaction**: ``Σ_i max_{c ∈ codes(d)} S[c, i]`` over all of a document's centroid ids; the best
+   ``nscore`` go on.
+5. **Exact MaxSim** of those ``nscore`` documents, their vectors decompressed exactly (centroid + bucket weights),
+   with the encoder's similarity and reduction; the top ``k`` are returned.
+
+``ndocs=None`` turns stages 3-4 off (every candidate is scored exactly), and ``ncells ≥ C`` makes every document a
+candidate: together they give exactly the exhaustive MaxSim ranking over the decompressed vectors.
+
+The functions are pure over arrays; :class:`CompressedStore` bundles an index's arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
+
+import numpy as np
+
+from ..ranking import top_k
+from .codec import ResidualCodec
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+#: (padded) token rows decompressed and scored per block on CPU (as the fp16 scorer's blocks)
+BLOCK_TOKENS = 8192
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Candidate generation and pruning parameters (see the module docstring).
+
+    ``ncells``: centroids probed per query vector; ``threshold``: a centroid is active when some query vector
+    scores it at least this much; ``ndocs``: candidates kept after the pruned centroid interaction (None: no
+    pruning, every candidate is scored exactly); ``nscore``: documents kept after the full centroid interaction
+    and scored exactly (default ``max(k, ndocs // 4)``).
+    """
+
+    ncells: int
+    threshold: float
+    ndocs: Optional[int]
+    nscore: Optional[int] = None
+
+    @classmethod
+    def for_k(cls, k: int, ncells: Optional[int] = None, threshold: Optional[float] = None,
+              ndocs: Optional[int] = -1, nscore: Optional[int] = None) -> "SearchParams":
+        """PLAID's defaults for a top ``k`` (``k ≤ 10``: 1 cell, threshold 0.5, 256 documents; ``k ≤ 100``: 2,
+        0.45, 1,024; deeper: 4, 0.4, ``max(4k, 4096)``), overridden by the arguments given (``ndocs=-1``: the
+        default; None: no pruning).
+
+        >>> SearchParams.for_k(10)
+        SearchParams(ncells=1, threshold=0.5, ndocs=256, nscore=None)
+        >>> SearchParams.for_k(1000, ncells=8, ndocs=None)
+        SearchParams(ncells=8, threshold=0.4, ndocs=None, nscore=None)
+        >>> SearchParams.for_k(10, ncells=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: ncells=0; expected at least 1 centroid probed per query vector
+        """
+        if k <= 10:
+            defaults = (1, 0.5, 256)
+        elif k <= 100:
+            defaults = (2, 0.45, 1024)
+        else:
+            defaults = (4, 0.4, max(4 * k, 4096))
+        params = cls(ncells if ncells is not None else defaults[0],
+                     float(threshold) if threshold is not None else defaults[1],
+                     defaults[2] if ndocs == -1 else ndocs, nscore)
+        params.check()
+        return params
+
+    def check(self) -> None:
+        if isinstance(self.ncells, bool) or not isinstance(self.ncells, (int, np.integer)) or self.ncells < 1:
+            raise ValueError(f"ncells={self.ncells!r}; expected at least 1 centroid probed per query vector")
+        if not np.isfinite(self.threshold):
+            raise ValueError(f"threshold={self.threshold!r}; expected a finite similarity")
+        if self.ndocs is not None and (not isinstance(self.ndocs, (int, np.integer)) or self.ndocs < 1):
+            raise ValueError(f"ndocs={self.ndocs!r}; expected a positive number of documents kept by the pruned "
+                             "centroid interaction, or None for no pruning")
+        if self.nscore is not None and (not isinstance(self.nscore, (int, np.integer)) or self.nscore < 1):
+            raise ValueError(f"nscore={self.nscore!r}; expected a positive number of documents scored exactly")
+        if self.nscore is not None and self.ndocs is None:
+            raise ValueError(f"nscore={self.nscore} needs pruning (ndocs), but ndocs=None scores every candidate")
+
+    def scored(self, k: int) -> Optional[int]:
+        """Documents scored exactly (None: all candidates)."""
+        if self.ndocs is None:
+            return None
+        return self.nscore if self.nscore is not None else max(k, self.ndocs // 4)
+
+
+class CompressedStore:
+    """The arrays of a compressed index: the codec, every token's centroid id ``codes [N]`` and packed residual
+    ``residuals [N, B]``, document ``offsets [D + 1]``, and the inverted lists ``ivf_offsets [C + 1]`` /
+    ``ivf_docs [P]`` (the documents, ascending, holding a token coded by each centroid). Any of them may be
+    memory maps."""
+
+    def __init__(self, codec: ResidualCodec, codes: np.ndarray, residuals: np.ndarray, offsets: np.ndarray,
+                 ivf_offsets: np.ndarray, ivf_docs: np.ndarray, similarity: str = "cosine", reduction: str = "mean"):
+        self.codec, self.codes, self.residuals, self.offsets = codec, codes, residuals, offsets
+        self.ivf_offsets, self.ivf_docs = ivf_offsets, ivf_docs
+        self.similarity, self.reduction = similarity, reduction
+        self._tensors: dict = {}
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.offsets) - 1
+
+    def tensors(self) -> Tuple["torch.Tensor", "torch.Tensor"]:
+        """``codes`` and ``residuals`` as CPU tensors sharing the memory maps (read-only)."""
+        import warnings
+
+        import torch
+
+        if not self._tensors:
+            with warnings.catch_warnings():  # the memory maps are read-only; nothing writes to them
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                codes = self.codes if self.codes.dtype != np.uint16 else self.codes.view(np.int16)
+                self._tensors["codes"] = torch.from_numpy(codes)
+                self._tensors["residuals"] = torch.from_numpy(self.residuals)
+        return self._tensors["codes"], self._tensors["residuals"]
+
+    def decompress_rows(self, rows: np.ndarray, out: "torch.Tensor") -> "torch.Tensor":
+        """Exact decompression of token ``rows`` into ``out [len(rows), d]`` float32."""
+        import torch
+
+        codes, residuals = self.tensors()
+        index = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64))
+        row_codes = codes.index_select(0, index)
+        if codes.dtype == torch.int16:  # uint16 ids stored as int16 (torch has no uint16 indexing)
+            row_codes = row_codes.long() & 0xFFFF
+        return self.codec.decompress_into(row_codes, residuals.index_select(0, index), out)
+
+
+def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """All of ``start..end-1`` for each pair, concatenated (int64).
+
+    >>> ranges(np.array([5, 0, 9]), np.array([7, 0, 10])).tolist()
+    [5, 6, 9]
+    """
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    shift = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return np.arange(total, dtype=np.int64) + shift
+
+
+def doc_code_pairs(codes: np.ndarray, doc_of_row: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The distinct (centroid, document) pairs of token rows (``doc_of_row`` ascending), sorted by centroid then
+    document.
+
+    >>> c, d = doc_code_pairs(np.array([2, 0, 2, 2, 1]), np.array([4, 4, 4, 5, 5]))
+    >>> c.tolist(), d.tolist()
+    ([0, 1, 2, 2], [4, 5, 4, 5])
+    """
+    if len(doc_of_row) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    first = int(doc_of_row[0])
+    span = int(doc_of_row[-1]) - first + 1
+    keys = np.unique(np.asarray(codes, dtype=np.int64) * span + (np.asarray(doc_of_row, dtype=np.int64) - first))
+    return keys // span, keys % span + first
+
+
+def build_ivf(codes: np.ndarray, offsets: np.ndarray, num_centroids: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Inverted lists in memory: ``(ivf_offsets [C + 1] int64, ivf_docs [P] int32)``; list ``c`` holds, ascending,
+    the documents with a token coded ``c``.
+
+    >>> o, d = build_ivf(np.array([2, 0, 2, 2, 1]), np.array([0, 3, 5]), 3)
+    >>> o.tolist(), d.tolist()
+    ([0, 1, 2, 4], [0, 1, 0, 1])
+    """
+    doc_of_row = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    cents, docs = doc_code_pairs(codes, doc_of_row)
+    ivf_offsets = np.concatenate([[0], np.cumsum(np.bincount(cents, minlength=num_centroids))]).astype(np.int64)
+    return ivf_offsets, docs.astype(np.int32)
+
+
+def centroid_scores(centroids: "torch.Tensor", q: "torch.Tensor", similarity: str) -> np.ndarray:
+    """``S [C, n]`` float32: the similarity of every centroid to every query vector."""
+    from ..model.scoring import token_similarities
+
+    return token_similarities(centroids, q.float(), similarity).numpy()
+
+
+def probe(scores: np.ndarray, ncells: int) -> np.ndarray:
+    """The distinct centroids among each query vector's ``ncells`` best (all when ``ncells ≥ C``).
+
+    >>> probe(np.array([[0.9, 0.1], [0.2, 0.8], [0.5, 0.7]]), 1).tolist()
+    [0, 1]
+    """
+    num_centroids = scores.shape[0]
+    if ncells >= num_centroids:
+        return np.arange(num_centroids)
+    best = np.argpartition(-scores, ncells - 1, axis=0)[:ncells]
+    return np.unique(best)
+
+
+def list_docs(cells: np.ndarray, ivf_offsets: np.ndarray, ivf_docs: np.ndarray) -> np.ndarray:
+    """All documents in the inverted lists of ``cells`` (with repeats), and the cell of each: ``(docs, cells)``."""
+    starts, ends = ivf_offsets[cells], ivf_offsets[cells + 1]
+    docs = np.asarray(ivf_docs[ranges(starts, ends)], dtype=np.int64)
+    return docs, np.repeat(cells, ends - starts)
+
+
+def pruned_interaction(scores: np.ndarray, threshold: float, candidates: np.ndarray, store: CompressedStore,
+                       ) -> Tuple[np.ndarray, np.ndarray]:
+    """Stage 3: ``(documents, scores)`` of the candidates holding an active centroid (``max_i S[c, i] ≥
+    threshold``), scored ``Σ_i max`` over their active centroids only.
+
+    Found through the active centroids' inverted lists: ``(centroid, document)`` pairs with the document among
+    ``candidates`` (ascending), sorted by document, max-reduced per document.
+    """
+    active = np.flatnonzero(scores.max(1) >= threshold)
+    docs, cells = list_docs(active, store.ivf_offsets, store.ivf_docs)
+    where = np.searchsorted(candidates, docs)
+    keep = (where < len(candidates)) & (candidates[np.minimum(where, len(candidates) - 1)] == docs)
+    docs, cells = docs[keep], cells[keep]
+    if len(docs) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    order = np.argsort(docs, kind="stable")
+    docs, cells = docs[order], cells[order]
+    starts = np.flatnonzero(np.concatenate([[True], docs[1:] != docs[:-1]]))
+    best = np.maximum.reduceat(scores[cells], starts, axis=0)  # [docs, n]
+    return docs[starts], best.sum(1)
+
+
+def interaction(scores: np.ndarray, doc_ids: np.ndarray, store: CompressedStore) -> np.ndarray:
+    """Stage 4: ``Σ_i max_{c ∈ codes(d)} S[c, i]`` for each of ``doc_ids`` (over the tokens' centroid ids)."""
+    starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
+    ends = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64)
+    codes = np.asarray(store.codes[ranges(starts, ends)], dtype=np.int64)
+    firsts = np.concatenate([[0], np.cumsum(ends - starts)[:-1]])
+    return np.maximum.reduceat(scores[codes], firsts, axis=0).sum(1)
+
+
+def score_rows(q: "torch.Tensor", starts: np.ndarray, lengths: np.ndarray,
+               fetch: Callable[[np.ndarray, "torch.Tensor"], "torch.Tensor"], dim: int, similarity: str,
+               reduction: str, block_tokens: int = BLOCK_TOKENS) -> np.ndarray:
+    """Exact MaxSim (float64) of documents given by their first row and length, for one query's ``q [n, d]``.
+
+    Documents go shortest first, in blocks of about ``block_tokens`` rows, each padded to its block's longest by
+    repeating its last token; ``fetch(rows, out)`` writes the float32 vectors of ``rows`` into ``out``.
+    """
+    import torch
+
+    from ..model.scoring import maxsim_repeat_padded
+    from .search import padded_blocks
+
+    scores = np.empty(len(starts), dtype=np.float64)
+    if len(starts) == 0:
+        return scores
+    order = np.argsort(lengths, kind="stable")
+    blocks = padded_blocks(lengths[order], block_tokens)
+    size = max((end - start) * int(lengths[order[end - 1]]) for start, end in blocks)
+    buffer = torch.empty(size, dim, dtype=torch.float32)
+    q = q.float()
+    for start, end in blocks:
+        docs = order[start:end]
+        width = int(lengths[docs[-1]])
+        rows = starts[docs, None] + np.minimum(np.arange(width), lengths[docs, None] - 1)
+        tokens = fetch(rows.reshape(-1), buffer[:rows.size])
+        scores[docs] = maxsim_repeat_padded(q, tokens, len(docs), similarity, reduction).numpy()
+    return scores
+
+
+def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray) -> np.ndarray:
+    """Stage 5: exact MaxSim (float64) of ``doc_ids`` over their decompressed vectors."""
+    doc_ids = np.asarray(doc_ids, dtype=np.int64)
+    starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
+    lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
+    return score_rows(q, starts, lengths, store.decompress_rows, store.codec.dim, store.similarity,
+                      store.reduction)
+
+
+def search_one(store: CompressedStore, centroids: "torch.Tensor", q: "torch.Tensor", k: int,
+               params: SearchParams, stats: Optional[dict] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """The top ``k`` (document ids, exact scores), best first, of one query's scoring vectors ``q [n, d]``.
+
+    ``centroids`` is the codec's centroids as a tensor; ``stats``, when given, receives the number of documents
+    at each stage.
+    """
+    scores = centroid_scores(centroids, q, store.similarity)
+    if params.ncells >= scores.shape[0]:
+        candidates = np.arange(store.num_docs)
+    else:
+        candidates = np.unique(list_docs(probe(scores, params.ncells), store.ivf_offsets, store.ivf_docs)[0])
+    survivors = candidates
+    scored = params.scored(k)
+    if params.ndocs is not None and len(candidates) > params.ndocs:
+        docs, approx = pruned_interaction(scores, params.threshold, candidates, store)
+        survivors = docs[top_k(approx, docs, params.ndocs)]
+        if len(survivors) < params.ndocs:  # too few with an active centroid: fill up with the other candidates
+            rest = np.setdiff1d(candidates, survivors, assume_unique=True)
+            survivors = np.concatenate([survivors, rest[:params.ndocs - len(survivors)]])
+    pruned = len(survivors)
+    if scored is not None and len(survivors) > scored:
+        approx = interaction(scores, survivors, store)
+        survivors = survivors[top_k(approx, survivors, scored)]
+    if stats is not None:
+        stats.update(candidates=len(candidates), pruned=pruned, scored=len(survivors))
+    exact = exact_scores(store, q, survivors)
+    best = top_k(exact, survivors, k)
+    return survivors[best], exact[best]
+
+
+def search(store: CompressedStore, queries: List["torch.Tensor"], k: int,
+           params: SearchParams) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """:func:`search_one` for each query."""
+    import torch
+
+    centroids = torch.from_numpy(store.codec.centroids)
+    return [search_one(store, centroids, q, k, params) for q in queries]

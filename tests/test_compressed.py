@@ -1,0 +1,262 @@
+"""The residual-compressed index: codec, centroid-pruned search, building and opening, all checked against
+brute-force references written out here."""
+import numpy as np
+import pytest
+import torch
+
+from pyterrier_fandom_colbert.index import centroid_search as cs
+from pyterrier_fandom_colbert.index import codec as rc
+from pyterrier_fandom_colbert.index import compressed
+
+DIM = 16
+
+
+def unit(x):
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def clustered(n, dim=DIM, clusters=12, noise=0.35, seed=0):
+    """Unit vectors around a few random directions, as ColBERT token vectors cluster by word."""
+    rng = np.random.default_rng(seed)
+    centres = unit(rng.normal(size=(clusters, dim)))
+    return unit(centres[rng.integers(0, clusters, n)] + noise * rng.normal(size=(n, dim)) / np.sqrt(dim))
+
+
+# -- codec ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("nbits", [1, 2, 4])
+def test_pack_unpack_round_trip(nbits):
+    rng = np.random.default_rng(nbits)
+    ids = rng.integers(0, 1 << nbits, size=(37, 32)).astype(np.uint8)
+    packed = rc.pack_bits(ids, nbits)
+    assert packed.shape == (37, 32 * nbits // 8) and packed.dtype == np.uint8
+    np.testing.assert_array_equal(rc.unpack_bits(packed, nbits), ids)
+    # the documented layout: dimension j sits in byte j // (8 / nbits) at bit offset nbits * (j % (8 / nbits))
+    per_byte = 8 // nbits
+    for j in (0, 5, 31):
+        got = (packed[:, j // per_byte] >> (nbits * (j % per_byte))) & ((1 << nbits) - 1)
+        np.testing.assert_array_equal(got, ids[:, j])
+
+
+def test_bucketise_and_fit_buckets_match_brute_force():
+    rng = np.random.default_rng(1)
+    residuals = rng.normal(scale=rng.uniform(0.05, 0.5, DIM), size=(2000, DIM)).astype(np.float32)
+    for nbits in (1, 2, 4):
+        cutoffs, weights = rc.fit_buckets(residuals, nbits)
+        options = 1 << nbits
+        ids = rc.bucketise(residuals, cutoffs)
+        for j in range(DIM):
+            col = residuals[:, j]
+            np.testing.assert_allclose(cutoffs[j], np.quantile(col, np.arange(1, options) / options), rtol=1e-6)
+            np.testing.assert_array_equal(ids[:, j], np.searchsorted(cutoffs[j], col, side="left"))
+            for b in range(options):
+                np.testing.assert_allclose(weights[j, b], col[ids[:, j] == b].mean(), rtol=1e-5, atol=1e-7)
+
+
+def test_nearest_centroids_is_the_l2_nearest():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(500, DIM)).astype(np.float32)
+    c = rng.normal(size=(40, DIM)).astype(np.float32)
+    expected = ((x[:, None, :] - c[None]) ** 2).sum(-1).argmin(1)
+    np.testing.assert_array_equal(rc.nearest_centroids(x, c, block=64), expected)
+
+
+@pytest.mark.parametrize("nbits", [1, 2, 4])
+def test_compress_decompress_against_brute_force(nbits):
+    x = clustered(3000, seed=nbits)
+    codec = rc.ResidualCodec.train(x[:2000], nbits, 32, niter=10)
+    codes, packed = codec.compress(x)
+    assert packed.shape == (len(x), DIM * nbits // 8)
+    # brute force: nearest centroid, then each dimension's residual bucket by its cutoffs, decoded by its weight
+    nearest = ((x[:, None, :] - codec.centroids[None]) ** 2).sum(-1).argmin(1)
+    np.testing.assert_array_equal(codes, nearest)
+    residual = x - codec.centroids[nearest]
+    ids = np.stack([np.searchsorted(codec.cutoffs[j], residual[:, j]) for j in range(DIM)], 1)
+    expected = codec.centroids[nearest] + codec.weights[np.arange(DIM), ids]
+    np.testing.assert_allclose(codec.decompress(codes, packed), expected, rtol=0, atol=1e-7)
+    out = torch.empty(len(x), DIM)
+    codec.decompress_into(torch.from_numpy(codes), torch.from_numpy(packed), out)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=0, atol=1e-7)
+    # error bound: an interior bucket's weight lies between its cutoffs, so the error is below the bucket's width
+    err = np.abs(expected - x)
+    lower = np.concatenate([np.full((DIM, 1), -np.inf), codec.cutoffs], 1)[np.arange(DIM), ids]
+    upper = np.concatenate([codec.cutoffs, np.full((DIM, 1), np.inf)], 1)[np.arange(DIM), ids]
+    interior = np.isfinite(lower) & np.isfinite(upper)
+    assert np.all(err[interior] <= (upper - lower)[interior] + 1e-6)
+
+
+def test_more_bits_less_error_and_bytes_per_token():
+    x = clustered(4000, dim=128, clusters=40, seed=3)
+    errors, centroid_only = {}, None
+    for nbits in (1, 2, 4):
+        codec = rc.ResidualCodec.train(x, nbits, 64, niter=5)
+        errors[nbits] = float(((codec.decompress(*codec.compress(x)) - x) ** 2).sum(1).mean())
+        # bytes per token: packed residual + centroid id
+        assert codec.packed_bytes + rc.code_dtype(codec.num_centroids).itemsize == 128 * nbits // 8 + 2
+        nearest = codec.centroids[rc.nearest_centroids(x, codec.centroids)]
+        centroid_only = float(((x - nearest) ** 2).sum(1).mean())
+    assert errors[4] < errors[2] < errors[1] < centroid_only
+
+
+def test_codec_refuses_bad_parameters():
+    with pytest.raises(ValueError, match="nbits=3"):
+        rc.ResidualCodec.train(clustered(100), 3, 4)
+    with pytest.raises(ValueError, match="dim=12 is not a multiple of 8"):
+        rc.ResidualCodec.train(clustered(100, dim=12), 1, 4)
+    with pytest.raises(ValueError, match="n >= num_centroids=200"):
+        rc.train_centroids(clustered(100), 200)
+    codec = rc.ResidualCodec.train(clustered(200), 2, 4)
+    with pytest.raises(ValueError, match=r"expected \[n, 16\]"):
+        codec.compress(np.zeros((3, 8)))
+
+
+# -- centroid-pruned search over an in-memory store ------------------------------------------------------------------
+def make_store(num_docs=120, nbits=2, num_centroids=24, seed=4, reduction="mean"):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, 30, num_docs)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    x = clustered(int(offsets[-1]), seed=seed)
+    codec = rc.ResidualCodec.train(x, nbits, num_centroids, niter=10)
+    codes, packed = codec.compress(x)
+    ivf_offsets, ivf_docs = cs.build_ivf(codes, offsets, num_centroids)
+    store = cs.CompressedStore(codec, codes.astype(np.uint16), packed, offsets, ivf_offsets, ivf_docs,
+                               "cosine", reduction)
+    return store, codec.decompress(codes, packed), codes
+
+
+def brute_force_scores(store, decompressed, q):
+    """MaxSim of every document by brute force: all token cosines at once, max per document, sum or mean."""
+    qn = q.numpy() / np.linalg.norm(q.numpy(), axis=1, keepdims=True)
+    sims = (decompressed / np.linalg.norm(decompressed, axis=1, keepdims=True)) @ qn.T  # [tokens, n]
+    best = np.maximum.reduceat(sims, store.offsets[:-1], axis=0)  # [docs, n]
+    return best.sum(1) if store.reduction == "sum" else best.mean(1)
+
+
+def queries(n=4, seed=5):
+    return [torch.from_numpy(clustered(8, seed=seed + i)) for i in range(n)]
+
+
+def test_inverted_lists_hold_each_documents_centroids():
+    store, _, codes = make_store()
+    for c in range(store.codec.num_centroids):
+        listed = store.ivf_docs[store.ivf_offsets[c]:store.ivf_offsets[c + 1]].tolist()
+        holders = [d for d in range(store.num_docs) if c in codes[store.offsets[d]:store.offsets[d + 1]]]
+        assert listed == holders
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_without_pruning_search_is_exhaustive_maxsim_over_decompressed_vectors(reduction):
+    store, decompressed, _ = make_store(reduction=reduction)
+    centroids = torch.from_numpy(store.codec.centroids)
+    params = cs.SearchParams(ncells=10**6, threshold=0.0, ndocs=None)
+    for q in queries():
+        ref = brute_force_scores(store, decompressed, q)
+        ids, scores = cs.search_one(store, centroids, q, 15, params)
+        expected = np.lexsort((np.arange(len(ref)), -ref))[:15]
+        assert ids.tolist() == expected.tolist()
+        np.testing.assert_allclose(scores, ref[expected], rtol=1e-5, atol=1e-6)
+
+
+def reference_pipeline(store, codes, decompressed, q, k, params):
+    """PLAID's stages written out document by document."""
+    sims = np.asarray(torch.from_numpy(store.codec.centroids) @ torch.nn.functional.normalize(q, dim=-1).T)
+    sims = sims / np.linalg.norm(store.codec.centroids, axis=1, keepdims=True)
+    docs_codes = [set(codes[s:e].tolist()) for s, e in zip(store.offsets[:-1], store.offsets[1:])]
+    cells = set(np.argsort(-sims, axis=0, kind="stable")[:params.ncells].ravel().tolist())
+    candidates = [d for d in range(store.num_docs) if docs_codes[d] & cells]
+    active = {c for c in range(len(sims)) if sims[c].max() >= params.threshold}
+    if len(candidates) > params.ndocs:
+        with_active = [d for d in candidates if docs_codes[d] & active]
+        pruned = {d: sims[sorted(docs_codes[d] & active)].max(0).sum() for d in with_active}
+        kept = sorted(pruned, key=lambda d: (-pruned[d], d))[:params.ndocs]
+        kept += [d for d in candidates if d not in pruned][:params.ndocs - len(kept)]
+    else:
+        kept = candidates
+    scored = params.scored(k)
+    if len(kept) > scored:
+        full = {d: sims[sorted(docs_codes[d])].max(0).sum() for d in kept}
+        kept = sorted(kept, key=lambda d: (-full[d], d))[:scored]
+    exact = brute_force_scores(store, decompressed, q)
+    return sorted(kept, key=lambda d: (-exact[d], d))[:k], exact
+
+
+@pytest.mark.parametrize("params", [cs.SearchParams(1, 0.5, 30), cs.SearchParams(2, 0.3, 20, 8),
+                                    cs.SearchParams(3, 0.9, 40, 12)])
+def test_pruned_search_follows_the_stages(params):
+    store, decompressed, codes = make_store()
+    centroids = torch.from_numpy(store.codec.centroids)
+    for q in queries():
+        stats = {}
+        ids, scores = cs.search_one(store, centroids, q, 5, params, stats)
+        expected, exact = reference_pipeline(store, codes, decompressed, q, 5, params)
+        assert ids.tolist() == expected
+        np.testing.assert_allclose(scores, exact[expected], rtol=1e-5, atol=1e-6)  # survivors are scored exactly
+        assert stats["scored"] <= params.scored(5) and stats["pruned"] <= params.ndocs
+
+
+def test_search_params_defaults_and_refusals():
+    assert cs.SearchParams.for_k(100) == cs.SearchParams(2, 0.45, 1024)
+    assert cs.SearchParams.for_k(2000).ndocs == 8000
+    assert cs.SearchParams.for_k(10).scored(10) == 64
+    with pytest.raises(ValueError, match="ndocs=0"):
+        cs.SearchParams.for_k(10, ndocs=0)
+    with pytest.raises(ValueError, match="threshold=nan"):
+        cs.SearchParams.for_k(10, threshold=float("nan"))
+    with pytest.raises(ValueError, match="nscore=5 needs pruning"):
+        cs.SearchParams.for_k(10, ndocs=None, nscore=5)
+
+
+# -- building from the spill ---------------------------------------------------------------------------------------
+def write_spill(folder, vectors, lengths, token_ids):
+    folder.mkdir(parents=True, exist_ok=True)
+    vectors.astype(np.float16).tofile(folder / "vectors.f16")
+    np.asarray(token_ids, dtype=np.int32).tofile(folder / "token_ids.i32")
+    np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64).tofile(folder / "offsets.i64")
+
+
+@pytest.mark.parametrize("nbits", [1, 2, 4])
+def test_compress_spill_writes_codes_residuals_and_lists(tmp_path, nbits):
+    rng = np.random.default_rng(6)
+    lengths = rng.integers(1, 40, 90)
+    x = clustered(int(lengths.sum()), seed=6)
+    token_ids = rng.integers(0, 30000, len(x))
+    folder = tmp_path / "build"
+    write_spill(folder, x, lengths, token_ids)
+    spec = compressed.CompressionSpec(f"residual{nbits}", num_centroids=16, niter=8)
+    info = compressed.compress_spill(folder, len(x), DIM, spec, vectors_file="vectors.f16",
+                                     token_ids_file_i32="token_ids.i32", offsets_file="offsets.i64",
+                                     chunk_tokens=100)  # many chunks, lists filled across chunk boundaries
+    assert not (folder / "vectors.f16").exists() and not (folder / "token_ids.i32").exists()
+    codec = compressed.load_codec(folder, info, DIM)
+    codes = np.fromfile(folder / "codes.u16", dtype=np.uint16)
+    packed = np.fromfile(folder / "residuals.u8", dtype=np.uint8).reshape(len(x), -1)
+    half = x.astype(np.float16).astype(np.float32)  # the spill holds fp16 vectors
+    exp_codes, exp_packed = codec.compress(half)
+    np.testing.assert_array_equal(codes, exp_codes)
+    np.testing.assert_array_equal(packed, exp_packed)
+    offsets = np.fromfile(folder / "offsets.i64", dtype=np.int64)
+    exp_ivf_offsets, exp_ivf_docs = cs.build_ivf(exp_codes, offsets, 16)
+    np.testing.assert_array_equal(np.fromfile(folder / "ivf_offsets.i64", dtype=np.int64), exp_ivf_offsets)
+    np.testing.assert_array_equal(np.fromfile(folder / "ivf_docs.i32", dtype=np.int32), exp_ivf_docs)
+    np.testing.assert_array_equal(np.fromfile(folder / "token_ids.u16", dtype=np.uint16), token_ids)
+    assert info["num_pairs"] == len(exp_ivf_docs) and info["code_dtype"] == "uint16"
+
+
+def test_compress_spill_keeps_wide_token_ids(tmp_path):
+    x = clustered(300)
+    write_spill(tmp_path / "b", x, [100, 200], np.full(300, 70000))
+    info = compressed.compress_spill(tmp_path / "b", 300, DIM, compressed.CompressionSpec("residual2", num_centroids=8),
+                                     vectors_file="vectors.f16", token_ids_file_i32="token_ids.i32",
+                                     offsets_file="offsets.i64")
+    assert info["token_id_dtype"] == "int32"
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "b" / "token_ids.i32", dtype=np.int32), 70000)
+
+
+def test_compression_spec_refusals():
+    with pytest.raises(ValueError, match="compression='residual8'"):
+        compressed.CompressionSpec("residual8")
+    with pytest.raises(ValueError, match="sample=-1"):
+        compressed.CompressionSpec("residual2", sample=-1)
+    with pytest.raises(ValueError, match="niter=0"):
+        compressed.CompressionSpec("residual2", niter=0)
+    with pytest.raises(ValueError, match="num_centroids=500 but the corpus has only 300"):
+        compressed.CompressionSpec("residual2", num_centroids=500).resolve(300)
