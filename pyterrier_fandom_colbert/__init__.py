@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "ColBERT": "model.colbert",
     "TfidfIndex": "lexical.tfidf",
+    "TfidfConfig": "lexical.tfidf",
     "ColBERTIndex": "index.artifact",
     "FaissSpec": "index.ann",
     "Explainer": "explain.transformer",

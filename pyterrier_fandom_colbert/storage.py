@@ -4,8 +4,10 @@ configuration dataclasses that travel as JSON.
 * :func:`atomic_path` yields a unique temporary path beside the target; the target appears (``os.replace``) only
   when the block succeeds, and the temporary file is removed when it fails. Concurrent writers of the same
   target never share a temporary name: the last complete write wins, and no reader sees a partial file.
-* :func:`atomic_folder` does the same for a whole folder. An existing target is moved aside, the new folder
-  renamed into place, and the old one deleted only afterwards; if the rename fails, the old folder is put back.
+* :func:`atomic_folder` (and :class:`AtomicFolder`, for writers that stream over many calls) does the same for a
+  whole folder. An existing target is moved aside, the new folder renamed into place, and the old one deleted
+  only afterwards; if the rename fails, the old folder is put back. ``overwrite=True`` replaces only what the
+  writer's ``replaceable`` check (e.g. :func:`is_artifact_folder`) accepts, never the current or home folder.
 * :class:`JsonConfig` is the one serialisation API of the package's configuration dataclasses:
   ``to_dict``/``from_dict`` (unknown fields are refused by name) and ``save_json``/``load_json`` (errors name the
   file).
@@ -24,6 +26,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Optional, Type, TypeVar, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
+#: PyTerrier's artifact metadata file (type, format, package hint) in every artifact folder
+ARTIFACT_META_FILE = "pt_meta.json"
 C = TypeVar("C", bound="JsonConfig")
 
 
@@ -99,10 +103,11 @@ def atomic_folder(target: PathLike, *, overwrite: bool = False,
                   replaceable: Optional[Callable[[Path], bool]] = None, what: str = "folder") -> Iterator[Path]:
     """Yield a fresh temporary folder beside ``target``; when the block succeeds it becomes ``target``.
 
-    An existing ``target`` is an error unless ``overwrite``; then ``replaceable(target)`` (when given) must say it
-    is a ``what`` this writer may delete, so that a folder of someone's own files is never replaced. The old
-    folder is renamed aside first and deleted only after the new one is in place; if that rename fails it is
-    restored. On failure inside the block the temporary folder is deleted and ``target`` is left as it was.
+    An existing ``target`` (other than an empty folder) is an error unless ``overwrite``; then
+    ``replaceable(target)`` (when given) must say it is a ``what`` this writer may delete, so that a folder of
+    someone's own files is never replaced. The current or home folder is never replaced. The old folder is renamed
+    aside first and deleted only after the new one is in place; if that rename fails it is restored. On failure
+    inside the block the temporary folder is deleted and ``target`` is left as it was.
 
     >>> import tempfile
     >>> target = Path(tempfile.mkdtemp()) / "idx"
@@ -113,44 +118,128 @@ def atomic_folder(target: PathLike, *, overwrite: bool = False,
     >>> sorted(p.name for p in target.iterdir()), sorted(p.name for p in target.parent.iterdir())
     (['b.txt'], ['idx'])
     """
-    target = Path(target)
-    check_target(target, overwrite=overwrite, replaceable=replaceable, what=what)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _sibling(target, "building")
-    tmp.mkdir()
+    folder = AtomicFolder(target, overwrite=overwrite, replaceable=replaceable, what=what)
     try:
-        yield tmp
-        check_target(target, overwrite=overwrite, replaceable=replaceable, what=what)
-        old = None
-        if target.exists() or target.is_symlink():
-            old = _sibling(target, "old")
-            os.replace(target, old)
+        yield folder.path
+    except BaseException:
+        folder.discard()
+        raise
+    folder.commit()
+
+
+class AtomicFolder:
+    """:func:`atomic_folder` for writers that outlive one ``with`` block (e.g. a streaming index writer).
+
+    The checks run and the temporary folder :attr:`path` is created on construction; :meth:`commit` puts it in
+    place of ``target``; :meth:`discard` deletes it (``target`` untouched). Either may be called more than once.
+
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "idx"
+    >>> building = AtomicFolder(target)
+    >>> _ = (building.path / "a.txt").write_text("one")
+    >>> target.exists(), building.commit() == target, (target / "a.txt").read_text()
+    (False, True, 'one')
+    """
+
+    def __init__(self, target: PathLike, *, overwrite: bool = False,
+                 replaceable: Optional[Callable[[Path], bool]] = None, what: str = "folder"):
+        self.target = Path(target)
+        self.overwrite, self.replaceable, self.what = overwrite, replaceable, what
+        check_target(self.target, overwrite=overwrite, replaceable=replaceable, what=what)
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        self.path = _sibling(self.target, "building")
+        self.path.mkdir()
+
+    def commit(self) -> Path:
+        """Move the temporary folder to ``target`` (re-checking ``target``, which may have appeared meanwhile)."""
         try:
-            os.replace(tmp, target)
-        except BaseException:
-            if old is not None:
-                os.replace(old, target)
-            raise
+            check_target(self.target, overwrite=self.overwrite, replaceable=self.replaceable, what=self.what)
+            _swap_into_place(self.path, self.target)
+        finally:
+            self.discard()
+        return self.target
+
+    def discard(self) -> None:
+        """Delete the temporary folder."""
+        if self.path.exists() or self.path.is_symlink():
+            _remove(self.path)
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+def _swap_into_place(tmp: Path, target: Path) -> None:
+    """Rename ``tmp`` to ``target``; an existing ``target`` is moved aside first, put back if the rename fails, and
+    deleted only once the new one is in place."""
+    old = None
+    if target.exists() or target.is_symlink():
+        old = _sibling(target, "old")
+        os.replace(target, old)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
         if old is not None:
-            _remove(old)
-    finally:
-        if tmp.exists():
-            _remove(tmp)
+            os.replace(old, target)
+        raise
+    if old is not None:
+        _remove(old)
+
+
+def _is_empty_folder(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and next(path.iterdir(), None) is None
 
 
 def check_target(target: Path, *, overwrite: bool, replaceable: Optional[Callable[[Path], bool]] = None,
                  what: str = "folder") -> None:
-    """Refuse to write over ``target`` unless ``overwrite`` and ``replaceable(target)`` allow it."""
+    """Refuse to write over ``target`` unless ``overwrite`` and ``replaceable(target)`` allow it.
+
+    An empty folder counts as absent; the current and home folders (``"."``, ``""``) are always refused.
+    """
+    target = Path(target)
     if not (target.exists() or target.is_symlink()):
+        return
+    if str(target) in ("", ".") or target.resolve() in (Path.cwd().resolve(), Path.home().resolve()):
+        raise ValueError(f"refusing to write a {what} to {str(target)!r}: that is the current or home folder; name "
+                         f"a new folder for the {what} instead")
+    if _is_empty_folder(target):
         return
     if not overwrite:
         raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it")
-    if str(target) in ("", ".") or target.resolve() == Path.cwd().resolve() or target.resolve() == Path.home():
-        raise ValueError(f"refusing to replace {str(target)!r}: name the {what} itself, not the current or home "
-                         "folder")
     if replaceable is not None and not replaceable(target):
         raise ValueError(f"{target} exists but is not a {what}; overwrite=True only replaces a {what}, so move or "
                          "delete it yourself")
+
+
+def read_artifact_meta(folder: PathLike, artifact_type: str, artifact_format: str) -> Dict[str, Any]:
+    """The ``pt_meta.json`` of an artifact folder as a dict, refusing an artifact of another type or format."""
+    values = read_json(Path(folder) / ARTIFACT_META_FILE, f"{artifact_type}.{artifact_format} artifact metadata")
+    kind = (values.get("type"), values.get("format")) if isinstance(values, dict) else (None, None)
+    if kind != (artifact_type, artifact_format):
+        raise ValueError(f"{folder} holds a {kind[0]}.{kind[1]} artifact, not a {artifact_type}.{artifact_format} "
+                         "one")
+    return values
+
+
+def is_artifact_folder(folder: PathLike, artifact_type: str, artifact_format: str) -> bool:
+    """Whether ``folder`` is a PyTerrier artifact of that type and format (its ``pt_meta.json`` says so).
+
+    Writers pass this (with :func:`functools.partial`) as ``replaceable``: ``overwrite=True`` then replaces only an
+    artifact of their own kind.
+    """
+    meta = Path(folder) / ARTIFACT_META_FILE
+    if not Path(folder).is_dir() or Path(folder).is_symlink() or not meta.is_file():
+        return False
+    try:
+        values = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(values, dict) and (values.get("type"), values.get("format")) == (artifact_type, artifact_format)
 
 
 class JsonConfig:

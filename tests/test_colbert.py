@@ -10,7 +10,7 @@ import pytest
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.model.config import default_backbone
 
-TINY = dict(dim=16, query_maxlen=16, doc_maxlen=48)
+TINY = dict(dim=16, query_maxlen=16, doc_maxlen=48, score_query_masks=True)  # N_q vectors per query
 PASSAGES = [
     "The castle of Vel Amara was built in the third age by the river folk.",
     "Emberfall was released in March 2011 for consoles and later for computers.",
@@ -72,8 +72,17 @@ def test_encoder_shapes_and_tokens(tiny):
     np.testing.assert_allclose(norms, 1.0, rtol=1e-5)
 
 
+def test_config_defaults_match_the_shipped_checkpoint():
+    from pyterrier_fandom_colbert.model.colbert import DEFAULT_CHECKPOINT
+
+    shipped = pfc.ColBERTConfig.load(DEFAULT_CHECKPOINT)
+    fresh = pfc.ColBERTConfig()
+    differ = {k for k, v in fresh.to_dict().items() if v != shipped.to_dict()[k]}
+    assert differ == {"backbone"}  # a fresh model and the shipped one encode alike (one vector per real token)
+
+
 def test_unscored_masks_are_left_out_of_query_embs(tiny_bert_dir):
-    c = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(**TINY, score_query_masks=False))
+    c = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(**{**TINY, "score_query_masks": False}))
     q = c.query_encoder()(pd.DataFrame({"qid": ["1"], "query": ["the castle"]}))
     assert q["query_toks"][0] == ["[CLS]", "[Q]", "the", "castle", "[SEP]"]
     assert q["query_embs"][0].shape == (5, 16)

@@ -10,12 +10,20 @@ import torch
 
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.explain import render
-from pyterrier_fandom_colbert.explain.scores import (ExplainOptions, explain_passage, kde_density, merge_words,
-                                              relevance_abs, relevance_acc, single_token_view, top_matches)
+from pyterrier_fandom_colbert.explain.scores import (
+    ExplainOptions,
+    explain_passage,
+    kde_density,
+    merge_words,
+    relevance_abs,
+    relevance_acc,
+    single_token_view,
+    top_matches,
+)
 from pyterrier_fandom_colbert.explain.transformer import EXPLANATION_COLUMNS, TOKEN_VIEW_COLUMNS, Explainer
 from pyterrier_fandom_colbert.model.scoring import similarity_matrix
 
-CONFIG = dict(dim=16, doc_maxlen=64, query_maxlen=16)
+CONFIG = dict(dim=16, doc_maxlen=64, query_maxlen=16, score_query_masks=True)  # N_q vectors a query
 PASSAGES = ["Emberfall was released in March 2011 for consoles and later for computers.",
             "Zoë visited Ørnvik—twice! The smith Orrin forged a blade there.",
             "Dragons breathe fire over the northern mountains every winter."]
@@ -190,7 +198,7 @@ def test_transformer_equals_brute_force(colbert):
 
 
 def test_unscored_query_masks(tiny_bert_dir):
-    cfg = pfc.ColBERTConfig(**CONFIG, score_query_masks=False)
+    cfg = pfc.ColBERTConfig(**{**CONFIG, "score_query_masks": False})
     colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=cfg, device="cpu")
     out = Explainer(colbert, k_tilde=2)(frame())
     for _, row in out.iterrows():

@@ -17,10 +17,8 @@ import hashlib
 import http.client
 import json
 import os
-import shutil
 import urllib.parse
 import urllib.request
-import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Optional
@@ -30,6 +28,7 @@ from ir_datasets.formats import BaseDocPairs, BaseDocs, BaseQrels, BaseQueries, 
 from ir_datasets.indices import Docstore, PickleLz4FullStore
 from ir_datasets.indices.lz4_pickle import Lz4PickleLookup
 
+from ..storage import atomic_folder, atomic_path, write_json
 from .passages import DumpStats, Passage, PassageConfig, dump_passages
 from .qa_formats import SPLITS, QARelease, QAQuery, SquadDoc, page_splits, read_qa_json, read_squad, read_tsv_release
 
@@ -217,37 +216,37 @@ def squad_dataset(path):
 
 def _download(url: str, target: Path, verbose: bool = False) -> None:
     """Stream ``url`` to ``target`` via a temporary file; checks Content-Length and S3's ``x-amz-meta-md5``."""
-    tmp = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex[:8]}")
-    target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        request = urllib.request.Request(url, headers={"User-Agent": "pyterrier-fandom-colbert"})
-        with urllib.request.urlopen(request, timeout=60) as response, open(tmp, "wb") as out:
-            expected = response.headers.get("Content-Length")
-            md5_expected = response.headers.get("x-amz-meta-md5")
-            md5, size = hashlib.md5(), 0
-            bar = None
-            if verbose:
-                from tqdm.auto import tqdm
-                bar = tqdm(total=int(expected) if expected else None, unit="B", unit_scale=True, desc=target.name)
-            while chunk := response.read(1 << 20):
-                out.write(chunk)
-                md5.update(chunk)
-                size += len(chunk)
-                if bar:
-                    bar.update(len(chunk))
-            if bar:
-                bar.close()
-        if expected is not None and size != int(expected):
-            raise DumpUnavailableError(f"{url}: download ended after {size} of {expected} bytes")
-        if md5_expected and md5.hexdigest() != md5_expected.strip().lower():
-            raise DumpUnavailableError(f"{url}: MD5 {md5.hexdigest()} does not match x-amz-meta-md5 {md5_expected}")
-        os.replace(tmp, target)
+        with atomic_path(target) as tmp:
+            _stream(url, tmp, target.name, verbose)
     except DumpUnavailableError:
         raise
     except (OSError, http.client.HTTPException) as err:  # urllib's URLError/HTTPError are OSErrors
         raise DumpUnavailableError(f"could not download {url}: {err}") from err
-    finally:
-        tmp.unlink(missing_ok=True)
+
+
+def _stream(url: str, out_path: Path, name: str, verbose: bool) -> None:
+    request = urllib.request.Request(url, headers={"User-Agent": "pyterrier-fandom-colbert"})
+    with urllib.request.urlopen(request, timeout=60) as response, open(out_path, "wb") as out:
+        expected = response.headers.get("Content-Length")
+        md5_expected = response.headers.get("x-amz-meta-md5")
+        md5, size = hashlib.md5(), 0
+        bar = None
+        if verbose:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=int(expected) if expected else None, unit="B", unit_scale=True, desc=name)
+        while chunk := response.read(1 << 20):
+            out.write(chunk)
+            md5.update(chunk)
+            size += len(chunk)
+            if bar:
+                bar.update(len(chunk))
+        if bar:
+            bar.close()
+    if expected is not None and size != int(expected):
+        raise DumpUnavailableError(f"{url}: download ended after {size} of {expected} bytes")
+    if md5_expected and md5.hexdigest() != md5_expected.strip().lower():
+        raise DumpUnavailableError(f"{url}: MD5 {md5.hexdigest()} does not match x-amz-meta-md5 {md5_expected}")
 
 
 class _DumpCorpus:
@@ -287,7 +286,7 @@ class _DumpCorpus:
         dump = self.dump_path()
         st = dump.stat()
         source = {"dump": str(dump.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-        key = hashlib.sha1(json.dumps([asdict(self.config), source], sort_keys=True).encode()).hexdigest()[:12]
+        key = hashlib.sha1(json.dumps([self.config.to_dict(), source], sort_keys=True).encode()).hexdigest()[:12]
         final = self.folder() / f"passages-{key}"
         if not final.is_dir():
             self._build(dump, final, source)
@@ -297,27 +296,22 @@ class _DumpCorpus:
         return PickleLz4FullStore(str(final), never, Passage, "doc_id", ["doc_id"])
 
     def _build(self, dump: Path, final: Path, source: dict) -> None:
-        tmp = final.with_name(f".{final.name}.tmp-{uuid.uuid4().hex[:8]}")
         stats = DumpStats()
         try:
-            lookup = Lz4PickleLookup(str(tmp), Passage, "doc_id", ["doc_id"])
-            with lookup.transaction() as trans:
-                for passage in dump_passages(dump, self.config, stats, verbose=self.verbose):
-                    trans.add(passage)
-            lookup.close()
-            if stats.passages == 0:
-                raise ValueError(f"{dump}: no article passages (pages read: {stats.pages}, skipped: "
-                                 f"{dict(stats.skipped)})")
-            meta = {"config": asdict(self.config), "source": source, "stats": {**asdict(stats),
-                                                                              "skipped": dict(stats.skipped)}}
-            (tmp / "config.json").write_text(json.dumps(meta, indent=2))
-            try:
-                tmp.rename(final)
-            except OSError:
-                if not final.is_dir():  # anything but another process having finished first
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            with atomic_folder(final, what="passage store") as tmp:
+                lookup = Lz4PickleLookup(str(tmp), Passage, "doc_id", ["doc_id"])
+                with lookup.transaction() as trans:
+                    for passage in dump_passages(dump, self.config, stats, verbose=self.verbose):
+                        trans.add(passage)
+                lookup.close()
+                if stats.passages == 0:
+                    raise ValueError(f"{dump}: no article passages (pages read: {stats.pages}, skipped: "
+                                     f"{dict(stats.skipped)})")
+                write_json(tmp / "config.json", {"config": self.config.to_dict(), "source": source,
+                                                 "stats": {**asdict(stats), "skipped": dict(stats.skipped)}})
+        except OSError:
+            if not final.is_dir():  # anything but another process having finished first
+                raise
 
 
 class _DumpDocs(BaseDocs):

@@ -29,9 +29,10 @@ import json
 import math
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Optional
 
+from ..storage import JsonConfig
 from .wikidump import SiteInfo, WikiPage, clean_wikitext, iter_pages, skip_reason
 
 __all__ = ["PassageConfig", "Passage", "DumpStats", "split_sentences", "section_paragraphs", "text_passages",
@@ -45,7 +46,7 @@ _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e no nos vol lt c
 
 
 @dataclass(frozen=True)
-class PassageConfig:
+class PassageConfig(JsonConfig):
     """How a dump becomes passages; saved as JSON beside every derived corpus."""
     target_words: int = 120
     max_words: int = 150
@@ -66,11 +67,11 @@ class PassageConfig:
         object.__setattr__(self, "namespaces", tuple(int(n) for n in self.namespaces))
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "PassageConfig":
-        return cls(**json.loads(text))
+        return cls.from_dict(json.loads(text))
 
 
 class Passage(NamedTuple):

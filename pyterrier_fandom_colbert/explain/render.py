@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 import os
 import sys
-import tempfile
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Tuple, Unio
 
 import numpy as np
 import pandas as pd
+
+from ..storage import write_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -157,20 +158,7 @@ def _meta_html(row) -> str:
 
 def save_html(frame: pd.DataFrame, path: Union[str, Path], **kwargs) -> Path:
     """Write :func:`to_html` to ``path`` (via a temporary file renamed into place)."""
-    path = Path(path)
-    page = to_html(frame, **kwargs)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a page is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text(path, to_html(frame, **kwargs))
 
 
 # -- heatmap -------------------------------------------------------------------------------------------------------

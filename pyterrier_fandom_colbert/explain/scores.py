@@ -24,6 +24,8 @@ from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..storage import JsonConfig
+
 #: bandwidth rules (as in ``scipy.stats.gaussian_kde``: Scott n^(-1/5)·σ, Silverman (3n/4)^(-1/5)·σ, σ with ddof=1)
 BANDWIDTH_RULES = ("scott", "silverman")
 #: rule-of-thumb bandwidths are never narrower than this many tokens (a sample on one position has σ = 0)
@@ -33,7 +35,7 @@ _LEADING_SPECIALS, _TRAILING_SPECIALS = 2, 1
 
 
 @dataclass(frozen=True)
-class ExplainOptions:
+class ExplainOptions(JsonConfig):
     """How passages are explained.
 
     >>> ExplainOptions(bandwidth=3).bandwidth

@@ -1,36 +1,30 @@
 """``ColBERTIndex``: a PyTerrier artifact holding every document's token vectors, and its retrievers.
 
-An index folder holds::
-
-    pt_meta.json           type "colbert", format "fp16", sizes and the encoder fingerprint (IndexMeta)
-    colbert_config.json    the encoder's ColBERTConfig
-    vectors.f16            [num_tokens, dim] float16: all documents' vectors back to back (memory-mapped)
-    token_ids.i32          [num_tokens] int32: the wordpiece id of each vector (for explanations)
-    offsets.i64            [num_docs + 1] int64: document i owns rows offsets[i] .. offsets[i+1]
-    docnos.npids           docno <-> document id lookup (npids)
-    faiss/                 FAISS indexes over the token vectors, built on first use (see faiss_ann.py)
-
-Writing (the writer and the indexer) is in indexing.py; this module reads an index and makes its retrievers.
+The folder layout is in :mod:`.layout`; writing (the writer and the indexer) is in :mod:`.writer`. This module
+reads an index (each part on first use, as ``functools.cached_property``) and makes its retrievers.
 """
 from __future__ import annotations
 
 import warnings
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pyterrier as pt
 
+from ..lazy import forget_cached
 from ..model.config import ColBERTConfig
-from .writer import (
+from .layout import (
+    ARTIFACT_FORMAT,
+    ARTIFACT_TYPE,
     DOCNOS_FILE,
     META_FILE,
     OFFSETS_FILE,
+    PACKAGE_HINT,
     TOKEN_IDS_FILE,
     VECTORS_FILE,
-    ColBERTIndexer,
     IndexMeta,
-    IndexWriter,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..model.colbert import ColBERT
     from .ann import FaissSpec
+    from .writer import ColBERTIndexer, IndexWriter
 
 
 class ColBERTIndex(pt.Artifact):
@@ -48,16 +43,14 @@ class ColBERTIndex(pt.Artifact):
     ``ColBERTIndex(path).indexer(colbert).index(corpus_iter)`` builds it; ``pt.Artifact.load(path)`` opens it.
     """
 
-    ARTIFACT_TYPE = "colbert"
-    ARTIFACT_FORMAT = "fp16"
-    ARTIFACT_PACKAGE_HINT = "pyterrier-fandom-colbert"
+    ARTIFACT_TYPE = ARTIFACT_TYPE
+    ARTIFACT_FORMAT = ARTIFACT_FORMAT
+    ARTIFACT_PACKAGE_HINT = PACKAGE_HINT
 
     def __init__(self, path: Union[str, Path], *, verbose: bool = False):
         super().__init__(path)
         self.verbose = verbose
-        self._meta: Optional[IndexMeta] = None
-        self._loaded: Dict[str, Any] = {}  # config, memory maps and docno lookup, read on first use
-        self._ann: Dict["FaissSpec", "faiss.Index"] = {}
+        self._ann: Dict["FaissSpec", "faiss.Index"] = {}  # FAISS indexes by spec, loaded or built on first use
 
     # -- contents ------------------------------------------------------------------------------------------
     def built(self) -> bool:
@@ -68,19 +61,15 @@ class ColBERTIndex(pt.Artifact):
             raise FileNotFoundError(f"no ColBERT index at {self.path}; build one with "
                                     f"ColBERTIndex({str(self.path)!r}).indexer(colbert).index(corpus_iter)")
 
-    @property
+    @cached_property
     def meta(self) -> IndexMeta:
-        if self._meta is None:
-            self._require_built()
-            self._meta = IndexMeta.load(self.path)
-        return self._meta
+        self._require_built()
+        return IndexMeta.load(self.path)
 
-    @property
+    @cached_property
     def config(self) -> ColBERTConfig:
-        if "config" not in self._loaded:
-            self._require_built()
-            self._loaded["config"] = ColBERTConfig.load(self.path)
-        return self._loaded["config"]
+        self._require_built()
+        return ColBERTConfig.load(self.path)
 
     @property
     def fingerprint(self) -> str:
@@ -91,47 +80,41 @@ class ColBERTIndex(pt.Artifact):
         return self.meta.num_docs
 
     def _array(self, name: str, dtype: Any, shape: Tuple[int, ...]) -> np.ndarray:
-        if name not in self._loaded:
-            file = self.path / name
-            expected = int(np.prod(shape)) * np.dtype(dtype).itemsize
-            if not file.exists() or file.stat().st_size != expected:
-                raise ValueError(f"{file} is missing or not {expected} bytes: the index at {self.path} is corrupt")
-            self._loaded[name] = np.memmap(file, dtype=dtype, mode="r", shape=shape)
-        return self._loaded[name]
+        file = self.path / name
+        expected = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if not file.exists() or file.stat().st_size != expected:
+            raise ValueError(f"{file} is missing or not {expected} bytes: the index at {self.path} is corrupt")
+        return np.memmap(file, dtype=dtype, mode="r", shape=shape)
 
-    @property
+    @cached_property
     def vectors(self) -> np.ndarray:
         """All token vectors, ``[num_tokens, dim]`` float16, memory-mapped."""
         return self._array(VECTORS_FILE, np.float16, (self.meta.num_tokens, self.meta.dim))
 
-    @property
+    @cached_property
     def vector_tensor(self) -> "torch.Tensor":
         """:attr:`vectors` as a CPU torch tensor sharing the memory map (read-only: never write to it)."""
-        if "vector_tensor" not in self._loaded:
-            import torch
+        import torch
 
-            with warnings.catch_warnings():  # torch warns that the (read-only) memory map is not writable
-                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-                self._loaded["vector_tensor"] = torch.from_numpy(self.vectors)
-        return self._loaded["vector_tensor"]
+        with warnings.catch_warnings():  # torch warns that the (read-only) memory map is not writable
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return torch.from_numpy(self.vectors)
 
-    @property
+    @cached_property
     def token_ids(self) -> np.ndarray:
         return self._array(TOKEN_IDS_FILE, np.int32, (self.meta.num_tokens,))
 
-    @property
+    @cached_property
     def offsets(self) -> np.ndarray:
         """``[num_docs + 1]``: document ``i``'s vectors are rows ``offsets[i]:offsets[i + 1]``."""
         return self._array(OFFSETS_FILE, np.int64, (self.meta.num_docs + 1,))
 
-    @property
+    @cached_property
     def docnos(self) -> "npids.Lookup":
-        if "docnos" not in self._loaded:
-            import npids
+        import npids
 
-            self._require_built()
-            self._loaded["docnos"] = npids.Lookup(self.path / DOCNOS_FILE)
-        return self._loaded["docnos"]
+        self._require_built()
+        return npids.Lookup(self.path / DOCNOS_FILE)
 
     def doc_ids(self, docnos: Sequence[str]) -> np.ndarray:
         """Document ids (int64) of ``docnos``; a ValueError lists docnos the index does not hold."""
@@ -185,11 +168,15 @@ class ColBERTIndex(pt.Artifact):
         ``batch_size`` documents are read, length-bucketed and encoded at a time: memory is bounded by that,
         not by the corpus.
         """
+        from .writer import ColBERTIndexer
+
         return ColBERTIndexer(self, colbert, text_field=text_field, batch_size=batch_size, overwrite=overwrite,
                               verbose=verbose)
 
-    def writer(self, config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False) -> IndexWriter:
+    def writer(self, config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False) -> "IndexWriter":
         """Low-level writer for precomputed vectors (``with index.writer(...) as w: w.add(docno, vecs, ids)``)."""
+        from .writer import IndexWriter
+
         return IndexWriter(self.path, config, fingerprint, overwrite=overwrite)
 
     def retriever(self, colbert: Optional["ColBERT"] = None, *, num_results: int = 1000, lam: Optional[float] = None,
@@ -230,10 +217,8 @@ class ColBERTIndex(pt.Artifact):
 
     def _forget(self) -> None:
         """Drop everything read from disk (after a rebuild)."""
-        for value in self._loaded.values():
-            if hasattr(value, "close"):
-                value.close()
-        self._meta, self._loaded, self._ann = None, {}, {}
+        forget_cached(self)
+        self._ann = {}
 
     def __repr__(self) -> str:
         return f"ColBERTIndex({str(self.path)!r})"

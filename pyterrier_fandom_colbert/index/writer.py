@@ -1,17 +1,14 @@
-"""Writing a :class:`~pyterrier_fandom_colbert.index.artifact.ColBERTIndex`: the folder layout, :class:`IndexWriter`
-(precomputed vectors, streamed to disk) and :class:`ColBERTIndexer` (a ``pt.Indexer`` encoding a corpus).
+"""Writing a :class:`~pyterrier_fandom_colbert.index.artifact.ColBERTIndex` (folder layout: :mod:`.layout`):
+:class:`IndexWriter` (precomputed vectors, streamed to disk) and :class:`ColBERTIndexer` (a ``pt.Indexer``
+encoding a corpus).
 
-Writes go to a hidden temporary folder beside the target, renamed into place only when complete, so an
-interrupted build leaves nothing that loads.
+Writes go to a hidden temporary folder beside the target (:class:`~pyterrier_fandom_colbert.storage.AtomicFolder`),
+renamed into place only when complete, so an interrupted build leaves nothing that loads; ``overwrite=True``
+replaces only an existing ColBERT index.
 """
 from __future__ import annotations
 
-import json
 import math
-import os
-import shutil
-import tempfile
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -22,43 +19,16 @@ import pyterrier as pt
 from ..frames import check_record
 from ..model.config import ColBERTConfig
 from ..progress import progress
+from ..storage import AtomicFolder
+from .layout import DOCNOS_FILE, OFFSETS_FILE, TOKEN_IDS_FILE, VECTORS_FILE, IndexMeta, is_index_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
     from .artifact import ColBERTIndex
 
-META_FILE = "pt_meta.json"
-VECTORS_FILE = "vectors.f16"
-TOKEN_IDS_FILE = "token_ids.i32"
-OFFSETS_FILE = "offsets.i64"
-DOCNOS_FILE = "docnos.npids"
 _DOCNOS_TEXT = "docnos.txt"  # one docno per line while building; becomes docnos.npids
 #: npids (0.1.3) picks a codec from the first 256 docnos and fails to read it back when they are all identical
 _NPIDS_FIRST_BLOCK = 256
-
-
-@dataclass(frozen=True)
-class IndexMeta:
-    """The sizes and encoder identity of an index, stored as ``pt_meta.json``."""
-
-    num_docs: int
-    num_tokens: int
-    dim: int
-    fingerprint: str
-    type: str = "colbert"
-    format: str = "fp16"
-    package_hint: str = "pyterrier-fandom-colbert"
-
-    def save(self, folder: Path) -> None:
-        (Path(folder) / META_FILE).write_text(json.dumps(asdict(self), indent=2))
-
-    @classmethod
-    def load(cls, folder: Path) -> "IndexMeta":
-        values = json.loads((Path(folder) / META_FILE).read_text())
-        if (values.get("type"), values.get("format")) != ("colbert", "fp16"):
-            raise ValueError(f"{folder} holds a {values.get('type')}.{values.get('format')} artifact, "
-                             "not a colbert.fp16 index")
-        return cls(**values)
 
 
 class IndexWriter:
@@ -81,9 +51,8 @@ class IndexWriter:
         self.config = config
         self.fingerprint = fingerprint
         self.overwrite = overwrite
-        _check_target(self.path, overwrite)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".building", dir=self.path.parent))
+        self._folder = AtomicFolder(self.path, overwrite=overwrite, replaceable=is_index_folder, what="ColBERT index")
+        self._tmp = self._folder.path
         self._vectors = open(self._tmp / VECTORS_FILE, "wb")
         self._token_ids = open(self._tmp / TOKEN_IDS_FILE, "wb")
         self._offsets = open(self._tmp / OFFSETS_FILE, "wb")
@@ -140,8 +109,7 @@ class IndexWriter:
             (self._tmp / _DOCNOS_TEXT).unlink()
             self.config.save(self._tmp)
             IndexMeta(self.num_docs, self.num_tokens, self.config.dim, self.fingerprint).save(self._tmp)
-            _check_target(self.path, self.overwrite)
-            _move_into_place(self._tmp, self.path)
+            self._folder.commit()
         except BaseException:
             self.abort()
             raise
@@ -150,7 +118,7 @@ class IndexWriter:
     def abort(self) -> None:
         """Delete the partial build; ``path`` is left as it was."""
         self._close_files()
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        self._folder.discard()
 
     def _close_files(self) -> None:
         for f in (self._vectors, self._token_ids, self._offsets, self._docnos):
@@ -164,22 +132,6 @@ class IndexWriter:
             self.close()
         else:
             self.abort()
-
-
-def _check_target(path: Path, overwrite: bool) -> None:
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
-
-
-def _move_into_place(tmp: Path, path: Path) -> None:
-    """Rename ``tmp`` to ``path``; an existing ``path`` is moved aside first and deleted only afterwards."""
-    old = None
-    if path.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-        os.rename(path, old / path.name)
-    os.rename(tmp, path)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _check_unique(docnos_path: Path, num_docs: int, chunk: int = 100_000) -> None:

@@ -1,9 +1,13 @@
 """Text analysis for the TF-IDF index: Terrier-style tokenisation, an English stopword list, Porter stemming.
 
 The pipeline mirrors Terrier's default ``Stopwords,PorterStemmer`` term pipeline: split into alphanumeric
-runs, lowercase, drop noisy tokens (the checks of Terrier's ``EnglishTokeniser``), remove stopwords, stem.
+runs, lowercase, drop noisy tokens (the checks of Terrier's ``EnglishTokeniser``), remove stopwords, stem. The
+default stopword list is Lucene's 33 function words rather than the longer Terrier-lineage list, which drops
+content words ("system", "fire", "bill"); the lists are compared in docs/tfidf.md.
 
 >>> Analyzer().terms("The Witcher's silver swords were forged in 1262!")
+['witcher', 's', 'silver', 'sword', 'were', 'forg', '1262']
+>>> Analyzer(stopwords="glasgow").terms("The Witcher's silver swords were forged in 1262!")
 ['witcher', 's', 'silver', 'sword', 'forg', '1262']
 >>> Analyzer(stemmer=None, stopwords=False).terms("The Witcher's swords")
 ['the', 'witcher', 's', 'swords']
@@ -11,7 +15,7 @@ runs, lowercase, drop noisy tokens (the checks of Terrier's ``EnglishTokeniser``
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import List, Optional, Union
 
 #: The English stopword list of the Glasgow IR group (the group that develops Terrier; scikit-learn ships the
 #: same 318 words as ENGLISH_STOP_WORDS). Terrier's own default list extends it.
@@ -35,6 +39,32 @@ us very via was we well were what whatever when whence whenever where whereafter
 whereupon wherever whether which while whither who whoever whole whom whose why will with within without would
 yet you your yours yourself yourselves
 """.split())
+
+#: The 33 English stopwords of Lucene's ``EnglishAnalyzer`` (and Elasticsearch's ``_english_``): function words
+#: only, so content words that longer lists drop ("system", "fire", "bill", "show", "found", "part", "name",
+#: "move", "side", "top", "interest", ...) stay searchable.
+LUCENE_STOPWORDS = frozenset("""
+a an and are as at be but by for if in into is it no not of on or such that the their then there these they this
+to was will with
+""".split())
+
+#: stopword lists by name (``TfidfConfig.stopwords``); measured against each other in docs/tfidf.md
+STOPWORD_LISTS = {"glasgow": STOPWORDS, "lucene": LUCENE_STOPWORDS, "none": frozenset()}
+
+
+def stopword_list(name) -> frozenset:
+    """The stopwords called ``name``; ``True``/``False`` (older index settings) mean ``"glasgow"``/``"none"``.
+
+    >>> sorted(stopword_list("lucene"))[:4], "system" in stopword_list("glasgow"), len(stopword_list(False))
+    (['a', 'an', 'and', 'are'], True, 0)
+    """
+    if name is True or name is False:
+        name = "glasgow" if name else "none"
+    if name not in STOPWORD_LISTS:
+        raise ValueError(f"stopwords={name!r} is not a stopword list; expected one of {sorted(STOPWORD_LISTS)} "
+                         "(or True/False for 'glasgow'/'none')")
+    return STOPWORD_LISTS[name]
+
 
 #: token patterns: "unicode" keeps letters and digits of any script (Fandom names such as "Héloïse");
 #: "english" is Terrier's EnglishTokeniser (A-Z, a-z, 0-9 only; any other character splits a token)
@@ -77,10 +107,12 @@ class Analyzer:
     ['harri', 's', 'owl', 'fast', 'hawk']
 
     ``stemmer``: a PyStemmer algorithm name (``"porter"``: Porter's original algorithm, as in Terrier) or
-    ``None``; ``stopwords``: remove :data:`STOPWORDS` (before stemming, as Terrier does).
+    ``None``; ``stopwords``: the name of a list in :data:`STOPWORD_LISTS` (``True``/``False``: "glasgow"/"none"),
+    removed before stemming, as Terrier does.
     """
 
-    def __init__(self, stemmer: Optional[str] = "porter", stopwords: bool = True, tokeniser: str = "unicode"):
+    def __init__(self, stemmer: Optional[str] = "porter", stopwords: Union[bool, str] = "lucene",
+                 tokeniser: str = "unicode"):
         if tokeniser not in TOKENISERS:
             raise ValueError(f"tokeniser={tokeniser!r} is not supported; expected one of {sorted(TOKENISERS)}")
         self._stem = None
@@ -91,7 +123,7 @@ class Analyzer:
                 raise ValueError(f"stemmer={stemmer!r} is not a PyStemmer algorithm; expected None or one of "
                                  f"{Stemmer.algorithms()}")
             self._stem = Stemmer.Stemmer(stemmer).stemWords
-        self._stopwords = STOPWORDS if stopwords else frozenset()
+        self._stopwords = stopword_list(stopwords)
         self._tokeniser = tokeniser
 
     def terms(self, text: str) -> List[str]:

@@ -5,22 +5,17 @@
 with Robertson's tf, Sparck Jones' idf, ``dl`` = the number of indexed terms of d (after stopword removal),
 ``avgdl`` = indexed terms / N, and ``qtf`` the count of the term in the analysed query.
 
-Folder layout: ``pt_meta.json`` (type, format, config, statistics), ``tf.npz`` (document × term frequencies,
-CSR), ``doclens.npy``, ``lexicon.txt`` (term per line; line number = term id), ``docnos.npids``, and, when
-built with ``store_text=True``, ``text.bin`` + ``text_offsets.npy`` (UTF-8 passages, end to end).
+Folder layout: ``pt_meta.json`` (:class:`TfidfMeta`: type, format, config, statistics), ``tf.npz`` (document ×
+term frequencies, CSR), ``doclens.npy``, ``lexicon.txt`` (term per line; line number = term id),
+``docnos.npids``, and, when built with ``store_text=True``, ``text.bin`` + ``text_offsets.npy`` (UTF-8 passages,
+end to end).
 """
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
-import shutil
-import uuid
 from array import array
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -30,13 +25,19 @@ import pyterrier as pt
 import scipy.sparse as sp
 
 from ..frames import EqualByKey, artifact_key, check_record, empty_output
+from ..lazy import forget_cached
 from ..progress import progress
 from ..ranking import top_k
-from .analysis import Analyzer
+from ..storage import ARTIFACT_META_FILE, JsonConfig, atomic_folder, is_artifact_folder, read_artifact_meta
+from .analysis import Analyzer, stopword_list
+
+ARTIFACT_TYPE = "sparse_index"
+ARTIFACT_FORMAT = "tfidf"
+PACKAGE_HINT = "pyterrier-fandom-colbert"
 
 
 @dataclass(frozen=True)
-class TfidfConfig:
+class TfidfConfig(JsonConfig):
     """Weighting and analysis settings, stored in ``pt_meta.json`` and used for documents and queries alike.
 
     >>> TfidfConfig(b=1.5)
@@ -49,12 +50,14 @@ class TfidfConfig:
     b: float = 0.75
     #: PyStemmer algorithm ("porter": Porter's original, as in Terrier) or None for no stemming
     stemmer: Optional[str] = "porter"
-    #: remove the English stopwords of :data:`pyterrier_fandom_colbert.lexical.analysis.STOPWORDS`
-    stopwords: bool = True
+    #: stopword list removed before stemming: "lucene" (33 function words), "glasgow" (318 words, drops content
+    #: words such as "system"), "none"; True/False in older indexes mean "glasgow"/"none" (docs/tfidf.md)
+    stopwords: Union[bool, str] = "lucene"
     #: "unicode" (letters/digits of any script) or "english" (Terrier's A-Z/0-9 EnglishTokeniser)
     tokeniser: str = "unicode"
 
     def __post_init__(self):
+        stopword_list(self.stopwords)  # an unknown list name is an error here, not at the first document
         if not self.k1 > 0:
             raise ValueError(f"k1={self.k1} must be positive")
         if not 0 <= self.b <= 1:
@@ -62,6 +65,33 @@ class TfidfConfig:
 
     def analyzer(self) -> Analyzer:
         return Analyzer(stemmer=self.stemmer, stopwords=self.stopwords, tokeniser=self.tokeniser)
+
+
+@dataclass(frozen=True)
+class TfidfMeta(JsonConfig):
+    """What ``pt_meta.json`` of a TF-IDF index records: the settings, the sizes and whether passages are stored.
+
+    >>> meta = TfidfMeta(config=TfidfConfig(b=0.5), num_docs=2, num_terms=3, num_tokens=4, num_postings=4)
+    >>> TfidfMeta.from_dict(meta.to_dict()) == meta
+    True
+    """
+
+    config: TfidfConfig
+    num_docs: int
+    num_terms: int
+    num_tokens: int
+    num_postings: int
+    #: the document field whose passages are stored (``store_text=True``), else None
+    text_field: Optional[str] = None
+    type: str = ARTIFACT_TYPE
+    format: str = ARTIFACT_FORMAT
+    package_hint: str = PACKAGE_HINT
+
+    @classmethod
+    def from_dict(cls, values: Dict[str, Any], source: Optional[Union[str, Path]] = None) -> "TfidfMeta":
+        if isinstance(values, dict) and isinstance(values.get("config"), dict):
+            values = {**values, "config": TfidfConfig.from_dict(values["config"], source=source)}
+        return super().from_dict(values, source=source)
 
 
 # -- weighting maths (pure functions) ----------------------------------------------------------------------
@@ -97,37 +127,10 @@ def postings_weights(tf: sp.csr_matrix, doclens: np.ndarray, k1: float, b: float
 
 # -- writing ------------------------------------------------------------------------------------------------
 
-@contextmanager
-def _atomic_folder(target: Path, overwrite: bool) -> Iterator[Path]:
-    """Yield a fresh folder beside ``target``; on success it replaces ``target``, on failure it is deleted."""
-    if target.exists() and (target.is_file() or any(target.iterdir())):
-        if not overwrite:
-            raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        yield tmp
-        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-        if target.exists():
-            os.replace(target, old)
-        try:
-            os.replace(tmp, target)
-        except BaseException:
-            if old.exists():
-                os.replace(old, target)
-            raise
-        if old.is_dir():
-            shutil.rmtree(old)
-        elif old.exists():
-            old.unlink()
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConfig, text_field: str,
-                 store_text: bool, verbose: bool) -> Dict[str, Any]:
+                 store_text: bool, verbose: bool) -> TfidfMeta:
     """Stream ``docs`` into ``folder``; memory holds the index itself (postings, lexicon, docno set), not texts."""
     import npids
 
@@ -173,8 +176,8 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
     (folder / "lexicon.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
     if store_text:
         np.save(folder / "text_offsets.npy", np.frombuffer(offsets, np.int64))
-    return {"num_docs": len(doclens), "num_terms": len(vocab), "num_tokens": int(sum(doclens)),
-            "num_postings": len(indices), "text_field": text_field if store_text else None}
+    return TfidfMeta(config=config, num_docs=len(doclens), num_terms=len(vocab), num_tokens=int(sum(doclens)),
+                     num_postings=len(indices), text_field=text_field if store_text else None)
 
 
 class TfidfIndexer(pt.Indexer):
@@ -191,14 +194,13 @@ class TfidfIndexer(pt.Indexer):
     def index(self, docs: Iterable[Dict[str, Any]]) -> "TfidfIndex":
         if isinstance(docs, pd.DataFrame):
             docs = docs.to_dict("records")
-        path = Path(self.target.path)
-        with _atomic_folder(path, self.overwrite) as tmp:
-            stats = _write_index(tmp, docs, self.config, self.text_field, self.store_text, self.verbose)
-            meta = {"type": TfidfIndex.ARTIFACT_TYPE, "format": TfidfIndex.ARTIFACT_FORMAT,
-                    "package_hint": TfidfIndex.ARTIFACT_PACKAGE_HINT, "config": dataclasses.asdict(self.config),
-                    **stats}
-            (tmp / "pt_meta.json").write_text(json.dumps(meta, indent=2))
-        return TfidfIndex(path)
+        with atomic_folder(Path(self.target.path), overwrite=self.overwrite, what="TF-IDF index",
+                           replaceable=partial(is_artifact_folder, artifact_type=ARTIFACT_TYPE,
+                                               artifact_format=ARTIFACT_FORMAT)) as tmp:
+            _write_index(tmp, docs, self.config, self.text_field, self.store_text, self.verbose).save_json(
+                tmp / ARTIFACT_META_FILE)
+        self.target._forget()
+        return self.target
 
     def __repr__(self) -> str:
         return f"{self.target!r}.indexer()"
@@ -213,9 +215,9 @@ class TfidfIndex(pt.Artifact):
     ``sparse_index``/``tfidf``.
     """
 
-    ARTIFACT_TYPE = "sparse_index"
-    ARTIFACT_FORMAT = "tfidf"
-    ARTIFACT_PACKAGE_HINT = "pyterrier-fandom-colbert"
+    ARTIFACT_TYPE = ARTIFACT_TYPE
+    ARTIFACT_FORMAT = ARTIFACT_FORMAT
+    ARTIFACT_PACKAGE_HINT = PACKAGE_HINT
 
     @classmethod
     def build(cls, path: Union[str, Path], docs: Iterable[Dict[str, Any]], **indexer_kwargs) -> "TfidfIndex":
@@ -223,7 +225,7 @@ class TfidfIndex(pt.Artifact):
         return cls(path).indexer(**indexer_kwargs).index(docs)
 
     def built(self) -> bool:
-        return (Path(self.path) / "pt_meta.json").is_file()
+        return (Path(self.path) / ARTIFACT_META_FILE).is_file()
 
     def indexer(self, *, config: Optional[TfidfConfig] = None, text_field: str = "text", store_text: bool = False,
                 verbose: bool = False, overwrite: bool = False) -> TfidfIndexer:
@@ -234,22 +236,23 @@ class TfidfIndex(pt.Artifact):
                   verbose: bool = False) -> "TfidfRetriever":
         """qid, query → + docno, score, rank (+ text), the top ``num_results`` per query."""
         meta = self.meta  # fails here, not at the first query, when there is no index
-        if text and meta["text_field"] is None:
+        if text and meta.text_field is None:
             raise ValueError(f"{self.path} was built without passage text; rebuild it with "
                              "indexer(store_text=True) or join text later with pt.text.get_text(...)")
         return TfidfRetriever(self, num_results, text=text, batch_size=batch_size, verbose=verbose)
 
     # -- loaded structures (read on first use) --
     @cached_property
-    def meta(self) -> Dict[str, Any]:
+    def meta(self) -> TfidfMeta:
         if not self.built():
             raise FileNotFoundError(f"no TF-IDF index at {self.path}; build one with "
                                     "TfidfIndex(path).indexer().index(docs)")
-        return json.loads((Path(self.path) / "pt_meta.json").read_text())
+        values = read_artifact_meta(self.path, ARTIFACT_TYPE, ARTIFACT_FORMAT)
+        return TfidfMeta.from_dict(values, source=Path(self.path) / ARTIFACT_META_FILE)
 
-    @cached_property
+    @property
     def config(self) -> TfidfConfig:
-        return TfidfConfig(**self.meta["config"])
+        return self.meta.config
 
     @cached_property
     def analyzer(self) -> Analyzer:
@@ -305,6 +308,10 @@ class TfidfIndex(pt.Artifact):
                 docids, row_scores = scores.indices[lo:hi], scores.data[lo:hi]
                 best = top_k(row_scores, docids, k)
                 yield qi, docids[best].astype(np.int64), row_scores[best]
+
+    def _forget(self) -> None:
+        """Drop everything read from disk (after a rebuild)."""
+        forget_cached(self)
 
     def __repr__(self) -> str:
         return f"TfidfIndex({str(self.path)!r})"

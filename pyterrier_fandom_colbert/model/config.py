@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Optional, Union
+
+from ..storage import JsonConfig
 
 CONFIG_FILE = "colbert_config.json"
 SIMILARITIES = ("cosine", "l2", "l2_normalised")
@@ -13,7 +14,7 @@ REDUCTIONS = ("mean", "sum")
 
 
 @dataclass(frozen=True)
-class ColBERTConfig:
+class ColBERTConfig(JsonConfig):
     """Everything that determines how text becomes token vectors and how vectors become a score.
 
     >>> ColBERTConfig(dim=64).dim
@@ -40,8 +41,11 @@ class ColBERTConfig:
     reduction: str = "mean"
     #: drop punctuation tokens from documents (original ColBERT)
     skip_punctuation: bool = False
-    #: score the [MASK] query-augmentation vectors (they are always attended to)
-    score_query_masks: bool = True
+    #: score the [MASK] query-augmentation vectors (they are always attended to). Off by default, as in the
+    #: shipped checkpoint: an untrained MaxSim ranks better without them (docs/method.md §3.8), so a fresh model
+    #: and the default checkpoint both return one query vector per real query token. Turn it on for the
+    #: original ColBERT's fixed N_q vectors per query.
+    score_query_masks: bool = False
     #: how a fresh projection is initialised: "orthogonal" (keeps the backbone's cosine geometry) or "random"
     projection_init: str = "orthogonal"
     #: marker tokens
@@ -66,30 +70,17 @@ class ColBERTConfig:
     def replace(self, **changes: Any) -> "ColBERTConfig":
         return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: Dict[str, Any]) -> "ColBERTConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown ColBERTConfig fields {unknown}; known fields are {sorted(known)}")
-        return cls(**values)
-
     def save(self, folder: Union[str, Path]) -> Path:
-        path = Path(folder) / CONFIG_FILE
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True))
-        tmp.replace(path)
-        return path
+        """Write ``colbert_config.json`` into ``folder`` (atomically)."""
+        return self.save_json(Path(folder) / CONFIG_FILE)
 
     @classmethod
     def load(cls, folder: Union[str, Path]) -> "ColBERTConfig":
+        """Read ``colbert_config.json`` of a checkpoint or index folder; errors name the file."""
         path = Path(folder) / CONFIG_FILE
         if not path.exists():
             raise FileNotFoundError(f"{path} not found: {folder} is not a ColBERT checkpoint folder")
-        return cls.from_dict(json.loads(path.read_text()))
+        return cls.load_json(path)
 
 
 def default_backbone() -> str:

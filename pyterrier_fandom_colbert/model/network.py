@@ -17,6 +17,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import nn
 
+from ..storage import atomic_folder
 from .config import CONFIG_FILE, ColBERTConfig, default_backbone
 from .tokenization import ColBERTTokenizer
 
@@ -98,16 +99,15 @@ def _quiet_transformers():
 
 def save(model: ColBERTModel, tokenizer: ColBERTTokenizer, folder: Union[str, Path],
          dtype: Optional[torch.dtype] = None) -> Path:
-    """Write a checkpoint folder atomically (temp folder, then rename). ``dtype`` casts stored weights."""
-    import shutil
-    import tempfile
+    """Write a checkpoint folder atomically (temp folder, then rename). ``dtype`` casts stored weights.
 
+    An existing checkpoint at ``folder`` is replaced; anything else there (a file, a folder of other files) is
+    refused before anything is written.
+    """
     from safetensors.torch import save_file
 
     folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
+    with atomic_folder(folder, overwrite=True, replaceable=is_checkpoint, what="ColBERT checkpoint folder") as tmp:
         backbone = model.backbone
         if dtype is not None:
             backbone = _copy_as(backbone, dtype)
@@ -117,16 +117,6 @@ def save(model: ColBERTModel, tokenizer: ColBERTTokenizer, folder: Union[str, Pa
         weight = model.projection.weight.detach().to("cpu", dtype or model.projection.weight.dtype).contiguous()
         save_file({"weight": weight}, str(tmp / PROJECTION_FILE))
         model.config.save(tmp)
-        if folder.exists():
-            old = folder.with_name(folder.name + ".old")
-            folder.rename(old)
-            tmp.rename(folder)
-            shutil.rmtree(old)
-        else:
-            tmp.rename(folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return folder
 
 
@@ -166,7 +156,8 @@ def load(folder: Union[str, Path]) -> Tuple[ColBERTModel, ColBERTTokenizer]:
 
 
 def is_checkpoint(folder: Union[str, Path]) -> bool:
-    return (Path(folder) / CONFIG_FILE).exists()
+    """Whether ``folder`` is a checkpoint folder (holds ``colbert_config.json``)."""
+    return Path(folder).is_dir() and (Path(folder) / CONFIG_FILE).is_file()
 
 
 def fingerprint(model: ColBERTModel) -> str:

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--query-maxlen", type=int, default=32)
     model.add_argument("--doc-maxlen", type=int, default=180)
     model.add_argument("--similarity", default="cosine")
-    model.add_argument("--score-query-masks", action=argparse.BooleanOptionalAction, default=True)
+    model.add_argument("--score-query-masks", action=argparse.BooleanOptionalAction, default=False)
     model.add_argument("--projection-init", default="orthogonal")
     train = p.add_argument_group("training (override the preset)")
     hints = typing.get_type_hints(TrainConfig)
@@ -101,6 +101,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..model.colbert import ColBERT
     from ..model.config import ColBERTConfig
     from ..model.network import is_checkpoint
+    from ..storage import write_json
     from .trainer import PRESETS, Trainer
 
     args = build_parser().parse_args(argv)
@@ -124,10 +125,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     summary = {"start": result.start, "best": result.best, "best_step": result.best_step, "steps": result.steps,
                "train_seconds": round(result.seconds, 1),
                "pairs_per_second": round(result.examples_per_second, 2), "device": colbert.device.type}
-    out = Path(args.out) / "result.json"
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(summary, indent=2))
-    tmp.replace(out)
+    write_json(Path(args.out) / "result.json", summary)
     if result.start is not None:
         print(f"dev {_metric(result.start)} at the start; best {_metric(result.best)} at step {result.best_step} "
               f"of {result.steps}")

@@ -20,11 +20,12 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
+from ..storage import JsonConfig
 from .data import QAData
 
 
 @dataclass(frozen=True)
-class SelfSupConfig:
+class SelfSupConfig(JsonConfig):
     """Which pairs to make; saved with the run's training settings."""
     headings: bool = True
     sentences: bool = True

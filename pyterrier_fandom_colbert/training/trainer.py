@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Union
 import numpy as np
 import torch
 
+from ..storage import JsonConfig, atomic_path, write_json
 from .data import Batch, QAData, QPPSource, QQPSource, collate, tfidf_rankings
 from .evaluation import evaluate
 from .losses import LOSSES, aligned_scores, cross_entropy, kl_distillation, mse_to_targets, pairwise_scores
@@ -39,7 +40,7 @@ METRIC = "RR@10"
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(JsonConfig):
     """Training settings; the defaults are the study's (docs/method.md §3.7). A fresh projection needs ``lr`` near
     1e-4 (``PRESETS["fresh"]``): the study's 3e-6 suits a model already trained as ColBERT."""
 
@@ -87,15 +88,14 @@ class TrainConfig:
     def replace(self, **changes: Any) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def save(self, folder: Union[str, Path]) -> None:
-        _write_text(Path(folder) / CONFIG_FILE, json.dumps(self.to_dict(), indent=2, sort_keys=True))
+    def save(self, folder: Union[str, Path]) -> Path:
+        """Write ``train_config.json`` into a run folder (atomically)."""
+        return self.save_json(Path(folder) / CONFIG_FILE)
 
     @classmethod
     def load(cls, folder: Union[str, Path]) -> "TrainConfig":
-        return cls(**json.loads((Path(folder) / CONFIG_FILE).read_text()))
+        """Read ``train_config.json`` of a run folder; errors name the file."""
+        return cls.load_json(Path(folder) / CONFIG_FILE)
 
 
 #: "study": the paper's settings; "fresh": what a new projection over a sentence encoder needs (the pilot's)
@@ -125,12 +125,6 @@ class TrainResult:
     seconds: float
     examples_per_second: float
     history: List[Dict[str, Any]] = field(default_factory=list)
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 class Trainer:
@@ -322,7 +316,7 @@ class Trainer:
         self.history.append(entry)
         if self.step > 0:
             self._save_state()
-        _write_text(self.out / HISTORY_FILE, json.dumps(self.history, indent=1))
+        write_json(self.out / HISTORY_FILE, self.history)
 
     def _save(self, folder: Path) -> None:
         self.colbert.save_pretrained(folder)
@@ -335,9 +329,8 @@ class Trainer:
                  "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
                  "history": json.dumps(self.history), "best": json.dumps(self.best), "start": json.dumps(self.start),
                  "seconds": self.seconds, "examples": self.examples}
-        tmp = self.out / (STATE_FILE + ".tmp")
-        torch.save(state, tmp)
-        tmp.replace(self.out / STATE_FILE)
+        with atomic_path(self.out / STATE_FILE) as tmp:
+            torch.save(state, tmp)
         for old in (self.out / "checkpoints").iterdir():
             if old.name != name.split("/")[1]:
                 shutil.rmtree(old)
