@@ -260,3 +260,155 @@ def test_compression_spec_refusals():
         compressed.CompressionSpec("residual2", niter=0)
     with pytest.raises(ValueError, match="num_centroids=500 but the corpus has only 300"):
         compressed.CompressionSpec("residual2", num_centroids=500).resolve(300)
+
+
+# -- the artifact: building, opening, retrieving, re-ranking ---------------------------------------------------------
+SUBJECTS = ["The castle of Vel Amara", "Captain Mirel of the grey fleet", "The silver dragon Ysolde",
+            "Old Orrin the smith", "The river folk of Dunmere", "Queen Salasi", "The library of Kest"]
+FACTS = ["was built during the third age, after the flood", "fought a long war against the hill giants",
+         "guards a crown of frozen fire beneath the mountain", "forged twelve blades from fallen stars",
+         "trades spices and silk along the eastern coast", "is remembered in songs about the lost city of Ombra"]
+PASSAGES = [f"{s} {f}." for s in SUBJECTS for f in FACTS]  # 42 short passages
+QUERIES = ["who forged blades from fallen stars", "when was the castle built",
+           "what does the dragon guard under the mountain"]
+
+
+@pytest.fixture(scope="module")
+def colbert(tiny_bert_dir):
+    import pyterrier_fandom_colbert as pfc
+
+    torch.set_num_threads(2)
+    config = pfc.ColBERTConfig(dim=16, doc_maxlen=64, query_maxlen=16)
+    return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=config, device="cpu", batch_size=8)
+
+
+def records():
+    return [{"docno": f"p{i:02d}", "text": t} for i, t in enumerate(PASSAGES)]
+
+
+@pytest.fixture(scope="module")
+def both(colbert, tmp_path_factory):
+    """(fp16 index, residual2 index) of the same corpus."""
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+
+    folder = tmp_path_factory.mktemp("indexes")
+    fp16 = ColBERTIndex(folder / "fp16").indexer(colbert, batch_size=16).index(iter(records()))
+    spec = compressed.CompressionSpec("residual2", num_centroids=16, niter=10)
+    small = ColBERTIndex(folder / "r2").indexer(colbert, batch_size=16, compression=spec).index(iter(records()))
+    return fp16, small
+
+
+def test_build_and_open_round_trip(both):
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+
+    fp16, small = both
+    opened = ColBERTIndex(small.path)
+    assert opened.compression == "residual2" and opened.compressed and not fp16.compressed
+    assert (len(opened), opened.meta.num_tokens, opened.fingerprint) == (len(fp16), fp16.meta.num_tokens,
+                                                                         fp16.fingerprint)
+    assert not (opened.path / "vectors.f16").exists() and opened.codec.num_centroids == 16
+    np.testing.assert_array_equal(opened.offsets, fp16.offsets)
+    assert opened.docnos_of(np.arange(len(opened))).tolist() == [r["docno"] for r in records()]
+    codec = opened.codec
+    for i in range(len(opened)):
+        vecs, ids = opened.doc_vectors(f"p{i:02d}")
+        original, original_ids = fp16.doc_vectors(i)
+        # exactly the codec applied to the vectors the single encoding pass wrote
+        np.testing.assert_array_equal(vecs, codec.decompress(*codec.compress(original)))
+        np.testing.assert_array_equal(ids, original_ids)
+        assert np.mean(np.sum(unit(vecs) * unit(original), 1)) > 0.9
+
+
+def brute_force_ranking(index, colbert, query):
+    from pyterrier_fandom_colbert.model.scoring import maxsim
+
+    Q, mask = colbert.encode_queries([query])
+    cfg = index.config
+    scores = {f"p{i:02d}": float(maxsim(Q, torch.as_tensor(index.doc_vectors(i)[0])[None], mask, None,
+                                        cfg.similarity, cfg.reduction)) for i in range(len(index))}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def test_unpruned_retriever_returns_the_exhaustive_ranking_of_the_decompressed_vectors(both, colbert):
+    import pandas as pd
+
+    _, small = both
+    retriever = small.retriever(colbert, num_results=10, ncells=10**6, ndocs=None)
+    res = retriever(pd.DataFrame({"qid": ["a", "b", "c"], "query": QUERIES}))
+    for qid, query in zip("abc", QUERIES):
+        got = res[res.qid == qid].sort_values("rank")
+        expected = brute_force_ranking(small, colbert, query)[:10]
+        assert got.docno.tolist() == [d for d, _ in expected]
+        np.testing.assert_allclose(got.score, [s for _, s in expected], atol=1e-5)
+
+
+def test_pruned_retriever_and_scorer_score_exactly(both, colbert):
+    import pandas as pd
+
+    _, small = both
+    topics = pd.DataFrame({"qid": ["a", "b", "c"], "query": QUERIES, "extra": [1, 2, 3]})
+    pruned = small.retriever(colbert, num_results=5, ncells=1, ndocs=12, nscore=6)
+    res = pruned(topics)
+    assert set(res.columns) >= {"qid", "query", "extra", "docno", "score", "rank"}
+    reranked = small.scorer(colbert)(res[["qid", "query", "docno"]])
+    for qid, query in zip("abc", QUERIES):
+        exact = dict(brute_force_ranking(small, colbert, query))
+        got = res[res.qid == qid]
+        assert 0 < len(got) <= 5
+        np.testing.assert_allclose(got.score, [exact[d] for d in got.docno], atol=1e-5)
+        again = reranked[reranked.qid == qid]
+        np.testing.assert_allclose(again.score, [exact[d] for d in again.docno], atol=1e-5)
+    empty = pruned(topics.iloc[:0])
+    assert len(empty) == 0 and {"docno", "score", "rank"} <= set(empty.columns)
+
+
+def test_retriever_cutoff_equality_and_repr(both):
+    _, small = both
+    deep = small.retriever(num_results=1000, ndocs=50)
+    fused = (deep % 10).compile()
+    assert fused.params == cs.SearchParams(1, 0.5, 50) and fused.num_results == 10
+    assert fused == small.retriever(num_results=10, ndocs=50) and (deep % 2000).compile() is deep
+    assert deep != small.retriever(num_results=1000, ndocs=60)
+    assert "ndocs=50" in repr(deep) and "residual2" not in repr(deep)
+
+
+def test_bad_parameters_are_named(both, tmp_path):
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+    from pyterrier_fandom_colbert.model.config import ColBERTConfig
+
+    fp16, small = both
+    with pytest.raises(ValueError, match="faiss='ivf'.*apply only to fp16 indexes"):
+        small.retriever(faiss="ivf")
+    with pytest.raises(ValueError, match="refine=2 apply only to fp16"):
+        small.retriever(refine=2)
+    with pytest.raises(ValueError, match="ncells=2.*apply only to compressed indexes"):
+        fp16.retriever(ncells=2)
+    with pytest.raises(ValueError, match="ndocs='many'"):
+        small.retriever(ndocs="many")
+    with pytest.raises(ValueError, match="ncells=0"):
+        small.retriever(ncells=0)
+    with pytest.raises(ValueError, match="residual2-compressed and stores no fp16 vectors"):
+        _ = small.vectors
+    with pytest.raises(ValueError, match="compression='residual3'"):
+        ColBERTIndex(tmp_path / "x").indexer(None, compression="residual3")
+    with pytest.raises(ValueError, match="dim=12 is not a multiple of 8"):
+        ColBERTIndex(tmp_path / "y").writer(ColBERTConfig(dim=12), "f", compression="residual1")
+    with pytest.raises(ValueError, match="num_centroids=500 but the corpus has only"):
+        with ColBERTIndex(tmp_path / "z").writer(ColBERTConfig(dim=16), "f",
+                                                 compression=compressed.CompressionSpec("residual2",
+                                                                                        num_centroids=500)) as w:
+            w.add("a", clustered(5), np.arange(5))
+            w.add("b", clustered(5, seed=1), np.arange(5))
+    assert not (tmp_path / "z").exists()  # the failed build left nothing
+
+
+def test_compressed_index_replaces_an_fp16_one(tmp_path):
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+    from pyterrier_fandom_colbert.model.config import ColBERTConfig
+
+    for compression in ("fp16", compressed.CompressionSpec("residual4", num_centroids=4), "fp16"):
+        with ColBERTIndex(tmp_path / "i").writer(ColBERTConfig(dim=16), "f", overwrite=True,
+                                                 compression=compression) as w:
+            for i in range(3):
+                w.add(f"d{i}", clustered(7, seed=i), np.arange(7))
+        assert ColBERTIndex(tmp_path / "i").compression == compressed.as_spec(compression).format

@@ -17,20 +17,28 @@ Per query (its scoring vectors ``q [n, d]``), following PLAID's stages (Santhana
 ``ndocs=None`` turns stages 3-4 off (every candidate is scored exactly), and ``ncells ≥ C`` makes every document a
 candidate: together they give exactly the exhaustive MaxSim ranking over the decompressed vectors.
 
-The functions are pure over arrays; :class:`CompressedStore` bundles an index's arrays.
+The functions are pure over arrays; :class:`CompressedStore` bundles an index's arrays; :class:`CentroidRetriever`
+at the end does the DataFrame plumbing.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 
 import numpy as np
+import pandas as pd
+import pyterrier as pt
 
+from ..frames import EqualByKey, artifact_key, empty_output, rank_by_score, require_columns, with_columns
+from ..model.encoders import query_tensors
+from ..progress import progress
 from ..ranking import top_k
 from .codec import ResidualCodec
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
+
+    from .artifact import ColBERTIndex
 
 #: (padded) token rows decompressed and scored per block on CPU (as the fp16 scorer's blocks)
 BLOCK_TOKENS = 8192
@@ -53,9 +61,9 @@ class SearchParams:
 
     @classmethod
     def for_k(cls, k: int, ncells: Optional[int] = None, threshold: Optional[float] = None,
-              ndocs: Optional[int] = -1, nscore: Optional[int] = None) -> "SearchParams":
+              ndocs: Union[int, str, None] = "auto", nscore: Optional[int] = None) -> "SearchParams":
         """PLAID's defaults for a top ``k`` (``k ≤ 10``: 1 cell, threshold 0.5, 256 documents; ``k ≤ 100``: 2,
-        0.45, 1,024; deeper: 4, 0.4, ``max(4k, 4096)``), overridden by the arguments given (``ndocs=-1``: the
+        0.45, 1,024; deeper: 4, 0.4, ``max(4k, 4096)``), overridden by the arguments given (``ndocs="auto"``: the
         default; None: no pruning).
 
         >>> SearchParams.for_k(10)
@@ -74,20 +82,23 @@ class SearchParams:
         else:
             defaults = (4, 0.4, max(4 * k, 4096))
         params = cls(ncells if ncells is not None else defaults[0],
-                     float(threshold) if threshold is not None else defaults[1],
-                     defaults[2] if ndocs == -1 else ndocs, nscore)
+                     threshold if threshold is not None else defaults[1],
+                     defaults[2] if isinstance(ndocs, str) and ndocs == "auto" else ndocs, nscore)
         params.check()
         return params
 
     def check(self) -> None:
         if isinstance(self.ncells, bool) or not isinstance(self.ncells, (int, np.integer)) or self.ncells < 1:
             raise ValueError(f"ncells={self.ncells!r}; expected at least 1 centroid probed per query vector")
-        if not np.isfinite(self.threshold):
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float, np.floating)) \
+                or not np.isfinite(self.threshold):
             raise ValueError(f"threshold={self.threshold!r}; expected a finite similarity")
-        if self.ndocs is not None and (not isinstance(self.ndocs, (int, np.integer)) or self.ndocs < 1):
+        if self.ndocs is not None and (isinstance(self.ndocs, bool) or not isinstance(self.ndocs, (int, np.integer))
+                                       or self.ndocs < 1):
             raise ValueError(f"ndocs={self.ndocs!r}; expected a positive number of documents kept by the pruned "
                              "centroid interaction, or None for no pruning")
-        if self.nscore is not None and (not isinstance(self.nscore, (int, np.integer)) or self.nscore < 1):
+        if self.nscore is not None and (isinstance(self.nscore, bool) or not isinstance(self.nscore, (int, np.integer))
+                                        or self.nscore < 1):
             raise ValueError(f"nscore={self.nscore!r}; expected a positive number of documents scored exactly")
         if self.nscore is not None and self.ndocs is None:
             raise ValueError(f"nscore={self.nscore} needs pruning (ndocs), but ndocs=None scores every candidate")
@@ -275,13 +286,14 @@ def score_rows(q: "torch.Tensor", starts: np.ndarray, lengths: np.ndarray,
     return scores
 
 
-def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray) -> np.ndarray:
+def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
+                 block_tokens: Optional[int] = None) -> np.ndarray:
     """Stage 5: exact MaxSim (float64) of ``doc_ids`` over their decompressed vectors."""
     doc_ids = np.asarray(doc_ids, dtype=np.int64)
     starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
     lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
     return score_rows(q, starts, lengths, store.decompress_rows, store.codec.dim, store.similarity,
-                      store.reduction)
+                      store.reduction, block_tokens or BLOCK_TOKENS)
 
 
 def search_one(store: CompressedStore, centroids: "torch.Tensor", q: "torch.Tensor", k: int,
@@ -317,8 +329,68 @@ def search_one(store: CompressedStore, centroids: "torch.Tensor", q: "torch.Tens
 
 def search(store: CompressedStore, queries: List["torch.Tensor"], k: int,
            params: SearchParams) -> List[Tuple[np.ndarray, np.ndarray]]:
-    """:func:`search_one` for each query."""
+    """:func:`search_one` for each query (on CPU)."""
     import torch
 
     centroids = torch.from_numpy(store.codec.centroids)
-    return [search_one(store, centroids, q, k, params) for q in queries]
+    return [search_one(store, centroids, q.cpu(), k, params) for q in queries]
+
+
+class CentroidRetriever(EqualByKey, pt.Transformer):
+    """End-to-end retriever over a compressed index: qid, query_embs → + docno, score, rank (other input columns
+    kept). ``index.retriever(colbert)`` of a compressed index builds ``colbert.query_encoder() >>`` this.
+
+    ``ncells``, ``threshold``, ``ndocs`` and ``nscore`` override the defaults that :meth:`SearchParams.for_k`
+    picks for ``num_results`` (also after ``% k``).
+    """
+
+    def __init__(self, index: "ColBERTIndex", *, num_results: int = 1000, ncells: Optional[int] = None,
+                 threshold: Optional[float] = None, ndocs: Union[int, str, None] = "auto",
+                 nscore: Optional[int] = None, verbose: bool = False):
+        if isinstance(num_results, bool) or not isinstance(num_results, (int, np.integer)) or num_results < 1:
+            raise ValueError(f"num_results={num_results!r}; expected at least 1")
+        if isinstance(ndocs, str) and ndocs != "auto":
+            raise ValueError(f"ndocs={ndocs!r}; expected a number of documents, 'auto' or None (no pruning)")
+        self.index = index
+        self.num_results = num_results
+        self.overrides = {"ncells": ncells, "threshold": threshold, "ndocs": ndocs, "nscore": nscore}
+        self.params = SearchParams.for_k(num_results, **self.overrides)
+        self.verbose = verbose
+
+    def fuse_rank_cutoff(self, k: int) -> "CentroidRetriever":
+        """``% k``: fewer results, with the defaults for ``k`` (overrides kept)."""
+        if k >= self.num_results:
+            return self
+        return CentroidRetriever(self.index, num_results=k, verbose=self.verbose, **self.overrides)
+
+    def _key(self) -> Tuple:
+        return (artifact_key(self.index), self.num_results, self.params)
+
+    def transform_outputs(self, input_columns: List[str]) -> List[str]:
+        require_columns(input_columns, ["qid", "query_embs"], self)
+        return input_columns + ["docno", "score", "rank"]
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        require_columns(inp.columns, ["qid", "query_embs"], self)
+        if len(inp) == 0:
+            return empty_output(inp, ["docno", "score", "rank"])
+        codes, unique = query_tensors(inp, self.index.meta.dim, self)
+        store = self.index.store
+        found: List[Tuple[np.ndarray, np.ndarray]] = []
+        bar = progress(total=len(unique), desc="ColBERT retrieval (compressed)", unit="query", enabled=self.verbose)
+        try:
+            for q in unique:
+                found.extend(search(store, [q], self.num_results, self.params))
+                bar.update(1)
+        finally:
+            bar.close()
+        counts = np.array([len(found[c][0]) for c in codes])
+        out = inp.iloc[np.repeat(np.arange(len(inp)), counts)].reset_index(drop=True)
+        ids = np.concatenate([found[c][0] for c in codes])
+        scores = np.concatenate([found[c][1] for c in codes])
+        return rank_by_score(with_columns(out, {"docno": self.index.docnos_of(ids), "score": scores}))
+
+    def __repr__(self) -> str:
+        p = self.params
+        return (f"{self.index!r}.retriever(num_results={self.num_results}, ncells={p.ncells}, "
+                f"threshold={p.threshold}, ndocs={p.ndocs}, nscore={p.nscore})")

@@ -1,22 +1,10 @@
-"""The residual-compressed index format: what is stored, and building it from a spill of fp16 vectors.
-
-A compressed index folder holds, beside ``pt_meta.json`` (``format: residual1|residual2|residual4``),
-``colbert_config.json``, ``offsets.i64`` and ``docnos.npids`` (as the fp16 format)::
-
-    codec.json             CompressionSpec, nbits, num_centroids, dtypes, num_pairs, build timings
-    centroids.f16          [C, d] k-means centroids
-    bucket_cutoffs.f32     [d, 2^nbits - 1] per-dimension residual bucket cutoffs
-    bucket_weights.f32     [d, 2^nbits] per-dimension reconstruction weights
-    codes.u16 | codes.i32  [num_tokens] centroid id of every token (uint16 up to 65,536 centroids)
-    residuals.u8           [num_tokens, d * nbits / 8] packed residual bucket ids
-    ivf_offsets.i64        [C + 1] inverted lists: list c is ivf_docs[ivf_offsets[c]:ivf_offsets[c + 1]]
-    ivf_docs.i32           documents (ascending within a list) holding a token coded by each centroid
-    token_ids.u16 | .i32   wordpiece id of every token (uint16 when every id is below 65,536)
+"""The residual-compressed index formats (``residual1``, ``residual2``, ``residual4``; files listed in layout.py):
+how they are specified, and building them from a spill of fp16 vectors.
 
 Building (:func:`compress_spill`) starts from the writer's temporary folder, whose ``vectors.f16`` was written
 by the single encoding pass: a sample of rows trains the codec, the vectors are quantised ``chunk_tokens`` rows
-at a time (whole documents), the inverted lists are filled in a second pass over the codes, and the spill is
-deleted. Memory is bounded by the chunk and the training sample, not by the corpus.
+at a time (whole documents), the (centroid, document) pairs are spilled and then scattered into the inverted
+lists, and the vector spill is deleted. Memory is bounded by the chunk and the training sample, not by the corpus.
 """
 from __future__ import annotations
 
@@ -30,16 +18,18 @@ import numpy as np
 from ..progress import progress
 from ..storage import JsonConfig, write_json
 from .centroid_search import doc_code_pairs
-from .codec import SUPPORTED_BITS, ResidualCodec, check_nbits, code_dtype, default_num_centroids
+from .codec import ResidualCodec, check_nbits, code_dtype, default_num_centroids
+from .layout import (
+    CENTROIDS_FILE,
+    CODEC_FILE,
+    CUTOFFS_FILE,
+    FORMATS,
+    IVF_DOCS_FILE,
+    IVF_OFFSETS_FILE,
+    RESIDUALS_FILE,
+    WEIGHTS_FILE,
+)
 
-FORMATS = ("fp16",) + tuple(f"residual{b}" for b in SUPPORTED_BITS)
-CODEC_FILE = "codec.json"
-CENTROIDS_FILE = "centroids.f16"
-CUTOFFS_FILE = "bucket_cutoffs.f32"
-WEIGHTS_FILE = "bucket_weights.f32"
-RESIDUALS_FILE = "residuals.u8"
-IVF_OFFSETS_FILE = "ivf_offsets.i64"
-IVF_DOCS_FILE = "ivf_docs.i32"
 _PAIRS_SPILL = "pairs.spill"
 #: token rows quantised per chunk while building (whole documents; ~32 MB of float32 at d = 128)
 CHUNK_TOKENS = 65536

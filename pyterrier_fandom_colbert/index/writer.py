@@ -20,6 +20,8 @@ from ..frames import check_record
 from ..model.config import ColBERTConfig
 from ..progress import progress
 from ..storage import AtomicFolder
+from .codec import check_nbits
+from .compressed import CompressionSpec, as_spec, compress_spill
 from .layout import DOCNOS_FILE, OFFSETS_FILE, TOKEN_IDS_FILE, VECTORS_FILE, IndexMeta, is_index_folder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +36,9 @@ _NPIDS_FIRST_BLOCK = 256
 class IndexWriter:
     """Streams ``(docno, vectors [n, d], token ids [n])`` into a new index folder.
 
-    Memory stays constant: vectors go straight to disk. Nothing appears at ``path`` until :meth:`close`
+    Memory stays constant: vectors go straight to disk. With a residual ``compression`` (a format name or a
+    :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec`) the fp16 vectors are a temporary spill
+    that :meth:`close` compresses in chunks and deletes. Nothing appears at ``path`` until :meth:`close`
     succeeds; :meth:`abort` (or leaving the ``with`` block by an exception) deletes the partial build.
 
     >>> import tempfile; from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
@@ -46,7 +50,13 @@ class IndexWriter:
     ([101, 102], [0, 3, 5])
     """
 
-    def __init__(self, path: Union[str, Path], config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False):
+    def __init__(self, path: Union[str, Path], config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False,
+                 compression: Union[str, CompressionSpec] = "fp16", verbose: bool = False):
+        self.compression = as_spec(compression)
+        if self.compression.compressed:  # refuse a bit width the dimension cannot pack before any work
+            check_nbits(self.compression.nbits, config.dim)
+        self.verbose = verbose
+        self.codec_info: Optional[Dict[str, Any]] = None
         self.path = Path(path)
         self.config = config
         self.fingerprint = fingerprint
@@ -107,8 +117,13 @@ class IndexWriter:
                 npids.Lookup.build((line[:-1] for line in lines), self._tmp / DOCNOS_FILE, return_self=False)
             _check_unique(self._tmp / DOCNOS_FILE, self.num_docs)
             (self._tmp / _DOCNOS_TEXT).unlink()
+            if self.compression.compressed:
+                self.codec_info = compress_spill(self._tmp, self.num_tokens, self.config.dim, self.compression,
+                                                 vectors_file=VECTORS_FILE, token_ids_file_i32=TOKEN_IDS_FILE,
+                                                 offsets_file=OFFSETS_FILE, verbose=self.verbose)
             self.config.save(self._tmp)
-            IndexMeta(self.num_docs, self.num_tokens, self.config.dim, self.fingerprint).save(self._tmp)
+            IndexMeta(self.num_docs, self.num_tokens, self.config.dim, self.fingerprint,
+                      format=self.compression.format).save(self._tmp)
             self._folder.commit()
         except BaseException:
             self.abort()
@@ -155,7 +170,9 @@ class ColBERTIndexer(pt.Indexer):
     """Encodes a corpus (dicts with ``docno`` and text, a generator, or a DataFrame) into a :class:`ColBERTIndex`."""
 
     def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, text_field: str = "text",
-                 batch_size: int = 1024, overwrite: bool = False, verbose: bool = False):
+                 batch_size: int = 1024, overwrite: bool = False, compression: Union[str, CompressionSpec] = "fp16",
+                 verbose: bool = False):
+        self.compression = as_spec(compression)
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size}; expected a positive number of documents")
         self.index_ref = index
@@ -174,7 +191,7 @@ class ColBERTIndexer(pt.Indexer):
         bar = progress(desc="indexing", unit="doc", enabled=self.verbose)
         try:
             with IndexWriter(self.index_ref.path, self.colbert.config, self.colbert.fingerprint(),
-                             overwrite=self.overwrite) as writer:
+                             overwrite=self.overwrite, compression=self.compression, verbose=self.verbose) as writer:
                 for docnos, texts in _batches(inp, self.text_field, self.batch_size):
                     for docno, (vecs, ids) in zip(docnos, self._encode(texts)):
                         writer.add(docno, vecs, ids)
@@ -194,7 +211,8 @@ class ColBERTIndexer(pt.Indexer):
         return out
 
     def __repr__(self) -> str:
-        return f"{self.index_ref!r}.indexer({self.colbert!r})"
+        compression = f", compression={self.compression.format!r}" if self.compression.compressed else ""
+        return f"{self.index_ref!r}.indexer({self.colbert!r}{compression})"
 
 
 def _records(frame: pd.DataFrame) -> Iterator[Dict[str, Any]]:
