@@ -23,7 +23,7 @@ at the end does the DataFrame plumbing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .artifact import ColBERTIndex
 
-#: (padded) token rows decompressed and scored per block on CPU (as the fp16 scorer's blocks)
+#: (padded) token rows per block of exact scoring (as the fp16 scorer's blocks on CPU)
 BLOCK_TOKENS = 8192
 
 
@@ -256,44 +256,42 @@ def interaction(scores: np.ndarray, doc_ids: np.ndarray, store: CompressedStore)
     return np.maximum.reduceat(scores[codes], firsts, axis=0).sum(1)
 
 
-def score_rows(q: "torch.Tensor", starts: np.ndarray, lengths: np.ndarray,
-               fetch: Callable[[np.ndarray, "torch.Tensor"], "torch.Tensor"], dim: int, similarity: str,
-               reduction: str, block_tokens: int = BLOCK_TOKENS) -> np.ndarray:
-    """Exact MaxSim (float64) of documents given by their first row and length, for one query's ``q [n, d]``.
+def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
+                 block_tokens: Optional[int] = None) -> np.ndarray:
+    """Stage 5: exact MaxSim (float64) of ``doc_ids`` for one query's ``q [n, d]``, over their decompressed
+    vectors.
 
-    Documents go shortest first, in blocks of about ``block_tokens`` rows, each padded to its block's longest by
-    repeating its last token; ``fetch(rows, out)`` writes the float32 vectors of ``rows`` into ``out``.
+    Documents go shortest first, in blocks of about ``block_tokens`` (padded) rows: a block's real tokens are
+    decompressed once and compared with ``q`` (``[t, n]`` similarities), then each document's rows of that small
+    matrix are gathered, padded to the block's longest document by repeating its last token (which cannot change
+    a maximum), and max-reduced.
     """
     import torch
 
-    from ..model.scoring import maxsim_repeat_padded
+    from ..model.scoring import reduce_query, token_similarities
     from .search import padded_blocks
 
-    scores = np.empty(len(starts), dtype=np.float64)
-    if len(starts) == 0:
-        return scores
-    order = np.argsort(lengths, kind="stable")
-    blocks = padded_blocks(lengths[order], block_tokens)
-    size = max((end - start) * int(lengths[order[end - 1]]) for start, end in blocks)
-    buffer = torch.empty(size, dim, dtype=torch.float32)
-    q = q.float()
-    for start, end in blocks:
-        docs = order[start:end]
-        width = int(lengths[docs[-1]])
-        rows = starts[docs, None] + np.minimum(np.arange(width), lengths[docs, None] - 1)
-        tokens = fetch(rows.reshape(-1), buffer[:rows.size])
-        scores[docs] = maxsim_repeat_padded(q, tokens, len(docs), similarity, reduction).numpy()
-    return scores
-
-
-def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
-                 block_tokens: Optional[int] = None) -> np.ndarray:
-    """Stage 5: exact MaxSim (float64) of ``doc_ids`` over their decompressed vectors."""
     doc_ids = np.asarray(doc_ids, dtype=np.int64)
+    scores = np.empty(len(doc_ids), dtype=np.float64)
+    if len(doc_ids) == 0:
+        return scores
     starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
     lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
-    return score_rows(q, starts, lengths, store.decompress_rows, store.codec.dim, store.similarity,
-                      store.reduction, block_tokens or BLOCK_TOKENS)
+    order = np.argsort(lengths, kind="stable")
+    blocks = padded_blocks(lengths[order], block_tokens or BLOCK_TOKENS)
+    buffer = torch.empty(max(int(lengths[order[a:b]].sum()) for a, b in blocks), store.codec.dim)
+    q = q.float()
+    for a, b in blocks:
+        docs = order[a:b]
+        rows = ranges(starts[docs], starts[docs] + lengths[docs])
+        tokens = store.decompress_rows(rows, buffer[:len(rows)])
+        sims = token_similarities(tokens, q, store.similarity)  # [t, n]
+        firsts = np.concatenate([[0], np.cumsum(lengths[docs])[:-1]])
+        width = int(lengths[docs[-1]])
+        padded = firsts[:, None] + np.minimum(np.arange(width), lengths[docs, None] - 1)  # repeat the last token
+        best = sims.index_select(0, torch.from_numpy(padded.reshape(-1))).view(len(docs), width, -1).amax(1)
+        scores[docs] = reduce_query(best, None, store.reduction).numpy()
+    return scores
 
 
 def search_one(store: CompressedStore, centroids: "torch.Tensor", q: "torch.Tensor", k: int,

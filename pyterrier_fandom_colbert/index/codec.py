@@ -278,20 +278,20 @@ class ResidualCodec:
         byte: the fast path of scoring."""
         import torch
 
-        table, centroids = self._torch_tables()
+        table, centroids, shift = self._torch_tables()
         n, nbytes = packed.shape
-        per_byte = 8 // self.nbits
-        rows = packed.long() + torch.arange(nbytes) * 256  # [n, B] rows of the flattened table
+        rows = packed.to(torch.int64).add_(shift[:nbytes])  # [n, B]: the row of each byte in the flattened table
         torch.index_select(centroids, 0, codes.long(), out=out)
-        out.view(n, nbytes, per_byte).add_(table[rows])
+        out.view(-1).add_(table.index_select(0, rows.view(-1)).view(-1))
         return out
 
-    def _torch_tables(self) -> Tuple["torch.Tensor", "torch.Tensor"]:
+    def _torch_tables(self) -> Tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]:
         import torch
 
         if "torch" not in self._tables:
             table = torch.from_numpy(decode_table(self.weights, self.nbits))
-            self._tables["torch"] = (table.reshape(-1, table.shape[-1]), torch.from_numpy(self.centroids))
+            shift = torch.arange(table.shape[0]) * 256
+            self._tables["torch"] = (table.reshape(-1, table.shape[-1]), torch.from_numpy(self.centroids), shift)
         return self._tables["torch"]
 
     def __repr__(self) -> str:
