@@ -3,7 +3,8 @@
     python benchmarks/encode_bench.py --threads 2 --n 512            # CPU
     python benchmarks/encode_bench.py --device cuda --n 8192         # GPU
 
-Passages are SQuAD paragraphs from the data folder beside the repository when present (else generated text of similar length).
+Passages are SQuAD paragraphs from the data folder beside the repository when present (else generated text of
+similar length).
 Overhead = (plugin time − backbone time) / backbone time; the plugin time includes tokenisation, the
 projection, normalisation and turning batches into per-passage arrays and token strings.
 """

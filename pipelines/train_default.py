@@ -15,7 +15,8 @@ encoder; 10% linear warm-up then linear decay; bf16 autocast on GPU; 4 epochs; d
 Prints the dev RR@10 of the reference the trained model must beat (the untrained MiniLM's token MaxSim with the
 [MASK] vectors not scored; docs/method.md §3.8 quotes about 0.905, measured with ColBERT's input layout 0.8675), of
 the untrained start and of the best checkpoint, the training time and pairs/s. The checkpoint is
-``<out>/best``; to ship it as the default: ``cp -r runs/default/best pyterrier_fandom_colbert/model/checkpoints/default``.
+``<out>/best``; to ship it as the default:
+``cp -r runs/default/best pyterrier_fandom_colbert/model/checkpoints/default``.
 """
 import argparse
 import sys

@@ -17,6 +17,13 @@ _LAZY = {
     "ColBERTIndex": "index.artifact",
     "FaissSpec": "index.ann",
     "Explainer": "explain.transformer",
+    "Splade": "sparse.encoder",
+    "SparseIndex": "sparse.exact",
+    "LinearFusion": "fusion",
+    "RRF": "fusion",
+    "Hybrid": "fusion",
+    "Normalise": "fusion",
+    "tune_fusion": "fusion",
 }
 
 

@@ -2,10 +2,13 @@
 equality from what determines a transformer's output."""
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+import numpy as np
 import pandas as pd
 import pyterrier as pt
 
@@ -62,23 +65,97 @@ def rank_by_score(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: characters that show nothing: zero-width (U+200B-U+200D, U+2060, U+FEFF), bidi controls (U+202A-U+202E,
+#: U+2066-U+2069) and NUL; a query made only of these (and whitespace) is empty
+INVISIBLE_RE = re.compile("[\x00\u200b-\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069]")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def _listed(names: Sequence[Any]) -> str:
+    return f"{list(names[:5])}{' …' if len(names) > 5 else ''}"
+
+
+def _surrogate_error(what: str) -> ValueError:
+    return ValueError(f"{what} a lone surrogate (half of a UTF-16 pair such as '\\ud800', left by decoding with "
+                      "errors='surrogateescape' or by cutting a pair), which cannot be encoded as UTF-8 or "
+                      "tokenized; repair the text, e.g. s.encode('utf-8', 'replace').decode('utf-8')")
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: only whitespace and :data:`INVISIBLE_RE` characters.
+
+    >>> is_blank(" \\u200b\\u202e\\x00\\ufeff"), is_blank("a\\u200b")
+    (True, False)
+    """
+    return not INVISIBLE_RE.sub("", text).strip()
+
+
 def check_queries(frame: pd.DataFrame) -> List[str]:
-    """Query texts, refusing empty or whitespace-only ones (naming their qids)."""
-    bad = [qid for qid, q in zip(frame["qid"], frame["query"]) if not isinstance(q, str) or not q.strip()]
+    """Query texts, refusing empty ones (nothing but whitespace, zero-width, bidi-control and NUL characters) and
+    ones holding lone surrogates (naming their qids)."""
+    queries = frame["query"].tolist()
+    bad = [qid for qid, q in zip(frame["qid"], queries) if not isinstance(q, str) or is_blank(q)]
     if bad:
-        raise ValueError(f"empty or non-text query for qid(s) {bad[:5]}{' …' if len(bad) > 5 else ''}: "
-                         "ColBERT needs at least one word per query")
-    return frame["query"].tolist()
+        raise ValueError(f"empty or non-text query for qid(s) {_listed(bad)}: ColBERT needs at least one word per "
+                         "query (zero-width, bidi-control and NUL characters do not count)")
+    bad = [qid for qid, q in zip(frame["qid"], queries) if _SURROGATE_RE.search(q)]
+    if bad:
+        raise _surrogate_error(f"the query of qid(s) {_listed(bad)} holds")
+    return queries
+
+
+def usable_query_rows(frame: pd.DataFrame, *, strict: bool = False, context: Any = None) -> pd.DataFrame:
+    """The rows of ``frame`` whose query :func:`check_queries` accepts: the one policy of every retriever and
+    scorer for messy topics. Rows of unusable queries (empty, whitespace-only or non-text) are left out, so those
+    queries get no results, with one warning naming their qids; with ``strict=True`` they are an error instead
+    (check_queries' ``ValueError``). A frame without a ``query`` column is returned as it is.
+
+    >>> topics = pd.DataFrame({"qid": ["1", "2", "3"], "query": ["dragons", " ", None]})
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     usable_query_rows(topics)["qid"].tolist()
+    ['1']
+    >>> print(caught[0].message)
+    2 unusable queries (empty or not text) give no results: qid(s) ['2', '3']; strict=True makes this an error
+    """
+    if "query" not in frame.columns or len(frame) == 0:
+        return frame
+    # the rule itself is check_queries' (one definition of an unusable query); it is asked about each distinct
+    # text only when the whole frame fails, which is rare
+    try:
+        check_queries(frame)
+        return frame
+    except ValueError:
+        if strict:
+            raise
+    keys = [q if isinstance(q, str) else (type(q).__name__, repr(q)) for q in frame["query"]]
+    bad_keys = set()
+    for row in np.flatnonzero(~pd.Series(keys, dtype=object).duplicated().to_numpy()):
+        try:
+            check_queries(frame.iloc[row:row + 1])
+        except ValueError:
+            bad_keys.add(keys[row])
+    bad = np.array([k in bad_keys for k in keys], dtype=bool)
+    qids = list(dict.fromkeys(frame["qid"][bad].tolist()))
+    shown = f"{qids[:10]}{' …' if len(qids) > 10 else ''}"
+    where = f"{context}: " if context is not None else ""
+    warnings.warn(f"{where}{len(qids)} unusable quer{'y' if len(qids) == 1 else 'ies'} (empty or not text) give "
+                  f"no results: qid(s) {shown}; strict=True makes this an error", stacklevel=3)
+    return frame[~bad]
 
 
 def check_texts(frame: pd.DataFrame, column: str = "text") -> List[str]:
-    """Document texts, refusing NaN/None/non-strings (naming their docnos). Empty strings are allowed."""
+    """Document texts, refusing NaN/None/non-strings and texts holding lone surrogates (naming their docnos).
+    Empty strings are allowed."""
     texts = frame[column].tolist()
-    names = frame["docno"] if "docno" in frame.columns else range(len(frame))
+    names = frame["docno"].tolist() if "docno" in frame.columns else list(range(len(frame)))
     bad = [d for d, t in zip(names, texts) if not isinstance(t, str)]
     if bad:
-        raise ValueError(f"missing or non-text {column!r} for docno(s) {bad[:5]}{' …' if len(bad) > 5 else ''}; "
-                         "fill or drop those rows first")
+        raise ValueError(f"missing or non-text {column!r} for docno(s) {_listed(bad)}; fill or drop those rows first")
+    bad = [d for d, t in zip(names, texts) if _SURROGATE_RE.search(t)]
+    if bad:
+        raise _surrogate_error(f"the {column!r} of docno(s) {_listed(bad)} holds")
     return texts
 
 
@@ -105,6 +182,9 @@ def check_record(record: Any, position: int, text_field: str) -> Tuple[str, str]
     if not isinstance(text, str):
         raise ValueError(f"document #{position} (docno {docno!r}) has {text_field}={text!r}; expected a string "
                          f"field {text_field!r} (choose another with text_field=...)")
+    if _SURROGATE_RE.search(docno) or _SURROGATE_RE.search(text):
+        field = "docno" if _SURROGATE_RE.search(docno) else repr(text_field)
+        raise _surrogate_error(f"document #{position} (docno {docno!r}) has in its {field}")
     return docno, text
 
 

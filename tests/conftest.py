@@ -7,6 +7,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,3 +67,27 @@ def shared_data(*parts: str) -> Path:
     if not p.exists():
         pytest.skip(f"shared data not available: {p}")
     return p
+
+
+def _unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+#: numpy references of the registered similarities, ``(a [n, d], b [m, d]) -> [n, m]``, written independently of
+#: the package; a similarity registered in model/similarity.py needs one here
+NUMPY_SIMILARITIES = {
+    "cosine": lambda a, b: _unit(a) @ _unit(b).T,
+    "l2": lambda a, b: -((a[:, None, :] - b[None, :, :]) ** 2).sum(-1),
+    "l2_normalised": lambda a, b: -((_unit(a)[:, None, :] - _unit(b)[None, :, :]) ** 2).sum(-1),
+    "dot": lambda a, b: a @ b.T,
+}
+
+
+@pytest.fixture(scope="session")
+def numpy_similarity():
+    """``reference(name, a, b)``: the brute-force float64 similarities ``[n, m]`` of a registered similarity."""
+    def reference(name, a, b):
+        if name not in NUMPY_SIMILARITIES:
+            pytest.fail(f"no numpy reference for similarity {name!r}: add one to tests/conftest.py")
+        return NUMPY_SIMILARITIES[name](np.asarray(a, np.float64), np.asarray(b, np.float64))
+    return reference

@@ -104,7 +104,10 @@ def test_empty_frames_give_declared_columns(tiny, make, cols):
 
 def test_bad_input_errors_name_the_problem(tiny):
     with pytest.raises(ValueError, match="'q7'"):
-        tiny.query_encoder()(pd.DataFrame({"qid": ["q1", "q7"], "query": ["castle", "   "]}))
+        tiny.query_encoder(strict=True)(pd.DataFrame({"qid": ["q1", "q7"], "query": ["castle", "   "]}))
+    with pytest.warns(UserWarning, match=r"1 unusable query .*\['q7'\]"):
+        kept = tiny.query_encoder()(pd.DataFrame({"qid": ["q1", "q7"], "query": ["castle", "   "]}))
+    assert kept["qid"].tolist() == ["q1"]
     with pytest.raises(pt.validate.InputValidationError, match="text.*get_text"):
         tiny.text_scorer()(pd.DataFrame({"qid": ["1"], "query": ["x"], "docno": ["d"]}))
     with pytest.raises(ValueError, match="'d2'"):
@@ -137,6 +140,9 @@ def test_config_not_matching_weights_is_an_error(tiny_bert_dir, tmp_path):
     cfg = json.loads((folder / "colbert_config.json").read_text())
     cfg["dim"] = 32
     (folder / "colbert_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=r"colbert_config\.json (is \d+ bytes|does not match)"):  # the manifest
+        pfc.ColBERT.from_pretrained(folder)
+    (folder / "manifest.json").unlink()  # as a checkpoint saved before manifests: the shapes still disagree
     with pytest.raises(ValueError, match="dim=32.*does not match"):
         pfc.ColBERT.from_pretrained(folder)
 

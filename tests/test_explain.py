@@ -50,9 +50,9 @@ def brute_force(sim, d_mask, k):
         taken = []
         for _ in range(min(k, int(sum(d_mask)))):
             best = None
-            for l in range(length):
-                if d_mask[l] and l not in taken and (best is None or sim[i, l] > sim[i, best]):
-                    best = l
+            for pos in range(length):
+                if d_mask[pos] and pos not in taken and (best is None or sim[i, pos] > sim[i, best]):
+                    best = pos
             taken.append(best)
             r_abs[best] += 1
             r_acc[best] += sim[i, best]
@@ -268,7 +268,9 @@ def test_html_is_escaped_and_self_contained(explained, tmp_path):
     assert not re.search(r"(src|href)\s*=|https?://|@import", page)
     assert "Zoë" in page and "Ørnvik" in page and page.count('class="answer"') == len(explained)
     # the visible text of every cell is exactly the passage
-    for cell, text in zip(re.findall(r"<td>(.*?)</td>", page, flags=re.S)[::4], explained["text"]):
+    cells = re.findall(r'<td dir="auto">(.*?)</td>', page, flags=re.S)
+    assert len(cells) == 4 * len(explained)
+    for cell, text in zip(cells[::4], explained["text"]):
         import html
         assert html.unescape(re.sub(r"<[^>]+>", "", cell)) == text
     assert "No passages" in render.to_html(explained.iloc[:0])

@@ -15,6 +15,7 @@ from pyterrier_fandom_colbert.index.ann import FaissSpec
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 from pyterrier_fandom_colbert.index.search import ColBERTRetriever
 from pyterrier_fandom_colbert.model.scoring import maxsim
+from pyterrier_fandom_colbert.model.similarity import SIMILARITIES, get_similarity
 
 SUBJECTS = ["The castle of Vel Amara", "Captain Mirel of the grey fleet", "The silver dragon Ysolde",
             "Old Orrin the smith", "The river folk of Dunmere", "Queen Salasi", "The northern merchants' guild",
@@ -153,8 +154,8 @@ def test_unbuilt_index_says_how_to_build(tmp_path):
 
 
 # -- end-to-end retrieval ------------------------------------------------------------------------------------
-def test_flat_lambda_1_large_k_is_exhaustive_maxsim(index, colbert):
-    res = index.retriever(colbert, num_results=1000, lam=1)(TOPICS)
+def test_exact_lambda_1_large_k_is_exhaustive_maxsim(index, colbert):
+    res = index.retriever(colbert, num_results=1000, lam=1, faiss="exact")(TOPICS)
     assert list(res.columns) == ["qid", "query", "query_embs", "query_toks", "docno", "score", "rank"]
     for qid, query in zip(TOPICS.qid, TOPICS["query"]):
         got = res[res.qid == qid]
@@ -166,7 +167,7 @@ def test_flat_lambda_1_large_k_is_exhaustive_maxsim(index, colbert):
 
 @pytest.mark.parametrize("k, lam", [(5, 1), (10, 2), (8, 8)])
 def test_small_k_follows_the_candidate_algorithm(index, colbert, k, lam):
-    res = index.retriever(colbert, num_results=k, lam=lam)(TOPICS)
+    res = index.retriever(colbert, num_results=k, lam=lam, faiss="exact")(TOPICS)
     for qid, query in zip(TOPICS.qid, TOPICS["query"]):
         got = res[res.qid == qid]
         ref = reference_search(index, colbert, query, k, lam)
@@ -175,14 +176,15 @@ def test_small_k_follows_the_candidate_algorithm(index, colbert, k, lam):
 
 
 def test_rank_cutoff_is_fused(index, colbert):
-    retr = index.retriever(num_results=50, lam=1)
+    retr = index.retriever(num_results=50, lam=1, faiss="exact")
     fused = (retr % 5).compile()
     assert isinstance(fused, ColBERTRetriever) and fused.num_results == 5
     assert (retr % 100).compile() is retr
-    pipeline = index.retriever(colbert, num_results=50, lam=1)
+    pipeline = index.retriever(colbert, num_results=50, lam=1, faiss="exact")
     assert list(pipeline.compile()) == [colbert.query_encoder(), retr]  # equal by key: same encoder and settings
-    assert list((pipeline % 5).compile())[-1] == index.retriever(num_results=5, lam=1)
-    pd.testing.assert_frame_equal((pipeline % 5)(TOPICS), index.retriever(colbert, num_results=5, lam=1)(TOPICS))
+    assert list((pipeline % 5).compile())[-1] == index.retriever(num_results=5, lam=1, faiss="exact")
+    pd.testing.assert_frame_equal((pipeline % 5).compile()(TOPICS),
+                                  index.retriever(colbert, num_results=5, lam=1, faiss="exact")(TOPICS))
 
 
 def test_other_columns_kept_and_empty_frames(index, colbert):
@@ -197,8 +199,8 @@ def test_other_columns_kept_and_empty_frames(index, colbert):
     assert len(scored) == 0 and {"score", "rank"} <= set(scored.columns)
 
 
-def test_ivf_and_ivfpq_overlap_flat_and_are_cached(index, colbert):
-    flat = index.retriever(colbert, num_results=10)(TOPICS)
+def test_ivf_and_ivfpq_overlap_exact_and_are_cached(index, colbert):
+    flat = index.retriever(colbert, num_results=10, faiss="exact")(TOPICS)
     for kind, nprobe, refine in [("ivf", 8, 1), ("ivfpq", 8, 1), ("ivfpq-fs", 8, 2)]:
         approx = index.retriever(colbert, num_results=10, faiss=kind, nprobe=nprobe, refine=refine)(TOPICS)
         overlap = np.mean([len(set(flat[flat.qid == q].docno) & set(approx[approx.qid == q].docno)) / 10
@@ -211,19 +213,21 @@ def test_ivf_and_ivfpq_overlap_flat_and_are_cached(index, colbert):
         again = ColBERTIndex(index.path).retriever(colbert, num_results=10, faiss=kind, nprobe=nprobe,
                                                    refine=refine)(TOPICS)
         pd.testing.assert_frame_equal(again, approx)
-    # exhaustive probing of fp16 IVF lists finds exactly the flat neighbours
+    # exhaustive probing of fp16 IVF lists finds exactly the exact neighbours
     nlist = FaissSpec("ivf").resolve(index.meta.num_tokens, 16).nlist
     full = index.retriever(colbert, num_results=10, faiss="ivf", nprobe=nlist)(TOPICS)
     assert full.docno.tolist() == flat.docno.tolist()
 
 
 def test_k_hat_is_the_neighbour_count_and_survives_rank_cutoff(index, colbert):
-    retr = index.retriever(num_results=50, k_hat=7)
+    retr = index.retriever(num_results=50, k_hat=7, faiss="exact")
     assert retr.k_hat == 7 and retr.lam is None
     fused = (retr % 5).compile()
     assert fused.num_results == 5 and fused.k_hat == 7
     assert index.retriever(num_results=50, lam=5).k_hat == 10
-    assert index.retriever(num_results=51).k_hat == 26  # ceil(51 / 2): λ defaults to 2
+    assert index.retriever(num_results=151).k_hat == 76  # ceil(151 / 2): λ defaults to 2 ...
+    assert index.retriever(num_results=51).k_hat == 50  # ... with at least 50 neighbours
+    assert (index.retriever(num_results=1000) % 10).compile().k_hat == 50  # the same rule under % k
     for qid, query in zip(TOPICS.qid, TOPICS["query"]):  # k̂ = 7 neighbours, as with λ = 5 / 7
         got = (colbert.query_encoder() >> fused)(TOPICS[TOPICS.qid == qid])
         ref = reference_search(index, colbert, query, 5, 5 / 7)
@@ -232,7 +236,7 @@ def test_k_hat_is_the_neighbour_count_and_survives_rank_cutoff(index, colbert):
 
 def test_bad_retriever_settings(index, colbert):
     with pytest.raises(ValueError, match="nprobe=4 applies only"):
-        index.retriever(colbert, nprobe=4)
+        index.retriever(colbert, nprobe=4, faiss="exact")
     with pytest.raises(ValueError, match="faiss='hnsw' is not supported"):
         index.retriever(colbert, faiss="hnsw")
     with pytest.raises(ValueError, match="lam=0"):
@@ -241,40 +245,97 @@ def test_bad_retriever_settings(index, colbert):
         index.retriever(colbert, lam=2, k_hat=10)
     with pytest.raises(ValueError, match="k_hat=0"):
         index.retriever(colbert, k_hat=0)
-    with pytest.raises(ValueError, match="refine=2; .*faiss='flat' neighbours are exact"):
-        index.retriever(colbert, refine=2)
+    with pytest.raises(ValueError, match="refine=2; .*faiss='exact' neighbours are exact"):
+        index.retriever(colbert, refine=2, faiss="exact")
     with pytest.raises(ValueError, match="refine=0"):
         index.retriever(colbert, faiss="ivfpq", refine=0)
 
 
-def test_refine_keeps_the_exactly_nearest_of_the_candidates():
+@pytest.mark.parametrize("kind", list(faiss_ann.KINDS))
+def test_retriever_refuses_what_a_kind_does_not_accept(index, colbert, kind):
+    """Each kind says which options it takes; the others are refused with a message naming the kind."""
+    accepts = faiss_ann.KINDS[kind].options
+    for option, value in [("nprobe", 4), ("refine", 2)]:
+        if option in accepts:
+            retr = index.retriever(faiss=kind, **{option: value})
+            assert getattr(retr, option) == value
+        else:
+            with pytest.raises(ValueError, match=f"{option}={value}.*faiss='{kind}'"):
+                index.retriever(colbert, faiss=kind, **{option: value})
+    for option in ("nlist", "pq_m", "pq_bits", "train_size"):
+        if option not in accepts:
+            with pytest.raises(ValueError, match=f"{option}=4 does not apply to faiss='{kind}'"):
+                index.retriever(colbert, faiss=FaissSpec(kind, **{option: 4}))
+    default = index.retriever(faiss=kind)
+    assert default.nprobe == faiss_ann.KINDS[kind].default_nprobe and default.refine == 1
+
+
+def test_flat_is_another_name_for_exact(index, colbert):
+    flat = index.retriever(colbert, num_results=10, faiss="flat")
+    exact = index.retriever(colbert, num_results=10, faiss="exact")
+    assert exact[-1].spec == flat[-1].spec and exact[-1].spec.kind == "exact"
+    assert "faiss='exact'" in repr(flat[-1])
+    pd.testing.assert_frame_equal(exact(TOPICS), flat(TOPICS))
+
+
+def test_a_new_kind_is_one_registered_class(index, colbert):
+    """HNSW written here as a user would add it: a registered AnnKind subclass, nothing else changed."""
+    import faiss
+
+    class Hnsw(faiss_ann.AnnKind):
+        name = "test-hnsw"
+        options = frozenset({"refine"})
+
+        def factory_string(self, spec):
+            return "HNSW16"
+
+        def file_stem(self, spec):
+            return f"{self.name}-m16"
+
+        def search(self, index, queries, k, nprobe=None):
+            _, ids = index.search(queries, k, params=faiss.SearchParametersHNSW(efSearch=max(256, k)))
+            return ids
+
+    faiss_ann.register_kind(Hnsw())
+    try:
+        flat = index.retriever(colbert, num_results=10, faiss="exact")(TOPICS)
+        hnsw = index.retriever(colbert, num_results=10, faiss="test-hnsw", refine=2)(TOPICS)
+        overlap = np.mean([len(set(flat[flat.qid == q].docno) & set(hnsw[hnsw.qid == q].docno)) / 10
+                           for q in TOPICS.qid])
+        assert overlap >= 0.9
+        assert (index.path / "faiss" / "test-hnsw-m16.faiss").exists()
+        with pytest.raises(ValueError, match="nprobe=4 applies only to faiss in .*, not faiss='test-hnsw'"):
+            index.retriever(colbert, faiss="test-hnsw", nprobe=4)
+    finally:
+        del faiss_ann.KINDS["test-hnsw"]
+
+
+@pytest.mark.parametrize("similarity", list(SIMILARITIES))
+def test_refine_keeps_the_exactly_nearest_of_the_candidates(similarity, numpy_similarity):
     rng = np.random.default_rng(3)
-    stored = torch.as_tensor(rng.standard_normal((200, 8)), dtype=torch.float16)
+    stored = torch.as_tensor(rng.standard_normal((200, 8)) * rng.uniform(0.5, 2, (200, 1)), dtype=torch.float16)
     queries = rng.standard_normal((5, 8)).astype(np.float32)
     ids = np.stack([rng.choice(200, 30, replace=False) for _ in range(5)])
     ids[1, 25:] = -1  # fewer candidates for this query vector
     ids[2, 4:] = -1   # fewer candidates than k
-    for similarity in ("cosine", "l2"):
-        got = faiss_ann.refine(stored, queries, ids, 6, similarity)
-        assert got.shape == (5, 6)
-        for q, cand, kept in zip(queries, ids, got):
-            cand = cand[cand >= 0]
-            vecs = stored.double().numpy()[cand]
-            sims = (vecs @ q / np.linalg.norm(vecs, axis=1) if similarity == "cosine"
-                    else -((vecs - q) ** 2).sum(1))
-            want = set(cand[np.argsort(-sims)[:6]].tolist())
-            assert set(kept[kept >= 0].tolist()) == want and (kept < 0).sum() == 6 - len(want)
+    got = faiss_ann.refine(stored, queries, ids, 6, similarity)
+    assert got.shape == (5, 6)
+    for q, cand, kept in zip(queries, ids, got):
+        cand = cand[cand >= 0]
+        sims = numpy_similarity(similarity, q[None], stored.double().numpy()[cand])[0]
+        want = set(cand[np.argsort(-sims)[:6]].tolist())
+        assert set(kept[kept >= 0].tolist()) == want and (kept < 0).sum() == 6 - len(want)
 
 
 def test_refine_over_every_token_recovers_the_exact_neighbours(index, colbert):
     """Probing every list and refining a candidate list as long as the index leaves only the exact k̂
     nearest tokens, whatever the 4-bit codes got wrong: the result is the flat retriever's."""
-    flat = index.retriever(colbert, num_results=10)(TOPICS)
+    flat = index.retriever(colbert, num_results=10, lam=2, faiss="exact")(TOPICS)
     spec = FaissSpec("ivfpq-fs").resolve(index.meta.num_tokens, index.meta.dim)
-    rough = index.retriever(colbert, num_results=10, faiss="ivfpq-fs", nprobe=spec.nlist)(TOPICS)
+    rough = index.retriever(colbert, num_results=10, lam=2, faiss="ivfpq-fs", nprobe=spec.nlist)(TOPICS)
     refine = math.ceil(index.meta.num_tokens / 5)  # k̂ = 5
-    retr = index.retriever(colbert, num_results=10, faiss="ivfpq-fs", nprobe=spec.nlist, refine=refine)
-    bare = index.retriever(num_results=10, faiss="ivfpq-fs", nprobe=spec.nlist, refine=refine)
+    retr = index.retriever(colbert, num_results=10, lam=2, faiss="ivfpq-fs", nprobe=spec.nlist, refine=refine)
+    bare = index.retriever(num_results=10, lam=2, faiss="ivfpq-fs", nprobe=spec.nlist, refine=refine)
     assert (bare % 5).compile().refine == refine and f"refine={refine}" in repr(bare)
     refined = retr(TOPICS)
     assert refined.docno.tolist() == flat.docno.tolist()
@@ -309,7 +370,7 @@ def test_index_scorer_matches_text_scorer(index, colbert):
 
 
 def test_index_scorer_equals_retriever_scores(index, colbert):
-    res = index.retriever(colbert, num_results=15, lam=1)(TOPICS)
+    res = index.retriever(colbert, num_results=15, lam=1, faiss="exact")(TOPICS)
     rescored = index.scorer(colbert)(res.drop(columns=["score", "rank"]))
     np.testing.assert_allclose(rescored.score.to_numpy(), res.score.to_numpy(), atol=1e-6)
 
@@ -334,6 +395,31 @@ def test_scores_do_not_depend_on_blocking(index, colbert):
     np.testing.assert_allclose(whole, [ref[f"p{d:02d}"] for d in docs], atol=1e-5)
 
 
+@pytest.mark.parametrize("similarity", list(SIMILARITIES))
+def test_every_similarity_retrieves_by_its_own_neighbours(tiny_bert_dir, tmp_path, similarity, numpy_similarity):
+    """End to end with few neighbours per query vector (so the neighbour search decides the candidates): the
+    documents of the brute-force nearest stored tokens by the similarity, scored by exhaustive MaxSim; exhaustive
+    probing of fp16 IVF lists finds the same."""
+    # the synthetic corpus repeats words, so some stored tokens tie as neighbours of a query token and either
+    # may be kept; with the [MASK] vectors scored too (this query set's known tie-free setting) none decides the top 5
+    config = CONFIG.replace(similarity=similarity, normalise=False, score_query_masks=True)
+    colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir, device="cpu", config=config)
+    index = ColBERTIndex(tmp_path / "s.idx").indexer(colbert).index(corpus(30))
+    toks = np.asarray(index.vectors, dtype=np.float32)
+    Q, mask = colbert.encode_queries(TOPICS["query"].tolist())
+    expected = []
+    for i in range(len(TOPICS)):
+        rows = np.argsort(-numpy_similarity(similarity, Q[i][mask[i]].numpy(), toks), axis=1)[:, :3]
+        docs = set(np.searchsorted(index.offsets, rows.ravel(), side="right") - 1)
+        scores = {d: float(maxsim(Q[i:i + 1], torch.as_tensor(index.doc_vectors(int(d))[0])[None], mask[i:i + 1],
+                                  None, similarity)) for d in docs}
+        expected += [f"p{d:02d}" for d in sorted(docs, key=lambda d: (-scores[d], d))][:5]
+    assert index.retriever(colbert, num_results=5, k_hat=3, faiss="exact")(TOPICS).docno.tolist() == expected
+    nlist = FaissSpec("ivf").resolve(index.meta.num_tokens, 16).nlist
+    ivf = index.retriever(colbert, num_results=5, k_hat=3, faiss="ivf", nprobe=nlist)(TOPICS)
+    assert ivf.docno.tolist() == expected
+
+
 def test_l2_similarity_uses_l2_neighbours(tiny_bert_dir, tmp_path):
     """Unnormalised vectors scored by negated squared L2: FAISS must search by L2, not inner product."""
     from pyterrier_fandom_colbert.index import ann as faiss_ann
@@ -347,10 +433,10 @@ def test_l2_similarity_uses_l2_neighbours(tiny_bert_dir, tmp_path):
     q = Q[0][mask[0]]
     # token neighbours: FAISS rows are the brute-force L2 nearest rows
     _, normalise = faiss_ann.metric_for("l2")
-    hits = faiss_ann.search(index.ann(FaissSpec("flat")), faiss_ann.as_search_vectors(q.numpy(), normalise), 3)
+    hits = faiss_ann.search(index.ann(FaissSpec("exact")), faiss_ann.as_search_vectors(q.numpy(), normalise), 3)
     np.testing.assert_array_equal(hits, torch.cdist(q, toks).topk(3, dim=1, largest=False).indices.numpy())
     # end to end with every token a candidate: exactly the exhaustive l2 MaxSim ranking
-    res = index.retriever(colbert, num_results=1000, lam=1)(TOPICS.iloc[:1])
+    res = index.retriever(colbert, num_results=1000, lam=1, faiss="exact")(TOPICS.iloc[:1])
     ref = {f"p{i:02d}": float(maxsim(Q, torch.as_tensor(index.doc_vectors(i)[0])[None], mask, None, "l2"))
            for i in range(30)}
     expected = sorted(ref.items(), key=lambda t: (-t[1], t[0]))
@@ -358,8 +444,10 @@ def test_l2_similarity_uses_l2_neighbours(tiny_bert_dir, tmp_path):
     np.testing.assert_allclose(res.score.to_numpy(), [s for _, s in expected], rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("similarity", ["cosine", "l2_normalised", "l2"])
-def test_exact_search_finds_faiss_flat_neighbours(similarity):
+@pytest.mark.parametrize("similarity", list(SIMILARITIES))
+def test_exact_search_finds_faiss_flat_neighbours(similarity, numpy_similarity):
+    """FAISS with the similarity's metric (on unit vectors when it says so), exact search and ranking by its
+    matrix (and by the numpy reference) find the same neighbours, for every registered similarity."""
     import faiss
 
     from pyterrier_fandom_colbert.index import ann as faiss_ann
@@ -368,10 +456,13 @@ def test_exact_search_finds_faiss_flat_neighbours(similarity):
     tokens = (rng.standard_normal((1000, 16)) * rng.uniform(0.5, 2, (1000, 1))).astype(np.float16)
     q = rng.standard_normal((7, 16)).astype(np.float32)
     metric, normalise = faiss_ann.metric_for(similarity)
-    reference = faiss.IndexFlatIP(16) if metric == faiss.METRIC_INNER_PRODUCT else faiss.IndexFlatL2(16)
+    reference = faiss.IndexFlat(16, metric)
     reference.add(faiss_ann.as_search_vectors(tokens, normalise))
     prepared = faiss_ann.as_search_vectors(q, normalise)
     _, expected = reference.search(prepared, 25)
+    by_matrix = get_similarity(similarity).matrix(torch.as_tensor(q), torch.as_tensor(tokens).float())
+    np.testing.assert_array_equal(by_matrix.topk(25, dim=1).indices.numpy(), expected)
+    np.testing.assert_array_equal(np.argsort(-numpy_similarity(similarity, q, tokens), axis=1)[:, :25], expected)
     for block_rows in (64, 333, 4096):  # blocks smaller than k, uneven, one block
         _, ids = faiss_ann.ExactSearch(tokens, similarity, block_rows=block_rows).search(prepared, 25)
         np.testing.assert_array_equal(ids, expected)

@@ -370,7 +370,6 @@ def test_text_loader_works_on_the_sample():
     import pandas as pd
     import pyterrier as pt
 
-    import pyterrier_fandom_colbert  # noqa: F401
 
     dataset = pt.get_dataset("irds:fandom-qa/sample/test")
     first = next(iter(dataset.get_corpus_iter(verbose=False)))

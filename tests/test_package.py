@@ -8,11 +8,11 @@ import pyterrier_fandom_colbert as pfc
 
 
 def test_lazy_exports_resolve_to_their_classes():
-    from pyterrier_fandom_colbert.model.colbert import ColBERT
     from pyterrier_fandom_colbert.explain.transformer import Explainer
     from pyterrier_fandom_colbert.index.ann import FaissSpec
     from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
     from pyterrier_fandom_colbert.lexical.tfidf import TfidfIndex
+    from pyterrier_fandom_colbert.model.colbert import ColBERT
 
     assert (pfc.ColBERT, pfc.Explainer, pfc.ColBERTIndex, pfc.TfidfIndex, pfc.FaissSpec) == (
         ColBERT, Explainer, ColBERTIndex, TfidfIndex, FaissSpec)

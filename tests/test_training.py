@@ -8,10 +8,10 @@ import torch
 
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.training import data as D
+from pyterrier_fandom_colbert.training.evaluation import evaluate
 from pyterrier_fandom_colbert.training.losses import cross_entropy, pairwise_scores
 from pyterrier_fandom_colbert.training.selfsup import SelfSupConfig, selfsup_collection
-from pyterrier_fandom_colbert.training.evaluation import evaluate
-from pyterrier_fandom_colbert.training.trainer import PRESETS, STATE_FILE, Trainer, TrainConfig
+from pyterrier_fandom_colbert.training.trainer import PRESETS, STATE_FILE, TrainConfig, Trainer
 
 TINY = dict(dim=16, query_maxlen=12, doc_maxlen=40)
 PLACES = ["Vel Amara", "Ørnvik", "Emberfall", "Dunmere", "Kaldor", "Sunspire", "Greywater", "Halvard"]

@@ -7,8 +7,14 @@ from xml.sax.saxutils import escape
 
 import pytest
 
-from pyterrier_fandom_colbert.data.passages import (DumpStats, PassageConfig, dump_passages, section_paragraphs,
-                                               split_sentences, text_passages)
+from pyterrier_fandom_colbert.data.passages import (
+    DumpStats,
+    PassageConfig,
+    dump_passages,
+    section_paragraphs,
+    split_sentences,
+    text_passages,
+)
 from pyterrier_fandom_colbert.data.wikidump import clean_wikitext, is_translation, iter_pages
 
 MARKUP = """{{Infobox character
@@ -260,7 +266,8 @@ def test_malformed_xml_names_file_and_position(tmp_path):
         for _, page in iter_pages(path):
             seen.append(page.title)
     assert seen == ["Orrin", "Vel Amara"]  # the pages before the error still come out
-    assert type(err.value).__name__ == "DumpError" and err.value.line == bad_line and str(path) in str(err.value) and f"line {bad_line}" in str(err.value)
+    assert type(err.value).__name__ == "DumpError" and err.value.line == bad_line
+    assert str(path) in str(err.value) and f"line {bad_line}" in str(err.value)
 
 
 @pytest.mark.parametrize("kind", ["xml", "bz2", "gz", "7z"])

@@ -30,7 +30,7 @@ from ir_datasets.indices.lz4_pickle import Lz4PickleLookup
 
 from ..storage import atomic_folder, atomic_path, write_json
 from .passages import DumpStats, Passage, PassageConfig, dump_passages
-from .qa_formats import SPLITS, QARelease, QAQuery, SquadDoc, page_splits, read_qa_json, read_squad, read_tsv_release
+from .qa_formats import SPLITS, QAQuery, QARelease, SquadDoc, page_splits, read_qa_json, read_squad, read_tsv_release
 
 __all__ = ["WIKIS", "SPLITS", "QAQuery", "SquadDoc", "DumpUnavailableError", "dump_url", "page_splits",
            "fandom_dataset", "qa_json_dataset", "tsv_release_dataset", "squad_dataset", "register_fandom_wiki",
@@ -267,7 +267,8 @@ class _DumpCorpus:
         if os.environ.get(self.env_var):
             path = Path(os.environ[self.env_var]).expanduser()
             if not path.is_file():
-                raise DumpUnavailableError(f"{self.env_var}={path} names no file")
+                raise DumpUnavailableError(f"{self.env_var}={path} names no file; point it at the wiki's "
+                                           f"{self.dbname}_pages_current.xml.7z (or .bz2, .gz, .xml), or unset it")
             return path
         folder = self.folder()
         target = folder / Path(urllib.parse.urlparse(self.url).path).name

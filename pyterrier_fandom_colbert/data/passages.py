@@ -26,6 +26,7 @@ order), stable for a given dump and configuration.
 # no `from __future__ import annotations`: PyTerrier reads the doc class field types (str) at run time
 
 import json
+import logging
 import math
 import re
 from collections import Counter
@@ -33,14 +34,24 @@ from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Optional
 
 from ..storage import JsonConfig
-from .wikidump import SiteInfo, WikiPage, clean_wikitext, iter_pages, skip_reason
+from .wikidump import (
+    DEFAULT_MAX_PAGE_CHARS,
+    DEFAULT_TIME_BUDGET,
+    SiteInfo,
+    WikiPage,
+    clean_page,
+    iter_pages,
+    skip_reason,
+)
 
 __all__ = ["PassageConfig", "Passage", "DumpStats", "split_sentences", "section_paragraphs", "text_passages",
            "page_passages", "dump_passages"]
 
+logger = logging.getLogger(__name__)
+
 _HEADING_RE = re.compile(r"^(={1,6}) (.*) \1$")
 _END_RE = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
-_BOUNDARY_RE = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+")
+_BOUNDARY_RE = re.compile(r"(?<![.!?])[.!?]+[\"'\u201d\u2019)\]]*\s+")  # from a run's start: linear time
 _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e no nos vol lt col gen sgt capt prof mt ft approx ca "
                            "fig inc ltd co cf al ed pp".split())
 
@@ -56,6 +67,8 @@ class PassageConfig(JsonConfig):
     min_page_words: int = 20
     namespaces: tuple = (0,)
     skip_translations: bool = True
+    max_page_chars: int = DEFAULT_MAX_PAGE_CHARS  # longer pages: fallback cleaner (wikidump.clean_page)
+    page_time_budget: Optional[float] = DEFAULT_TIME_BUDGET  # parser seconds per page, then fallback; None: no limit
 
     def __post_init__(self):
         if not 0 < self.min_words <= self.target_words <= self.max_words:
@@ -64,6 +77,9 @@ class PassageConfig(JsonConfig):
         if self.heading_max_words < 0 or self.min_page_words < 0:
             raise ValueError(f"heading_max_words and min_page_words must be >= 0, got {self.heading_max_words}, "
                              f"{self.min_page_words}")
+        if self.max_page_chars < 0 or (self.page_time_budget is not None and self.page_time_budget <= 0):
+            raise ValueError(f"need max_page_chars >= 0 and page_time_budget > 0 (or None), got "
+                             f"{self.max_page_chars}, {self.page_time_budget}")
         object.__setattr__(self, "namespaces", tuple(int(n) for n in self.namespaces))
 
     def to_json(self) -> str:
@@ -91,12 +107,29 @@ class Passage(NamedTuple):
 
 @dataclass
 class DumpStats:
-    """Counts filled in while a dump is converted."""
+    """Counts filled in while a dump is converted. ``guarded``: articles that the fallback cleaner made in part or
+    whole, by reason (``size``, ``time``; see ``wikidump.clean_page``), with the first titles in
+    ``guarded_titles``."""
     pages: int = 0
     articles: int = 0
     passages: int = 0
     bytes_read: int = 0
     skipped: Counter = field(default_factory=Counter)
+    guarded: Counter = field(default_factory=Counter)
+    guarded_titles: list = field(default_factory=list)
+
+    #: how many titles ``guarded_titles`` keeps
+    MAX_TITLES = 20
+
+    def summary(self) -> str:
+        """One line: pages, articles, passages, skipped pages by reason, pages the fallback cleaner made."""
+        line = (f"{self.pages:,} pages, {self.articles:,} articles, {self.passages:,} passages; skipped "
+                f"{dict(self.skipped)}")
+        if self.guarded:
+            more = " …" if sum(self.guarded.values()) > len(self.guarded_titles) else ""
+            line += (f"; cleaned by the fallback cleaner (page over the size or time limit): {dict(self.guarded)}, "
+                     f"e.g. {self.guarded_titles[:5]}{more}")
+        return line
 
 
 def _words(text: str) -> int:
@@ -115,7 +148,7 @@ def split_sentences(line: str) -> list[str]:
         nxt = line[m.end():m.end() + 2].lstrip("\"'\u201c\u2018([")
         if not nxt or not (nxt[0].isupper() or nxt[0].isdigit()):
             continue
-        before = line[start:m.start()].rsplit(None, 1)
+        before = line[max(start, m.start() - 64):m.start()].rsplit(None, 1)  # the last word (bounded: linear time)
         last = before[-1] if before else ""
         if line[m.start()] == "." and (last.lower().rstrip(".") in _ABBREVIATIONS or
                                        (len(last) == 1 and last.isupper())):
@@ -230,17 +263,18 @@ def text_passages(clean_text: str, config: PassageConfig = PassageConfig()) -> l
     """``[(section, passage text)]`` for one page's cleaned text (rules in the module docstring)."""
     items: list[list] = []
     for heading, paragraphs in section_paragraphs(clean_text):
-        pending = ""  # short heading lines waiting for the paragraph below them
+        pending: list[str] = []  # short heading lines waiting for the paragraph below them
         for k, lines in enumerate(paragraphs):
             text = " ".join(lines)
             if (len(lines) == 1 and k + 1 < len(paragraphs) and _words(text) <= config.heading_max_words
                     and not _END_RE.search(text)):
-                pending = _join_heading(pending, text) if pending else text
+                pending.append(text)  # joined once used: joining as they come is quadratic in their number
                 continue
             sentences = [s for line in lines for s in split_sentences(line)]
             if pending:
-                sentences[0] = _join_heading(pending, sentences[0])
-                pending = ""
+                sentences[0] = _join_heading("".join(_join_heading(h, "") for h in pending[:-1]) + pending[-1],
+                                             sentences[0])
+                pending = []
             items.extend([[(heading, " ".join(chunk))] for chunk in _cut(sentences, config)])
     return [(parts[0][0], _render(parts, config)) for parts in _merge(items, config)]
 
@@ -248,7 +282,9 @@ def text_passages(clean_text: str, config: PassageConfig = PassageConfig()) -> l
 def page_passages(site: SiteInfo, page: WikiPage, config: PassageConfig = PassageConfig(),
                   clean_text: Optional[str] = None) -> list[Passage]:
     """The passages of one article page (no filtering here; see :func:`dump_passages`)."""
-    text = clean_wikitext(page.text) if clean_text is None else clean_text
+    if clean_text is None:
+        clean_text = clean_page(page.text, config.max_page_chars, config.page_time_budget).text
+    text = clean_text
     url = site.page_url(page.title)
     return [Passage(f"{site.dbname}-{page.page_id}-{n}", body, page.title, site.dbname, url, section,
                     page.page_id, page.revid)
@@ -264,7 +300,9 @@ def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional
     """Stream the passages of every article of a MediaWiki export (``.xml``, ``.bz2``, ``.gz`` or ``.7z``).
 
     ``stats`` (optional) is filled in as pages are read: pages, articles kept, passages, skipped pages by reason
-    (``redirect``, ``namespace``, ``translation``, ``stub``) and uncompressed bytes read.
+    (``redirect``, ``namespace``, ``translation``, ``stub``), articles the fallback cleaner made (``guarded``:
+    pages over ``config.max_page_chars`` or ``config.page_time_budget``) and uncompressed bytes read. At the end,
+    guarded pages are reported in a warning (logger ``pyterrier_fandom_colbert.data.passages``).
     """
     stats = stats if stats is not None else DumpStats()
     pages = iter_pages(path)
@@ -276,14 +314,22 @@ def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional
         stats.pages += 1
         stats.bytes_read = pages.bytes_read
         reason = skip_reason(page, config.namespaces, config.skip_translations)
-        clean = clean_wikitext(page.text) if reason is None else ""
-        if reason is None and _prose_words(clean) < max(config.min_page_words, 1):
-            reason = "stub"
+        clean, fallback = "", None
+        if reason is None:
+            clean, fallback = clean_page(page.text, config.max_page_chars, config.page_time_budget)
+            if _prose_words(clean) < max(config.min_page_words, 1):
+                reason = "stub"
         if reason is not None:
             stats.skipped[reason] += 1
             continue
         stats.articles += 1
+        if fallback is not None:
+            stats.guarded[fallback] += 1
+            if len(stats.guarded_titles) < stats.MAX_TITLES:
+                stats.guarded_titles.append(page.title)
         for passage in page_passages(site, page, config, clean):
             stats.passages += 1
             yield passage
     stats.bytes_read = pages.bytes_read
+    if stats.guarded:
+        logger.warning("%s: %s", pages.path.name, stats.summary())

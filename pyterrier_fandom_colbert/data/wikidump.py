@@ -17,18 +17,24 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import html
 import queue
 import re
 import threading
+import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, NamedTuple, Optional
 
-__all__ = ["DumpError", "SiteInfo", "WikiPage", "iter_pages", "xml_chunks", "clean_wikitext", "skip_reason",
-           "is_translation"]
+from .wikiguard import DROP_TAGS as _DROP_TAGS
+from .wikiguard import GONE_MARKUP, fallback_render, neutralise_lines, neutralise_piece
+
+__all__ = ["DumpError", "SiteInfo", "WikiPage", "iter_pages", "xml_chunks", "clean_wikitext", "clean_page",
+           "CleanPage", "skip_reason", "is_translation", "DEFAULT_MAX_PAGE_CHARS",
+           "DEFAULT_TIME_BUDGET"]
 
 CHUNK_BYTES = 1 << 20
 
@@ -44,10 +50,6 @@ ast bcc ckb dsb hsb ksh lzh nan nds sco yue
 _LANG_RE = re.compile(r"([a-z]{2,3})(?:-[a-z0-9]{2,8})*")
 
 _FILE_NS = frozenset({"file", "image"})
-_DROP_TAGS = frozenset("""
-ref references gallery math chem ce score syntaxhighlight source script style noinclude includeonly timeline imagemap
-languages infobox categorytree inputbox dynamicpagelist dpl mapframe maplink graph templatedata table
-""".split())
 _BLOCK_TAGS = frozenset("p div li ul ol dl dt dd blockquote tr".split())
 _HEADING_TAGS = {f"h{i}": i for i in range(1, 7)}
 _GONE = "\x00"  # stands for removed markup while rendering; lines holding only this vanish
@@ -350,21 +352,37 @@ def skip_reason(page: WikiPage, namespaces=(0,), skip_translations: bool = True)
 
 # ----------------------------------------------------------------------------------------------- wikitext
 
+#: pages longer than this (after tables and templates are cut out) skip the parser and get the fallback cleaner
+DEFAULT_MAX_PAGE_CHARS = 1_000_000
+#: seconds of parsing per page, after which the fallback cleaner makes the rest of the page
+DEFAULT_TIME_BUDGET = 1.0
+#: the parser gets runs of whole lines of about this many characters (the time budget is checked between runs)
+RUN_CHARS = 8_000
+#: a longer run (a single line, or lines inside one link) goes to the fallback cleaner
+MAX_RUN_CHARS = 64_000
+
+
+def _skip_link(prefix: str) -> bool:
+    """Links to files, categories and other languages are not prose."""
+    return prefix in _FILE_NS or prefix == "category" or bool(
+        _LANG_RE.fullmatch(prefix) and prefix.split("-")[0] in _LANGS)
+
+
 def _link(node) -> str:
     title = str(node.title).strip()
     visible = title.startswith(":")  # [[:Category:X]] is an inline link, not a categorisation
     title = title.lstrip(":").strip()
     prefix = title.split(":", 1)[0].strip().lower() if ":" in title else ""
-    if not visible and (prefix in _FILE_NS or prefix == "category" or
-                        (_LANG_RE.fullmatch(prefix) and prefix.split("-")[0] in _LANGS)):
+    if not visible and _skip_link(prefix):
         return _GONE
     if node.text is not None:
         label = _render(node.text.nodes)
         if label.strip():
             return label
         # pipe trick: [[Namespace:Foo (bar)|]] shows "Foo"
-        return re.sub(r"\s*\(.*\)$", "", title.split(":")[-1]).strip()
-    return title[1:] if title.startswith("#") else title
+        return html.unescape(re.sub(r"\s*\(.*\)$", "", title.split(":")[-1]).replace(GONE_MARKUP, "").strip())
+    shown = _render(node.title.nodes).strip().lstrip(":").strip()  # entities decoded, comments dropped
+    return shown[1:] if shown.startswith("#") else shown
 
 
 def _tag(node) -> str:
@@ -379,6 +397,8 @@ def _tag(node) -> str:
     if name in ("br", "hr"):
         return "\n"
     contents = _render(node.contents.nodes) if node.contents is not None else ""
+    if name in ("nowiki", "pre"):
+        contents = html.unescape(contents)  # MediaWiki decodes entities inside nowiki too
     if name in _HEADING_TAGS:
         level = "=" * _HEADING_TAGS[name]
         title = _SPACE_RE.sub(" ", contents.replace(_GONE, "")).strip()
@@ -396,7 +416,7 @@ def _render(nodes) -> str:
     out = []
     for node in nodes:
         if isinstance(node, n.Text):
-            out.append(_MAGIC_RE.sub("", node.value))
+            out.append(_MAGIC_RE.sub("", node.value).replace(GONE_MARKUP, _GONE))
         elif isinstance(node, n.Wikilink):
             out.append(_link(node))
         elif isinstance(node, n.ExternalLink):
@@ -442,29 +462,117 @@ def _strip_tables(wikitext: str) -> str:
     return "\n".join(out)
 
 
-def clean_wikitext(wikitext: str) -> str:
-    """Plain prose from wikitext, headings kept as ``== Heading ==`` lines, paragraphs split by blank lines.
+# Debris of removed markup (marked _GONE while rendering), tidied before the marks go. Each pattern can only start
+# where a run of debris starts (the lookbehinds), so that a long run is scanned once, not once per character.
+_DEBRIS = r"[\s;,:/\u2013\u2014-]"
+_NOT_DEBRIS = rf"[^\s;,:/\u2013\u2014\-(.{_GONE}]"
+# "( ; , )" that held only removed markup and separators (pronunciation and language templates), with its space
+_EMPTY_PARENS_RE = re.compile(rf"(?<![ \t])[ \t]*\((?:[\s;,:/.\u2013\u2014-]*{_GONE})+[\s;,:/.\u2013\u2014-]*\)")
+_PARENS_HEAD_RE = re.compile(rf"\((?:{_DEBRIS}*{_GONE})+{_DEBRIS}*(?=[^\W_])")  # "(<gone>; born" -> "(born"
+_PARENS_TAIL_RE = re.compile(rf"(?<={_NOT_DEBRIS})(?:{_DEBRIS}*{_GONE})+{_DEBRIS}*\)")  # "1990; <gone>)" -> "1990)"
+_DOUBLE_SEP_RE = re.compile(rf"(?<=[,;])(?:[ \t]*{_GONE})+[ \t]*[,;](?=\s)")  # "A, <gone>, B" -> "A, B"
+_SPACE_GONE_RE = re.compile(rf"(?<=[^\s{_GONE}])[ \t]*(?:{_GONE}[ \t]*)+(?=[.,;:!?])")  # "Points <gone>." -> "Points."
 
-    Dropped: templates and parser functions (infoboxes, navboxes), tables, file/image links (with captions),
-    category and interlanguage links, ``<ref>``, ``<gallery>``, ``<math>`` and similar tags, comments, magic words
-    (``__NOTOC__``), bare and numbered external links. Kept: the text of internal links (``[[a|b]]`` -> ``b``,
-    ``[[a]]`` -> ``a``), the label of external links, the inner text of formatting tags (``<small>``, ``<span>``,
-    bold, italics, ...). HTML entities are decoded; list markers removed (one item per line); a line that held only
-    dropped markup disappears entirely; runs of spaces are collapsed.
 
-    >>> clean_wikitext("{{Infobox|x=1}}\\n'''Ann''' met [[Bob Smith|Bob]].<ref>src</ref>\\n\\n== Later ==\\nShe left.")
-    'Ann met Bob.\\n\\n== Later ==\\nShe left.'
+def _tidy(line: str) -> str:
+    """Remove the empty parentheses, doubled separators and spaces before punctuation that removed markup left.
+
+    >>> _tidy("Paris (\\x00; \\x00) is (\\x00; born 1990\\x00) A, \\x00, B \\x00.").replace("\\x00", "")
+    'Paris is (born 1990) A, B.'
     """
-    import mwparserfromhell
+    if _GONE not in line:
+        return line
+    line = _EMPTY_PARENS_RE.sub("", line)
+    line = _PARENS_HEAD_RE.sub("(", line)
+    line = _PARENS_TAIL_RE.sub(")", line)
+    line = _DOUBLE_SEP_RE.sub("", line)
+    return _SPACE_GONE_RE.sub("", line)
 
-    raw = _render(mwparserfromhell.parse(_strip_tables(wikitext)).nodes)
+
+def _finish(raw: str) -> str:
+    """Lines of rendered text (removed markup marked _GONE) to the final clean text."""
     lines = []
     for line in raw.split("\n"):
+        if not line or line.isalnum():
+            lines.append(line)
+            continue
         if _GONE in line and not line.replace(_GONE, "").strip():
             continue  # the line held only removed markup: drop it with its line break
         if _TABLE_LINE_RE.match(line):
             continue  # rows of a table whose start a template supplied
-        line = _HTML_RE.sub("", _QUOTES_RE.sub("", line.replace(_GONE, "")))  # unbalanced tags stay as text
+        line = _HTML_RE.sub("", _QUOTES_RE.sub("", _tidy(line).replace(_GONE, "")))  # unbalanced tags stay as text
         line = _LIST_RE.sub("", _SPACE_RE.sub(" ", line).strip())
         lines.append(line)
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+class CleanPage(NamedTuple):
+    """What :func:`clean_page` returns: the clean text, and why the fallback cleaner made some or all of it
+    (``"size"`` or ``"time"``; None: the parser made all of it)."""
+    text: str
+    fallback: Optional[str]
+
+
+def _parse_render(text: str) -> str:
+    import mwparserfromhell
+
+    # skip_style_tags: '' and ''' stay text (removed at the end) instead of being parsed as tags, which breaks
+    # templates and links that hold unbalanced quotes (mwparserfromhell issue #40)
+    return _render(mwparserfromhell.parse(text, skip_style_tags=True).nodes)
+
+
+def clean_page(wikitext: str, max_chars: int = DEFAULT_MAX_PAGE_CHARS,
+               time_budget: Optional[float] = DEFAULT_TIME_BUDGET) -> CleanPage:
+    """:func:`clean_wikitext`, also saying whether the fallback cleaner made some of the text, and why.
+
+    The guard against hostile pages: NUL characters are removed (they end mwparserfromhell's input), tables are
+    cut out, and :func:`~pyterrier_fandom_colbert.data.wikiguard.neutralise` removes templates and neutralises
+    every unclosed construct in linear time, so that the parser has nothing to backtrack over. The rest is parsed
+    in runs of whole lines of about :data:`RUN_CHARS` characters. A regular-expression cleaner
+    (:func:`~pyterrier_fandom_colbert.data.wikiguard.fallback_render`: linear time, rougher results) makes
+
+    * the whole page when it is longer than ``max_chars`` after neutralising (``fallback="size"``), and any run
+      of more than :data:`MAX_RUN_CHARS` that has no line break to cut at (a hostile single line);
+    * the rest of the page once the parser has spent ``time_budget`` seconds on it (``fallback="time"``; None: no
+      limit; checked between runs, so the first run is always parsed). The output then depends on the machine's
+      speed: the budget bounds the damage one hostile page can do, and ordinary pages take a small fraction of it.
+    """
+    if max_chars < 0 or (time_budget is not None and time_budget < 0):
+        raise ValueError(f"max_chars and time_budget must be >= 0, got {max_chars}, {time_budget}")
+    runs = neutralise_lines(_strip_tables(wikitext.replace("\x00", "")), RUN_CHARS)
+    if sum(map(len, runs)) > max_chars:
+        return CleanPage(_finish(fallback_render("".join(runs), _skip_link, _GONE)), "size")
+    if len(runs) == 1 and len(runs[0]) <= MAX_RUN_CHARS:
+        return CleanPage(_finish(_parse_render(runs[0])), None)
+    start, out, fallback = time.perf_counter(), [], None
+    for k, run in enumerate(runs):
+        if k and time_budget is not None and time.perf_counter() - start > time_budget:
+            out.append(fallback_render("".join(runs[k:]), _skip_link, _GONE))
+            fallback = "time"
+            break
+        if len(run) > MAX_RUN_CHARS:
+            out.append(fallback_render(run, _skip_link, _GONE))
+            fallback = fallback or "size"
+        else:
+            out.append(_parse_render(neutralise_piece(run)))
+    return CleanPage(_finish("".join(out)), fallback)
+
+
+def clean_wikitext(wikitext: str, max_chars: int = DEFAULT_MAX_PAGE_CHARS,
+                   time_budget: Optional[float] = DEFAULT_TIME_BUDGET) -> str:
+    """Plain prose from wikitext, headings kept as ``== Heading ==`` lines, paragraphs split by blank lines.
+
+    Dropped: templates and parser functions (infoboxes, navboxes), tables, file/image links (with captions),
+    category and interlanguage links, ``<ref>``, ``<gallery>``, ``<math>`` and similar tags, comments, magic words
+    (``__NOTOC__``), bare and numbered external links, and what removed markup leaves behind (parentheses that
+    held only removed templates and separators, a space before punctuation). Kept: the text of internal links
+    (``[[a|b]]`` -> ``b``, ``[[a]]`` -> ``a``), the label of external links, the inner text of formatting tags
+    (``<small>``, ``<span>``, bold, italics, ...). HTML entities are decoded; list markers removed (one item per
+    line); a line that held only dropped markup disappears entirely; runs of spaces are collapsed. Unclosed
+    markup (``{{a|``, ``[[b``, ``<ref>``, ``<span>``) is dropped and the text after it kept. Time is linear in
+    the page's length (:func:`clean_page` describes the guard, ``max_chars`` and ``time_budget``).
+
+    >>> clean_wikitext("{{Infobox|x=1}}\\n'''Ann''' met [[Bob Smith|Bob]].<ref>src</ref>\\n\\n== Later ==\\nShe left.")
+    'Ann met Bob.\\n\\n== Later ==\\nShe left.'
+    """
+    return clean_page(wikitext, max_chars, time_budget).text

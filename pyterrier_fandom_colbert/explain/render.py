@@ -2,12 +2,15 @@
 
 All three read the columns the :class:`~pyterrier_fandom_colbert.explain.transformer.Explainer` adds. Highlights are per
 word (word pieces merged), shaded by the word's score relative to the highest in its passage; the KDE answer
-span is outlined. Passage and query text is always escaped (HTML) or stripped of control characters (terminal).
+span is outlined. Passage and query text is always escaped (HTML) or stripped of control characters (terminal),
+and bidi controls in it cannot reverse the rest of the page: HTML puts every passage, query and docno in a
+``<bdi>`` (an isolate: embeddings and overrides left open inside it end with it), the terminal gets none of them.
 """
 from __future__ import annotations
 
 import html
 import os
+import re
 import sys
 import unicodedata
 from dataclasses import dataclass
@@ -42,6 +45,8 @@ METHODS = {
                         "similarity of each word to the chosen query token"),
 }
 _REQUIRED = ["query", "word_spans"]
+#: bidi embedding, override (U+202A-U+202E) and isolate (U+2066-U+2069) controls
+_BIDI_RE = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def word_levels(values: np.ndarray) -> np.ndarray:
@@ -115,6 +120,7 @@ def to_html(frame: pd.DataFrame, methods: Sequence[str] = ("r_abs", "r_acc", "kd
     """One self-contained HTML page (inline CSS, no scripts, no external assets): per query, its passages in
     rows and one column per method, side by side."""
     _check(frame, methods, text_field)
+    title = _BIDI_RE.sub("", title)  # <title> cannot hold a <bdi>
     parts = [f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
              f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>", '<p class="legend">']
     parts += [f"<b>{html.escape(METHODS[m].label)}</b>: {html.escape(METHODS[m].description)}.<br>" for m in methods]
@@ -124,17 +130,19 @@ def to_html(frame: pd.DataFrame, methods: Sequence[str] = ("r_abs", "r_acc", "kd
     groups = frame.groupby("qid", sort=False) if "qid" in frame.columns else [(None, frame)]
     for qid, rows in groups:
         first = rows.iloc[0]
-        heading = f"Query {html.escape(str(qid))}: " if qid is not None else "Query: "
-        parts.append(f"<h2>{heading}{html.escape(str(first['query']))}</h2>")
+        heading = f"Query <bdi>{html.escape(str(qid))}</bdi>: " if qid is not None else "Query: "
+        parts.append(f"<h2>{heading}<bdi>{html.escape(str(first['query']))}</bdi></h2>")
         if "expl_query_tokens" in rows.columns:
-            toks = " ".join(f"<code>{html.escape(t)}</code>" for t in first["expl_query_tokens"])
+            toks = " ".join(f"<code><bdi>{html.escape(t)}</bdi></code>" for t in first["expl_query_tokens"])
             parts.append(f'<p class="qtoks">query vectors: {toks}</p>')
         heads = "".join(f"<th>{html.escape(METHODS[m].label)}</th>" for m in methods)
         parts.append(f"<table><thead><tr><th style=\"width:9em\">passage</th>{heads}</tr></thead><tbody>")
         for _, row in rows.iterrows():
             cells = "".join(
-                "<td>" + _highlight_html(row[text_field], row["word_spans"], row[METHODS[m].word_column], METHODS[m],
-                                         _answer(row) if m == "kde" else None) + "</td>" for m in methods)
+                '<td dir="auto"><bdi>' + _highlight_html(row[text_field], row["word_spans"],
+                                                         row[METHODS[m].word_column], METHODS[m],
+                                                         _answer(row) if m == "kde" else None)
+                + "</bdi></td>" for m in methods)
             parts.append(f'<tr><td class="meta">{_meta_html(row)}</td>{cells}</tr>')
         parts.append("</tbody></table>")
     parts.append("</body></html>\n")
@@ -148,7 +156,7 @@ def _answer(row: Mapping) -> Optional[Tuple[int, int]]:
 
 
 def _meta_html(row) -> str:
-    bits = [f"<b>{html.escape(str(row['docno']))}</b>" if "docno" in row else ""]
+    bits = [f"<b><bdi>{html.escape(str(row['docno']))}</bdi></b>" if "docno" in row else ""]
     for name in ("rank", "score"):
         if name in row and pd.notna(row[name]):
             value = row[name]
@@ -210,7 +218,13 @@ _UNDERLINE, _RESET = "\x1b[4m", "\x1b[0m"
 
 
 def _printable(text: str) -> str:
-    """``text`` without control characters (a passage must not drive the terminal); newlines become spaces."""
+    """``text`` without control characters (a passage must not drive the terminal) and without bidi embedding,
+    override and isolate controls (nor reverse the lines after it); newlines become spaces.
+
+    >>> _printable("a\\u202eb\\x1b[2Jc\\n\\u2067d") == "ab\\ufffd[2Jc d"
+    True
+    """
+    text = _BIDI_RE.sub("", text)
     return "".join(" " if ch in "\n\r\t" else ("\ufffd" if unicodedata.category(ch) == "Cc" else ch) for ch in text)
 
 

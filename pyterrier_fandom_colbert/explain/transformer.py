@@ -37,7 +37,15 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..frames import EqualByKey, artifact_key, check_queries, check_texts, empty_output, require_columns, with_columns
+from ..frames import (
+    EqualByKey,
+    artifact_key,
+    check_texts,
+    empty_output,
+    require_columns,
+    usable_query_rows,
+    with_columns,
+)
 from ..model.encoders import query_tensors
 from ..progress import progress
 from .scores import ExplainOptions, explain_passage, select_query_token, word_scores
@@ -77,12 +85,16 @@ class Explainer(EqualByKey, pt.Transformer):
     ``index.retriever(colbert)``) added them, so queries are not encoded twice.
     ``query_token`` (a position in ``expl_query_tokens`` or a
     token string such as ``"when"``) adds the single-token view columns.
+    Rows of empty or non-text queries are left out with one warning naming their qids, as by every retriever and
+    scorer; ``strict=True`` refuses them instead.
     """
 
     def __init__(self, colbert: "ColBERT", k_tilde: int = 2, bandwidth: Union[str, float] = "scott",
                  index: Union["ColBERTIndex", str, Path, None] = None, *, span_threshold: float = 0.5,
-                 query_token: Union[int, str, None] = None, text_field: str = "text", verbose: bool = False):
+                 query_token: Union[int, str, None] = None, text_field: str = "text", verbose: bool = False,
+                 strict: bool = False):
         self.colbert = colbert
+        self.strict = strict
         self.options = ExplainOptions(k_tilde=k_tilde, bandwidth=bandwidth, span_threshold=span_threshold)
         if isinstance(index, (str, Path)):
             from ..index.artifact import ColBERTIndex
@@ -98,7 +110,7 @@ class Explainer(EqualByKey, pt.Transformer):
 
     def _key(self):
         index = artifact_key(self.index) if self.index is not None else None
-        return (self.colbert.fingerprint(), self.options, index, self.query_token, self.text_field)
+        return (self.colbert.fingerprint(), self.options, index, self.query_token, self.text_field, self.strict)
 
     @property
     def output_columns(self) -> List[str]:
@@ -110,9 +122,10 @@ class Explainer(EqualByKey, pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, ["qid", "query", "docno", self.text_field], self)
+        inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
             return empty_output(inp, self.output_columns)
-        queries = check_queries(inp)
+        queries = inp["query"].tolist()
         texts = check_texts(inp, self.text_field)
         q_codes, encoded = self._queries(inp, queries)
         qids = inp["qid"].tolist()
@@ -218,5 +231,6 @@ class Explainer(EqualByKey, pt.Transformer):
     def __repr__(self) -> str:
         o = self.options
         extra = f", index={self.index!r}" if self.index is not None else ""
+        extra += ", strict=True" if self.strict else ""
         return (f"Explainer({self.colbert!r}, k_tilde={o.k_tilde}, bandwidth={o.bandwidth!r}, "
                 f"span_threshold={o.span_threshold}{extra})")

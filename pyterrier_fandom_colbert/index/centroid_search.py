@@ -29,7 +29,15 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..frames import EqualByKey, artifact_key, empty_output, rank_by_score, require_columns, with_columns
+from ..frames import (
+    EqualByKey,
+    artifact_key,
+    empty_output,
+    rank_by_score,
+    require_columns,
+    usable_query_rows,
+    with_columns,
+)
 from ..model.encoders import query_tensors
 from ..progress import progress
 from ..ranking import top_k
@@ -344,7 +352,7 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
 
     def __init__(self, index: "ColBERTIndex", *, num_results: int = 1000, ncells: Optional[int] = None,
                  threshold: Optional[float] = None, ndocs: Union[int, str, None] = "auto",
-                 nscore: Optional[int] = None, verbose: bool = False):
+                 nscore: Optional[int] = None, strict: bool = False, verbose: bool = False):
         if isinstance(num_results, bool) or not isinstance(num_results, (int, np.integer)) or num_results < 1:
             raise ValueError(f"num_results={num_results!r}; expected at least 1")
         if isinstance(ndocs, str) and ndocs != "auto":
@@ -353,26 +361,32 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
         self.num_results = num_results
         self.overrides = {"ncells": ncells, "threshold": threshold, "ndocs": ndocs, "nscore": nscore}
         self.params = SearchParams.for_k(num_results, **self.overrides)
+        self.strict = strict
         self.verbose = verbose
 
     def fuse_rank_cutoff(self, k: int) -> "CentroidRetriever":
         """``% k``: fewer results, with the defaults for ``k`` (overrides kept)."""
         if k >= self.num_results:
             return self
-        return CentroidRetriever(self.index, num_results=k, verbose=self.verbose, **self.overrides)
+        return CentroidRetriever(self.index, num_results=k, strict=self.strict, verbose=self.verbose,
+                                 **self.overrides)
 
     def _key(self) -> Tuple:
-        return (artifact_key(self.index), self.num_results, self.params)
+        return (artifact_key(self.index), self.num_results, self.params, self.strict)
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query_embs"], self)
         return input_columns + ["docno", "score", "rank"]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        from .search import refuse_non_finite_queries
+
         require_columns(inp.columns, ["qid", "query_embs"], self)
+        inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
             return empty_output(inp, ["docno", "score", "rank"])
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
+        refuse_non_finite_queries(inp, codes, unique, self)
         store = self.index.store
         found: List[Tuple[np.ndarray, np.ndarray]] = []
         bar = progress(total=len(unique), desc="ColBERT retrieval (compressed)", unit="query", enabled=self.verbose)
@@ -390,5 +404,6 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
 
     def __repr__(self) -> str:
         p = self.params
+        strict = ", strict=True" if self.strict else ""
         return (f"{self.index!r}.retriever(num_results={self.num_results}, ncells={p.ncells}, "
-                f"threshold={p.threshold}, ndocs={p.ndocs}, nscore={p.nscore})")
+                f"threshold={p.threshold}, ndocs={p.ndocs}, nscore={p.nscore}{strict})")

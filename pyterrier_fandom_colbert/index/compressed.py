@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -56,6 +56,28 @@ def codes_file(dtype: np.dtype) -> str:
 
 def token_ids_file(dtype: np.dtype) -> str:
     return "token_ids.u16" if np.dtype(dtype) == np.uint16 else "token_ids.i32"
+
+
+def compressed_files(info: Dict[str, Any]) -> List[str]:
+    """The files a compressed index stores besides ``offsets.i64``, ``docnos.npids``, ``colbert_config.json`` (and
+    ``parts.i64``), given its ``codec.json``.
+
+    >>> compressed_files({"code_dtype": "uint16", "token_id_dtype": "int32"})[:2]
+    ['codec.json', 'centroids.f16']
+    """
+    return [CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE, codes_file(np.dtype(info["code_dtype"])),
+            RESIDUALS_FILE, IVF_OFFSETS_FILE, IVF_DOCS_FILE, token_ids_file(np.dtype(info["token_id_dtype"]))]
+
+
+def array_layout(info: Dict[str, Any], num_tokens: int, num_docs: int, dim: int) -> Dict[str, Tuple[Any, Tuple]]:
+    """(dtype, shape) of each array file of a compressed index, as its ``codec.json`` and sizes imply."""
+    nbits, centroids = int(info["nbits"]), int(info["num_centroids"])
+    code, token_id = np.dtype(info["code_dtype"]), np.dtype(info["token_id_dtype"])
+    return {CENTROIDS_FILE: (np.float16, (centroids, dim)), CUTOFFS_FILE: (np.float32, (dim, (1 << nbits) - 1)),
+            WEIGHTS_FILE: (np.float32, (dim, 1 << nbits)), codes_file(code): (code, (num_tokens,)),
+            RESIDUALS_FILE: (np.uint8, (num_tokens, dim * nbits // 8)),
+            IVF_OFFSETS_FILE: (np.int64, (centroids + 1,)), IVF_DOCS_FILE: (np.int32, (int(info["num_pairs"]),)),
+            token_ids_file(token_id): (token_id, (num_tokens,))}
 
 
 @dataclass(frozen=True)

@@ -3,17 +3,20 @@
 
 An index folder holds::
 
-    pt_meta.json           type "colbert", format "fp16" (or a compressed format, below), sizes and the encoder
-                           fingerprint (IndexMeta)
+    pt_meta.json           type "colbert", format "fp16" (or a compressed format, below), sizes, the encoder
+                           fingerprint and the manifest ("files": size and checksum of every other file) (IndexMeta)
     colbert_config.json    the encoder's ColBERTConfig
     vectors.f16            [num_tokens, dim] float16: all documents' vectors back to back (memory-mapped)
     token_ids.i32          [num_tokens] int32: the wordpiece id of each vector (for explanations)
     offsets.i64            [num_docs + 1] int64: document i owns rows offsets[i] .. offsets[i+1]
     docnos.npids           docno <-> document id lookup (npids)
-    faiss/                 FAISS indexes over the token vectors, built on first use (see ann.py)
+    parts.i64              long_docs="windows" only: [num_parts + 1] int64 row boundaries of the windows
+                           (parts), each document's parts back to back within its own rows
+    faiss/                 FAISS indexes over the token vectors (index.build_ann, or built on first use), each tied
+                           to the checksum of vectors.f16 it was built from (see ann/cache.py)
 
-The residual-compressed formats ``residual1``, ``residual2`` and ``residual4`` keep ``colbert_config.json``,
-``offsets.i64`` and ``docnos.npids``, and replace the vectors by a codec and codes (compressed.py)::
+The residual-compressed formats (``format`` ``residual1``, ``residual2`` or ``residual4``; compressed.py) keep
+``colbert_config.json``, ``offsets.i64``, ``docnos.npids`` (and ``parts.i64``) and store, instead of the vectors::
 
     codec.json             the CompressionSpec, nbits, num_centroids, dtypes, num_pairs, build timings
     centroids.f16          [C, dim] k-means centroids
@@ -24,14 +27,27 @@ The residual-compressed formats ``residual1``, ``residual2`` and ``residual4`` k
     ivf_offsets.i64        [C + 1]: the inverted list of centroid c is ivf_docs[ivf_offsets[c]:ivf_offsets[c + 1]]
     ivf_docs.i32           the documents (ascending within a list) holding a token coded by each centroid
     token_ids.u16 | .i32   the wordpiece id of every token (uint16 when every id is below 65,536)
+
+Opening checks the cheap things (:func:`check_offsets`, every file's size, the checksums of
+:data:`CHECKED_ON_OPEN`); ``ColBERTIndex.verify()`` checks every checksum and that every vector is finite.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import Any, Dict, Optional, Union
 
-from ..storage import ARTIFACT_META_FILE, JsonConfig, is_artifact_folder, read_artifact_meta, write_json
+import numpy as np
+
+from ..model.config import CONFIG_FILE
+from ..storage import (
+    ARTIFACT_META_FILE,
+    JsonConfig,
+    is_artifact_folder,
+    parse_manifest,
+    read_artifact_meta,
+    write_json,
+)
 
 ARTIFACT_TYPE = "colbert"
 ARTIFACT_FORMAT = "fp16"
@@ -44,6 +60,12 @@ VECTORS_FILE = "vectors.f16"
 TOKEN_IDS_FILE = "token_ids.i32"
 OFFSETS_FILE = "offsets.i64"
 DOCNOS_FILE = "docnos.npids"
+#: files whose checksums are compared on every open (small: a few bytes per document); the others (vectors,
+#: token ids) only have their sizes checked then, and their checksums in ``verify()``
+CHECKED_ON_OPEN = (CONFIG_FILE, OFFSETS_FILE, DOCNOS_FILE)
+PARTS_FILE = "parts.i64"
+#: how the indexer treats texts longer than one document (``doc_maxlen`` tokens)
+LONG_DOCS = ("truncate", "windows")
 CODEC_FILE = "codec.json"
 CENTROIDS_FILE = "centroids.f16"
 CUTOFFS_FILE = "bucket_cutoffs.f32"
@@ -51,6 +73,9 @@ WEIGHTS_FILE = "bucket_weights.f32"
 RESIDUALS_FILE = "residuals.u8"
 IVF_OFFSETS_FILE = "ivf_offsets.i64"
 IVF_DOCS_FILE = "ivf_docs.i32"
+#: a compressed index's small files, whose checksums are also compared on every open
+CHECKED_ON_OPEN_COMPRESSED = CHECKED_ON_OPEN + (CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE,
+                                                IVF_OFFSETS_FILE)
 
 
 @dataclass(frozen=True)
@@ -67,24 +92,84 @@ class IndexMeta(JsonConfig):
     num_tokens: int
     dim: int
     fingerprint: str
+    #: ``"truncate"``: a long text keeps its first ``doc_maxlen`` tokens; ``"windows"``: it is stored as overlapping
+    #: windows (``parts.i64``), ``stride`` word pieces apart, all scored as one document
+    long_docs: str = "truncate"
+    stride: Optional[int] = None
+    #: documents cut at ``doc_maxlen`` (truncate) and split into several windows (windows); None: not counted
+    #: (vectors given to the writer directly, or an index built before the count existed)
+    truncated_docs: Optional[int] = None
+    windowed_docs: Optional[int] = None
+    #: windows stored (windows mode; equals num_docs otherwise)
+    num_parts: Optional[int] = None
     type: str = ARTIFACT_TYPE
     format: str = ARTIFACT_FORMAT
     package_hint: str = PACKAGE_HINT
+    #: manifest: {file name: {"size": bytes, "xxh3_128": checksum}} of every other file (None: an index written
+    #: before checksums were recorded; its sizes and structure are still checked)
+    files: Optional[Dict[str, Dict[str, Any]]] = field(default=None, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.long_docs not in LONG_DOCS:
+            raise ValueError(f"long_docs={self.long_docs!r}; expected one of {LONG_DOCS}")
 
     def save(self, folder: Union[str, Path]) -> Path:
         return write_json(Path(folder) / META_FILE, self.to_dict())
 
     @classmethod
     def load(cls, folder: Union[str, Path]) -> "IndexMeta":
+        source = Path(folder) / META_FILE
         values = read_artifact_meta(folder, ARTIFACT_TYPE, _format_of(folder))
-        return cls.from_dict(values, source=Path(folder) / META_FILE)
+        meta = cls.from_dict(values, source=source)
+        for name in ("num_docs", "num_tokens", "dim"):
+            value = getattr(meta, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{source} is damaged: {name}={value!r} is not a valid size")
+        if meta.files is not None:
+            parse_manifest(meta.files, source)
+        return meta
+
+
+def check_offsets(offsets: np.ndarray, num_tokens: int) -> Optional[str]:
+    """Why ``offsets`` cannot be a document → token rows map over ``num_tokens`` rows (None when it can): it must
+    start at 0, end at ``num_tokens`` and strictly increase (every document has at least one vector).
+
+    >>> check_offsets(np.array([0, 2, 5]), 5) is None
+    True
+    >>> check_offsets(np.array([0, 3, 2, 5]), 5)
+    'entries 1 and 2 are 3 and 2: offsets must strictly increase (document 1 would have 0 or fewer vectors)'
+    >>> check_offsets(np.array([0, 2, 4]), 5)
+    'the last entry is 4, but the index holds 5 token vectors'
+    """
+    if len(offsets) == 0 or offsets[0] != 0:
+        return f"the first entry is {offsets[0] if len(offsets) else None}, not 0"
+    if offsets[-1] != num_tokens:
+        return f"the last entry is {offsets[-1]}, but the index holds {num_tokens} token vectors"
+    steps = np.diff(offsets)
+    bad = np.flatnonzero(steps <= 0)
+    if len(bad):
+        i = int(bad[0])
+        return (f"entries {i} and {i + 1} are {offsets[i]} and {offsets[i + 1]}: offsets must strictly increase "
+                f"(document {i} would have 0 or fewer vectors)")
+    return None
 
 
 def _format_of(folder: Union[str, Path]) -> str:
-    """The folder's ColBERT format if it names one, else fp16 (so that the refusal names what was expected)."""
+    """The folder's ColBERT format if it names one, else fp16 (so that a refusal names what was expected)."""
     return next((f for f in FORMATS if is_artifact_folder(folder, ARTIFACT_TYPE, f)), ARTIFACT_FORMAT)
 
 
 def is_index_folder(folder: Union[str, Path]) -> bool:
     """Whether ``folder`` holds a ColBERT index of any format (what ``overwrite=True`` may replace)."""
     return any(is_artifact_folder(folder, ARTIFACT_TYPE, f) for f in FORMATS)
+
+
+def non_finite_rows(block: np.ndarray) -> np.ndarray:
+    """Indices of the rows of a float16 ``block`` holding a NaN or inf (exponent bits all ones: 2.5x faster than
+    ``np.isfinite`` on float16, which numpy does not vectorise).
+
+    >>> non_finite_rows(np.array([[1, 2], [np.nan, 0], [0, -np.inf], [65504, 0]], dtype=np.float16)).tolist()
+    [1, 2]
+    """
+    bits = np.ascontiguousarray(block, dtype=np.float16).view(np.uint16)
+    return np.flatnonzero(((bits & 0x7C00) == 0x7C00).any(axis=1))

@@ -1,7 +1,8 @@
 """Retrieval and re-ranking from a :class:`~pyterrier_fandom_colbert.index.artifact.ColBERTIndex`'s stored vectors.
 
-End-to-end retrieval: each scoring query vector fetches its ``k̂ = ceil(k / λ)`` (or a fixed ``k_hat``) nearest
-document tokens (exact search, or FAISS IVF / IVF-PQ: see faiss_ann.py; optionally ``refine · k̂`` of them cut
+End-to-end retrieval: each scoring query vector fetches its ``k̂`` nearest document tokens (``ceil(k / λ)``, a
+fixed ``k_hat``, or by default ``max(ceil(k / 2), 50)``: :func:`neighbours_per_vector`) by exact search or FAISS
+IVF / IVF-PQ (see index/ann/; optionally ``refine · k̂`` of them cut
 to the ``k̂`` nearest by the stored vectors); their documents (at most ``k̂ · N_q``) are scored exactly with the
 encoder's MaxSim over the stored vectors (:func:`score_docs`, length-sorted blocks); the top ``k`` are returned.
 
@@ -17,25 +18,76 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..frames import EqualByKey, artifact_key, empty_output, rank_by_score, require_columns, with_columns
+from ..frames import (
+    EqualByKey,
+    artifact_key,
+    empty_output,
+    rank_by_score,
+    require_columns,
+    usable_query_rows,
+    with_columns,
+)
 from ..model.encoders import query_tensors
 from ..progress import progress
 from ..ranking import top_k
-from .ann import DEFAULT_NPROBE, FaissSpec
+from ..storage import DamagedFileError
+from .ann import FaissSpec
+from .layout import VECTORS_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
-    import faiss
     import torch
 
+    from .ann import AnnIndex
     from .artifact import ColBERTIndex
 
 #: (padded) token rows scored per block. On CPU, blocks that stay near the core's caches win: 8,192 rows (2 MB
 #: fp16 + 4 MB float32) re-ranked 1.4-1.6x faster than 32,768 on the 2-core AMD EPYC VM (docs/index.md)
 BLOCK_TOKENS = {"cpu": 8192, "cuda": 1 << 20}
-#: k̂ = ceil(k / λ) token neighbours per query vector, by default (docs/method.md §4.2)
+#: k̂ = ceil(k / λ) token neighbours per query vector, by default (docs/method.md §4.2) ...
 DEFAULT_LAM = 2
+#: ... but at least this many: with k̂ = ceil(10 / 2) = 5 a top 10 agreed with exhaustive MaxSim on ~70% of its
+#: documents on SciFact, with k̂ = 50 on 99%, for ~10 ms more per query (docs/index.md, "Choosing the default")
+MIN_K_HAT = 50
 #: queries whose vectors go to FAISS in one search call
 QUERY_BATCH = 64
+
+#: the retriever's default neighbour search (``faiss=None``) on indexes of at least :data:`EXACT_BELOW_TOKENS`
+#: tokens: the fastest setting that agreed with exact search on SciFact (docs/index.md, "Choosing the default")
+DEFAULT_ANN = "ivfpq-fs"
+DEFAULT_ANN_NPROBE = 16
+DEFAULT_ANN_REFINE = 2
+#: below this many stored tokens the default is ``exact``: it costs little there, needs nothing built, and IVF
+#: training wants many more tokens than lists
+EXACT_BELOW_TOKENS = 100_000
+
+
+def neighbours_per_vector(num_results: int, lam: Optional[float] = None, k_hat: Optional[int] = None) -> int:
+    """k̂, the token neighbours each query vector fetches: ``k_hat`` when given, ``ceil(num_results / lam)`` when
+    ``lam`` is given, else ``max(ceil(num_results / DEFAULT_LAM), MIN_K_HAT)``.
+
+    >>> neighbours_per_vector(1000), neighbours_per_vector(10), neighbours_per_vector(10, lam=2), \
+    ...     neighbours_per_vector(10, k_hat=7)
+    (500, 50, 5, 7)
+    """
+    if k_hat is not None:
+        return k_hat
+    if lam is not None:
+        return math.ceil(num_results / lam)
+    return max(math.ceil(num_results / DEFAULT_LAM), MIN_K_HAT)
+
+
+def default_search(num_tokens: int) -> Tuple[FaissSpec, Optional[int], int]:
+    """(spec, nprobe, refine) of the retriever's default neighbour search for an index of ``num_tokens`` tokens.
+
+    >>> default_search(5_000)[0].kind
+    'exact'
+    >>> spec, nprobe, refine = default_search(1_000_000)
+    >>> spec.kind, nprobe, refine
+    ('ivfpq-fs', 16, 2)
+    """
+    if num_tokens < EXACT_BELOW_TOKENS:
+        return FaissSpec("exact"), None, 1
+    return FaissSpec(DEFAULT_ANN), DEFAULT_ANN_NPROBE, DEFAULT_ANN_REFINE
 
 
 def docs_of_rows(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -110,10 +162,39 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
         tokens = as_float[:n]
         tokens.copy_(gathered[:n])
         scores[docs] = maxsim_repeat_padded(q, tokens, len(docs), config.similarity, config.reduction).cpu().numpy()
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if len(bad):  # a NaN score must never be ranked
+        raise _non_finite(index, q, doc_ids[bad])
     return scores
 
 
-def token_neighbours(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequence["torch.Tensor"], k_hat: int,
+def _non_finite(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray) -> Exception:
+    """The error for NaN/inf scores: non-finite query vectors, or else damaged stored vectors."""
+    import torch
+
+    if not bool(torch.isfinite(q).all()):
+        return ValueError("the query vectors hold NaN or inf values, so no document can be scored; check the "
+                          "query encoder's output")
+    file = index.path / VECTORS_FILE
+    docnos = index.docnos_of(doc_ids[:5]).tolist()
+    more = f" and {len(doc_ids) - 5} more" if len(doc_ids) > 5 else ""
+    return DamagedFileError(file, f"docno(s) {docnos}{more} score NaN or inf: their vectors in {file} are not "
+                                  "finite, so the index is damaged; index.verify() checks the whole index; rebuild "
+                                  "it (index.indexer(colbert, overwrite=True))")
+
+
+def refuse_non_finite_queries(frame: pd.DataFrame, codes: np.ndarray, queries: Sequence["torch.Tensor"],
+                              context: Any) -> None:
+    """Refuse query vectors with NaN or inf values, naming the qid (before they could score anything)."""
+    import torch
+
+    for j, q in enumerate(queries):
+        if not bool(torch.isfinite(q).all()):
+            qid = frame["qid"].iloc[int(np.argmax(codes == j))]
+            raise ValueError(f"{context}: query_embs of qid {qid!r} hold NaN or inf values; check the query encoder")
+
+
+def token_neighbours(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["torch.Tensor"], k_hat: int,
                      nprobe: Optional[int] = None, refine: int = 1) -> np.ndarray:
     """Row ids ``[Σ n, k_hat]`` (-1: none) of the ``k_hat`` nearest stored tokens of every vector of every query,
     from one FAISS call (``refine · k_hat`` fetched, of which the ``k_hat`` most similar by the stored vectors
@@ -129,7 +210,7 @@ def token_neighbours(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequenc
     return hits
 
 
-def search(index: "ColBERTIndex", ann: "faiss.Index", queries: Sequence["torch.Tensor"], k: int,
+def search(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["torch.Tensor"], k: int,
            k_hat: int, nprobe: Optional[int] = None, refine: int = 1) -> List[Tuple[np.ndarray, np.ndarray]]:
     """Per query (its scoring vectors ``[n, d]``): the top ``k`` (document ids, exact scores), best first.
 
@@ -157,13 +238,29 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
 
     The query vectors come from ``colbert.query_encoder()`` of the encoder that built the index:
     ``colbert.query_encoder() >> index.retriever()``, or ``index.retriever(colbert)`` which checks the encoder and
-    builds that pipeline.
+    builds that pipeline. Rows whose ``query`` text is empty or not text get no results and one warning naming
+    their qids (``strict=True``: an error), as in every retriever and scorer.
+
+    ``faiss=None`` (default) is :func:`default_search` for the index's size, resolved here: the object (its
+    ``spec``, ``nprobe``, ``refine``, repr and equality) holds the setting actually used.
     """
 
     def __init__(self, index: "ColBERTIndex", *, num_results: int = 1000,
-                 lam: Optional[float] = None, k_hat: Optional[int] = None, faiss: Union[str, FaissSpec] = "flat",
-                 nprobe: Optional[int] = None, refine: int = 1, verbose: bool = False):
-        spec = faiss if isinstance(faiss, FaissSpec) else FaissSpec(faiss)
+                 lam: Optional[float] = None, k_hat: Optional[int] = None,
+                 faiss: Union[str, FaissSpec, None] = None, nprobe: Optional[int] = None,
+                 refine: Optional[int] = None, strict: bool = False, verbose: bool = False):
+        if faiss is None:
+            spec, default_nprobe, default_refine = default_search(index.meta.num_tokens)
+            if spec.ann_kind.exact and (nprobe is not None or (refine is not None and refine != 1)):
+                given = f"nprobe={nprobe}" if nprobe is not None else f"refine={refine}"
+                raise ValueError(f"{given} tunes an approximate search, but the default for this index "
+                                 f"({index.meta.num_tokens} tokens, under {EXACT_BELOW_TOKENS}) is exact search; "
+                                 f"ask for one explicitly, e.g. faiss={DEFAULT_ANN!r}")
+            nprobe = default_nprobe if nprobe is None else nprobe
+            refine = default_refine if refine is None else refine
+        else:
+            spec = faiss if isinstance(faiss, FaissSpec) else FaissSpec(faiss)
+        refine = 1 if refine is None else refine
         if num_results < 1:
             raise ValueError(f"num_results={num_results}; expected at least 1")
         if lam is not None and k_hat is not None:
@@ -172,31 +269,30 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
             raise ValueError(f"lam={lam}; expected a positive number (k̂ = ceil(num_results / lam))")
         if k_hat is not None and k_hat < 1:
             raise ValueError(f"k_hat={k_hat}; expected at least 1 token neighbour per query vector")
-        if nprobe is not None and (not spec.trained or nprobe < 1):
-            raise ValueError(f"nprobe={nprobe} applies only to the IVF kinds ('ivf', 'ivfpq', 'ivfpq-fs') and must "
-                             f"be positive (faiss={spec.kind!r})")
-        if not isinstance(refine, (int, np.integer)) or refine < 1 or (refine > 1 and not spec.trained):
-            raise ValueError(f"refine={refine!r}; expected a positive integer, above 1 only for the approximate "
-                             f"kinds ('ivf', 'ivfpq', 'ivfpq-fs'): faiss={spec.kind!r} neighbours are exact")
+        nprobe, refine = spec.ann_kind.search_options(nprobe, refine)  # the kind refuses what it does not accept
         self.index = index
         self.num_results = num_results
-        self.lam = DEFAULT_LAM if lam is None and k_hat is None else lam
-        self.k_hat = k_hat if k_hat is not None else math.ceil(num_results / self.lam)
+        #: as given (None: not given); k̂ itself is k_hat
+        self.lam, self.fixed_k_hat = lam, k_hat
+        self.k_hat = neighbours_per_vector(num_results, lam, k_hat)
         self.spec = spec
-        self.nprobe = nprobe if nprobe is not None or not spec.trained else DEFAULT_NPROBE
+        self.nprobe = nprobe
         self.refine = refine
+        self.strict = strict
         self.verbose = verbose
 
     def fuse_rank_cutoff(self, k: int) -> "ColBERTRetriever":
-        """``% k``: fewer results; k̂ follows ``k / lam``, or stays fixed when it was given as ``k_hat``."""
+        """``% k``: fewer results; k̂ follows ``k`` by the same rule (:func:`neighbours_per_vector`), or stays
+        fixed when it was given as ``k_hat``."""
         if k >= self.num_results:
             return self
-        neighbours = {"lam": self.lam} if self.lam is not None else {"k_hat": self.k_hat}
+        neighbours = {"lam": self.lam, "k_hat": self.fixed_k_hat}
         return ColBERTRetriever(self.index, num_results=k, faiss=self.spec, nprobe=self.nprobe,
-                                refine=self.refine, verbose=self.verbose, **neighbours)
+                                refine=self.refine, strict=self.strict, verbose=self.verbose, **neighbours)
 
     def _key(self) -> Tuple[Any, ...]:
-        return (artifact_key(self.index), self.num_results, self.k_hat, self.spec, self.nprobe, self.refine)
+        return (artifact_key(self.index), self.num_results, self.k_hat, self.spec, self.nprobe, self.refine,
+                self.strict)
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, QUERY_INPUT, self)
@@ -204,9 +300,11 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, QUERY_INPUT, self)
+        inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
             return empty_output(inp, ["docno", "score", "rank"])
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
+        refuse_non_finite_queries(inp, codes, unique, self)
         ann = self.index.ann(self.spec)
         found: List[Tuple[np.ndarray, np.ndarray]] = []
         bar = progress(total=len(unique), desc="ColBERT retrieval", unit="query", enabled=self.verbose)
@@ -228,22 +326,26 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
         neighbours = f"lam={self.lam}" if self.lam is not None else f"k_hat={self.k_hat}"
         nprobe = f", nprobe={self.nprobe}" if self.nprobe is not None else ""
         refine = f", refine={self.refine}" if self.refine > 1 else ""
+        strict = ", strict=True" if self.strict else ""
+        faiss = repr(self.spec.kind) if self.spec == FaissSpec(self.spec.kind) else repr(self.spec)
         return (f"{self.index!r}.retriever(num_results={self.num_results}, {neighbours}, "
-                f"faiss={self.spec!r}{nprobe}{refine})")
+                f"faiss={faiss}{nprobe}{refine}{strict})")
 
 
 class IndexScorer(EqualByKey, pt.Transformer):
     """Re-ranker from stored vectors: qid, query_embs, docno → + score, rank. No text, no document encoding.
 
     ``colbert.query_encoder() >> first_stage >> index.scorer()``, or ``first_stage >> index.scorer(colbert)``.
+    Rows whose ``query`` text is empty or not text are left out with one warning (``strict=True``: an error).
     """
 
-    def __init__(self, index: "ColBERTIndex", *, verbose: bool = False):
+    def __init__(self, index: "ColBERTIndex", *, strict: bool = False, verbose: bool = False):
         self.index = index
+        self.strict = strict
         self.verbose = verbose
 
     def _key(self) -> Tuple[Any, ...]:
-        return (artifact_key(self.index),)
+        return (artifact_key(self.index), self.strict)
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "docno", "query_embs"], self)
@@ -251,10 +353,12 @@ class IndexScorer(EqualByKey, pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, ["qid", "docno", "query_embs"], self)
+        inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
             return empty_output(inp, ["score", "rank"])
         doc_ids = self.index.doc_ids(inp["docno"].tolist())
         codes, queries = query_tensors(inp, self.index.meta.dim, self)
+        refuse_non_finite_queries(inp, codes, queries, self)
         rows_of_query = pd.Series(np.arange(len(inp))).groupby(codes).indices
         scores = np.empty(len(inp), dtype=np.float64)
         bar = progress(total=len(queries), desc="ColBERT re-ranking", unit="query", enabled=self.verbose)
@@ -269,4 +373,4 @@ class IndexScorer(EqualByKey, pt.Transformer):
         return rank_by_score(with_columns(inp, {"score": scores}))
 
     def __repr__(self) -> str:
-        return f"{self.index!r}.scorer()"
+        return f"{self.index!r}.scorer({'strict=True' if self.strict else ''})"

@@ -4,28 +4,41 @@ encoding a corpus).
 
 Writes go to a hidden temporary folder beside the target (:class:`~pyterrier_fandom_colbert.storage.AtomicFolder`),
 renamed into place only when complete, so an interrupted build leaves nothing that loads; ``overwrite=True``
-replaces only an existing ColBERT index.
+replaces only an existing ColBERT index. The size and checksum of every file go into ``pt_meta.json``'s manifest
+(the streamed files are hashed as they are written, not read back).
 """
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
 from ..frames import check_record
-from ..model.config import ColBERTConfig
+from ..model.config import CONFIG_FILE, ColBERTConfig
+from ..model.tokenization import windows
 from ..progress import progress
-from ..storage import AtomicFolder
+from ..storage import AtomicFolder, HashingFile, build_manifest
 from .codec import check_nbits
-from .compressed import CompressionSpec, as_spec, compress_spill
-from .layout import DOCNOS_FILE, OFFSETS_FILE, TOKEN_IDS_FILE, VECTORS_FILE, IndexMeta, is_index_folder
+from .compressed import CompressionSpec, as_spec, compress_spill, compressed_files
+from .layout import (
+    DOCNOS_FILE,
+    LONG_DOCS,
+    OFFSETS_FILE,
+    PARTS_FILE,
+    TOKEN_IDS_FILE,
+    VECTORS_FILE,
+    IndexMeta,
+    is_index_folder,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
+    from .ann import FaissSpec
     from .artifact import ColBERTIndex
 
 _DOCNOS_TEXT = "docnos.txt"  # one docno per line while building; becomes docnos.npids
@@ -51,30 +64,45 @@ class IndexWriter:
     """
 
     def __init__(self, path: Union[str, Path], config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False,
+                 long_docs: str = "truncate", stride: Optional[int] = None,
                  compression: Union[str, CompressionSpec] = "fp16", verbose: bool = False):
+        if long_docs not in LONG_DOCS:
+            raise ValueError(f"long_docs={long_docs!r}; expected one of {LONG_DOCS}")
         self.compression = as_spec(compression)
         if self.compression.compressed:  # refuse a bit width the dimension cannot pack before any work
             check_nbits(self.compression.nbits, config.dim)
         self.verbose = verbose
+        #: a compressed index's codec.json (after close)
         self.codec_info: Optional[Dict[str, Any]] = None
         self.path = Path(path)
         self.config = config
         self.fingerprint = fingerprint
         self.overwrite = overwrite
+        self.long_docs = long_docs
+        self.stride = stride
+        #: documents cut at doc_maxlen / split into several windows, as counted by the indexer (None: not counted)
+        self.truncated_docs: Optional[int] = None
+        self.windowed_docs: Optional[int] = None
         self._folder = AtomicFolder(self.path, overwrite=overwrite, replaceable=is_index_folder, what="ColBERT index")
         self._tmp = self._folder.path
-        self._vectors = open(self._tmp / VECTORS_FILE, "wb")
-        self._token_ids = open(self._tmp / TOKEN_IDS_FILE, "wb")
-        self._offsets = open(self._tmp / OFFSETS_FILE, "wb")
+        self._vectors = HashingFile(self._tmp / VECTORS_FILE)
+        self._token_ids = HashingFile(self._tmp / TOKEN_IDS_FILE)
+        self._offsets = HashingFile(self._tmp / OFFSETS_FILE)
         self._docnos = open(self._tmp / _DOCNOS_TEXT, "w", encoding="utf-8")
+        self._parts = open(self._tmp / PARTS_FILE, "wb") if long_docs == "windows" else None
         self._offsets.write(np.int64(0).tobytes())
+        if self._parts is not None:
+            self._parts.write(np.int64(0).tobytes())
         self.num_docs = 0
         self.num_tokens = 0
+        self.num_parts = 0
         self._first_docno: Optional[str] = None
         self._first_block_varies = False
 
-    def add(self, docno: str, vectors: np.ndarray, token_ids: np.ndarray) -> None:
-        """Append one document (its scoring token vectors, any float dtype, and their token ids)."""
+    def add(self, docno: str, vectors: np.ndarray, token_ids: np.ndarray,
+            parts: Optional[Sequence[int]] = None) -> None:
+        """Append one document (its scoring token vectors, any float dtype, and their token ids); ``parts``
+        (``long_docs="windows"`` only): the number of rows of each of its windows, in order (default: one)."""
         if not isinstance(docno, str) or not docno or "\n" in docno or "\r" in docno:
             raise ValueError(f"docno {docno!r} is not a non-empty single-line string; convert docnos with "
                              "str() first")
@@ -85,11 +113,21 @@ class IndexWriter:
             raise ValueError(f"docno {docno!r} has no token vectors; every document needs at least one")
         if len(token_ids) != len(vectors):
             raise ValueError(f"docno {docno!r} has {len(vectors)} vectors but {len(token_ids)} token ids")
+        if parts is not None and self._parts is None:
+            raise ValueError(f"parts given for docno {docno!r}, but the writer stores whole documents; open it "
+                             "with long_docs='windows'")
+        lengths = np.asarray([len(vectors)] if parts is None else parts, dtype=np.int64)
+        if lengths.sum() != len(vectors) or (lengths < 1).any():
+            raise ValueError(f"parts {lengths.tolist()} of docno {docno!r} do not split its {len(vectors)} vectors "
+                             "into non-empty windows")
         half = np.ascontiguousarray(vectors, dtype=np.float16)
         if not np.isfinite(half).all():
             raise ValueError(f"vectors of docno {docno!r} are not finite in float16 (NaN, inf or beyond 65504)")
         self._vectors.write(half.tobytes())
         self._token_ids.write(np.ascontiguousarray(token_ids, dtype=np.int32).tobytes())
+        if self._parts is not None:
+            self._parts.write((self.num_tokens + np.cumsum(lengths)).astype(np.int64).tobytes())
+        self.num_parts += len(lengths)
         self.num_tokens += len(half)
         self.num_docs += 1
         self._offsets.write(np.int64(self.num_tokens).tobytes())
@@ -117,13 +155,20 @@ class IndexWriter:
                 npids.Lookup.build((line[:-1] for line in lines), self._tmp / DOCNOS_FILE, return_self=False)
             _check_unique(self._tmp / DOCNOS_FILE, self.num_docs)
             (self._tmp / _DOCNOS_TEXT).unlink()
-            if self.compression.compressed:
+            self.config.save(self._tmp)
+            streamed = {f.path.name: f.entry() for f in (self._vectors, self._token_ids, self._offsets)}
+            names = [VECTORS_FILE, TOKEN_IDS_FILE, OFFSETS_FILE, DOCNOS_FILE, CONFIG_FILE]
+            if self.compression.compressed:  # the vectors were a spill: compress them, then list what replaced them
                 self.codec_info = compress_spill(self._tmp, self.num_tokens, self.config.dim, self.compression,
                                                  vectors_file=VECTORS_FILE, token_ids_file_i32=TOKEN_IDS_FILE,
                                                  offsets_file=OFFSETS_FILE, verbose=self.verbose)
-            self.config.save(self._tmp)
-            IndexMeta(self.num_docs, self.num_tokens, self.config.dim, self.fingerprint,
-                      format=self.compression.format).save(self._tmp)
+                names = compressed_files(self.codec_info) + [OFFSETS_FILE, DOCNOS_FILE, CONFIG_FILE]
+            if (self._tmp / PARTS_FILE).exists():
+                names.append(PARTS_FILE)
+            files = build_manifest(self._tmp, names, known={k: v for k, v in streamed.items() if k in names})
+            IndexMeta(self.num_docs, self.num_tokens, self.config.dim, self.fingerprint, long_docs=self.long_docs,
+                      stride=self.stride, truncated_docs=self.truncated_docs, windowed_docs=self.windowed_docs,
+                      num_parts=self.num_parts, format=self.compression.format, files=files).save(self._tmp)
             self._folder.commit()
         except BaseException:
             self.abort()
@@ -136,8 +181,9 @@ class IndexWriter:
         self._folder.discard()
 
     def _close_files(self) -> None:
-        for f in (self._vectors, self._token_ids, self._offsets, self._docnos):
-            f.close()
+        for f in (self._vectors, self._token_ids, self._offsets, self._docnos, self._parts):
+            if f is not None:
+                f.close()
 
     def __enter__(self) -> "IndexWriter":
         return self
@@ -167,20 +213,55 @@ def _check_unique(docnos_path: Path, num_docs: int, chunk: int = 100_000) -> Non
 
 
 class ColBERTIndexer(pt.Indexer):
-    """Encodes a corpus (dicts with ``docno`` and text, a generator, or a DataFrame) into a :class:`ColBERTIndex`."""
+    """Encodes a corpus (dicts with ``docno`` and text, a generator, or a DataFrame) into a :class:`ColBERTIndex`.
+
+    Texts longer than one document (``doc_maxlen - 3`` word pieces) are counted: ``long_docs="truncate"`` keeps
+    their first pieces (the count is stored as ``meta.truncated_docs``, shown on the progress bar and warned
+    about); ``long_docs="windows"`` stores them whole as windows of ``doc_maxlen - 3`` pieces starting every
+    ``stride`` pieces (default two thirds of a window), scored as one document (docs/index.md).
+
+    ``ann``: the neighbour index built once the documents are written (``index.build_ann(ann)``): ``"default"``
+    the default retriever's (nothing below 100,000 tokens, where it searches exactly), a kind or a ``FaissSpec``,
+    or ``None`` (then it is built by the first query that needs it). A compressed index (``compression``
+    ``"residual1"``, ``"residual2"`` or ``"residual4"``, or a ``CompressionSpec``) searches by its centroids and
+    builds none.
+    """
 
     def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, text_field: str = "text",
-                 batch_size: int = 1024, overwrite: bool = False, compression: Union[str, CompressionSpec] = "fp16",
-                 verbose: bool = False):
+                 batch_size: int = 1024, overwrite: bool = False, verbose: bool = False,
+                 long_docs: str = "truncate", stride: Optional[int] = None,
+                 ann: Union[str, "FaissSpec", None] = "default",
+                 compression: Union[str, CompressionSpec] = "fp16"):
+        from .ann import FaissSpec
+
         self.compression = as_spec(compression)
+        if self.compression.compressed and ann is not None and not (isinstance(ann, str) and ann == "default"):
+            raise ValueError(f"ann={ann!r}: a {self.compression.format}-compressed index searches by its centroids "
+                             "and has no neighbour index to build; leave ann at its default")
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size}; expected a positive number of documents")
+        if long_docs not in LONG_DOCS:
+            raise ValueError(f"long_docs={long_docs!r}; expected one of {LONG_DOCS}")
+        window = colbert.tokenizer.max_doc_pieces
+        if stride is not None and long_docs != "windows":
+            raise ValueError(f"stride={stride} applies only to long_docs='windows'")
+        if long_docs == "windows":
+            stride = default_stride(window) if stride is None else stride
+            if not isinstance(stride, (int, np.integer)) or not 1 <= stride <= window:
+                raise ValueError(f"stride={stride!r}; expected 1 to {window} word pieces (doc_maxlen="
+                                 f"{colbert.config.doc_maxlen} leaves {window} per window)")
         self.index_ref = index
         self.colbert = colbert
         self.text_field = text_field
         self.batch_size = batch_size
         self.overwrite = overwrite
         self.verbose = verbose
+        self.long_docs = long_docs
+        self.stride = None if stride is None else int(stride)
+        # a bad kind name fails here, before hours of encoding
+        self.ann = ann if ann is None or ann == "default" or isinstance(ann, FaissSpec) else FaissSpec(ann)
+        if self.compression.compressed:
+            self.ann = None
 
     def index_inputs(self) -> List[List[str]]:
         return [["docno", self.text_field]]
@@ -189,30 +270,74 @@ class ColBERTIndexer(pt.Indexer):
         if isinstance(inp, pd.DataFrame):
             inp = _records(inp)
         bar = progress(desc="indexing", unit="doc", enabled=self.verbose)
+        long_count = "windowed" if self.long_docs == "windows" else "truncated"
         try:
             with IndexWriter(self.index_ref.path, self.colbert.config, self.colbert.fingerprint(),
-                             overwrite=self.overwrite, compression=self.compression, verbose=self.verbose) as writer:
+                             overwrite=self.overwrite, long_docs=self.long_docs, stride=self.stride,
+                             compression=self.compression, verbose=self.verbose) as writer:
+                long = 0
                 for docnos, texts in _batches(inp, self.text_field, self.batch_size):
-                    for docno, (vecs, ids) in zip(docnos, self._encode(texts)):
-                        writer.add(docno, vecs, ids)
+                    pieces = self.colbert.tokenizer.document_pieces(texts)
+                    long += sum(len(p) > self.colbert.tokenizer.max_doc_pieces for p in pieces)
+                    for docno, (vecs, ids, parts) in zip(docnos, self._encode(pieces)):
+                        writer.add(docno, vecs, ids, parts)
                     bar.update(len(docnos))
+                    bar.set_postfix({long_count: long})
+                writer.truncated_docs = long if self.long_docs == "truncate" else 0
+                writer.windowed_docs = long if self.long_docs == "windows" else 0
         finally:
             bar.close()
         self.index_ref._forget()
+        if self.long_docs == "truncate" and long:
+            warnings.warn(truncation_warning(long, writer.num_docs, self.colbert.config.doc_maxlen), stacklevel=2)
+        if self.ann is not None:
+            self.index_ref.build_ann(None if self.ann == "default" else self.ann, verbose=self.verbose)
         return self.index_ref
 
-    def _encode(self, texts: List[str]) -> List[Tuple[np.ndarray, np.ndarray]]:
-        """(fp16 vectors, token ids) per text in input order; the whole list is length-bucketed at once."""
-        out: List[Any] = [None] * len(texts)
-        chunk = math.ceil(len(texts) / self.colbert.batch_size)
-        for batch in self.colbert.doc_batches(texts, chunk=chunk):
+    def _encode(self, pieces: List[List[int]]) -> List[Tuple[np.ndarray, np.ndarray, Optional[List[int]]]]:
+        """(fp16 vectors, token ids, rows per window or None) per text, in input order; all the texts' windows
+        are length-bucketed at once."""
+        if self.long_docs == "windows":
+            window = self.colbert.tokenizer.max_doc_pieces
+            spans = [windows(len(p), window, self.stride) for p in pieces]
+            parts = [p[a:b] for p, w in zip(pieces, spans) for a, b in w]
+        else:
+            spans, parts = [[(0, len(p))] for p in pieces], pieces
+        encoded: List[Any] = [None] * len(parts)
+        chunk = math.ceil(len(parts) / self.colbert.batch_size)
+        for batch in self.colbert.piece_batches(parts, chunk=chunk):
             for pos, vecs, ids in batch.per_document():
-                out[pos] = (vecs.astype(np.float16), ids)
+                encoded[pos] = (vecs.astype(np.float16), ids)
+        if self.long_docs != "windows":
+            return [(vecs, ids, None) for vecs, ids in encoded]
+        bounds = np.cumsum([0] + [len(w) for w in spans])
+        out = []
+        for start, end in zip(bounds[:-1], bounds[1:]):
+            own = encoded[start:end]
+            out.append((np.concatenate([v for v, _ in own]), np.concatenate([i for _, i in own]),
+                        [len(v) for v, _ in own]))
         return out
 
     def __repr__(self) -> str:
-        compression = f", compression={self.compression.format!r}" if self.compression.compressed else ""
-        return f"{self.index_ref!r}.indexer({self.colbert!r}{compression})"
+        extra = f", long_docs='windows', stride={self.stride}" if self.long_docs == "windows" else ""
+        extra += f", compression={self.compression.format!r}" if self.compression.compressed else ""
+        return f"{self.index_ref!r}.indexer({self.colbert!r}{extra})"
+
+
+def default_stride(window: int) -> int:
+    """Word pieces between window starts when the user gives no ``stride``: two thirds of a window, so each
+    piece near a window edge is also seen a third of a window inside the next one.
+
+    >>> default_stride(177)
+    118
+    """
+    return max(1, window * 2 // 3)
+
+
+def truncation_warning(truncated: int, total: int, doc_maxlen: int) -> str:
+    return (f"{truncated} of {total} documents ({100 * truncated / total:.1f}%) are longer than doc_maxlen="
+            f"{doc_maxlen} tokens and were truncated (index.meta.truncated_docs); to index them whole use "
+            "index.indexer(colbert, long_docs='windows') (docs/index.md, 'Long documents')")
 
 
 def _records(frame: pd.DataFrame) -> Iterator[Dict[str, Any]]:

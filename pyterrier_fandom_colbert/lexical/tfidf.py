@@ -8,13 +8,17 @@ with Robertson's tf, Sparck Jones' idf, ``dl`` = the number of indexed terms of 
 Folder layout: ``pt_meta.json`` (:class:`TfidfMeta`: type, format, config, statistics), ``tf.npz`` (document ×
 term frequencies, CSR), ``doclens.npy``, ``lexicon.txt`` (term per line; line number = term id),
 ``docnos.npids``, and, when built with ``store_text=True``, ``text.bin`` + ``text_offsets.npy`` (UTF-8 passages,
-end to end).
+end to end). ``pt_meta.json`` also holds the manifest: size and checksum of every other file. Opening checks sizes,
+the small files' checksums and each file's structure; ``TfidfIndex.verify()`` checks every checksum.
 """
 from __future__ import annotations
 
+import codecs
+import time
+import warnings
 from array import array
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
@@ -24,16 +28,44 @@ import pandas as pd
 import pyterrier as pt
 import scipy.sparse as sp
 
-from ..frames import EqualByKey, artifact_key, check_record, empty_output
+from ..frames import EqualByKey, artifact_key, check_record, empty_output, usable_query_rows
 from ..lazy import forget_cached
 from ..progress import progress
 from ..ranking import top_k
-from ..storage import ARTIFACT_META_FILE, JsonConfig, atomic_folder, is_artifact_folder, read_artifact_meta
+from ..storage import (
+    ARTIFACT_META_FILE,
+    DamagedFileError,
+    HashingFile,
+    JsonConfig,
+    MissingFileError,
+    atomic_folder,
+    build_manifest,
+    check_checksums,
+    check_sizes,
+    checksum_problem,
+    is_artifact_folder,
+    open_npids,
+    parse_manifest,
+    raise_damaged,
+    read_artifact_meta,
+)
 from .analysis import Analyzer, stopword_list
 
 ARTIFACT_TYPE = "sparse_index"
 ARTIFACT_FORMAT = "tfidf"
 PACKAGE_HINT = "pyterrier-fandom-colbert"
+
+TF_FILE = "tf.npz"
+DOCLENS_FILE = "doclens.npy"
+LEXICON_FILE = "lexicon.txt"
+DOCNOS_FILE = "docnos.npids"
+TEXT_FILE = "text.bin"
+TEXT_OFFSETS_FILE = "text_offsets.npy"
+#: files whose checksums are compared on every open (a few bytes per document or term); the postings and the
+#: passages only have their sizes checked then (and their structure when loaded), their checksums in verify()
+CHECKED_ON_OPEN = (LEXICON_FILE, DOCLENS_FILE, TEXT_OFFSETS_FILE, DOCNOS_FILE)
+_WHAT = "TF-IDF index"
+_REMEDY = "rebuild the index (indexer(overwrite=True))"
 
 
 @dataclass(frozen=True)
@@ -86,12 +118,23 @@ class TfidfMeta(JsonConfig):
     type: str = ARTIFACT_TYPE
     format: str = ARTIFACT_FORMAT
     package_hint: str = PACKAGE_HINT
+    #: manifest: {file name: {"size": bytes, "xxh3_128": checksum}} of every other file (None: written before
+    #: checksums were recorded; sizes and structure are still checked)
+    files: Optional[Dict[str, Dict[str, Any]]] = field(default=None, hash=False)
 
     @classmethod
     def from_dict(cls, values: Dict[str, Any], source: Optional[Union[str, Path]] = None) -> "TfidfMeta":
         if isinstance(values, dict) and isinstance(values.get("config"), dict):
             values = {**values, "config": TfidfConfig.from_dict(values["config"], source=source)}
-        return super().from_dict(values, source=source)
+        meta = super().from_dict(values, source=source)
+        where = source if source is not None else "TfidfMeta"
+        for name in ("num_docs", "num_terms", "num_tokens", "num_postings"):
+            value = getattr(meta, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise DamagedFileError(Path(str(where)), f"{where} is damaged: {name}={value!r} is not a count")
+        if meta.files is not None:
+            parse_manifest(meta.files, where)
+        return meta
 
 
 # -- weighting maths (pure functions) ----------------------------------------------------------------------
@@ -140,10 +183,10 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
     seen: set = set()
     duplicates: List[str] = []
     offsets = array("q", [0])
-    text_out = open(folder / "text.bin", "wb") if store_text else None
+    text_out = HashingFile(folder / TEXT_FILE) if store_text else None
     bar = progress(desc="indexing (tf-idf)", unit="doc", enabled=verbose)
     try:
-        with npids.Lookup.builder(folder / "docnos.npids") as docnos:
+        with npids.Lookup.builder(folder / DOCNOS_FILE) as docnos:
             for position, doc in enumerate(docs):
                 docno, text = check_record(doc, position, text_field)
                 if docno in seen:
@@ -160,24 +203,35 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
                 if text_out is not None:
                     offsets.append(offsets[-1] + text_out.write(text.encode("utf-8")))
                 bar.update()
-            if not doclens:  # (inside the builder: npids cannot close an empty lookup)
+            # checked inside the builder, which is then not closed: npids cannot close an empty lookup, nor read
+            # back one whose docnos are all the same (it fails with ZeroDivisionError)
+            if not doclens:
                 raise ValueError("the corpus is empty: no documents to index")
+            if duplicates:
+                shown = list(dict.fromkeys(duplicates))
+                raise ValueError(f"{len(shown)} docno(s) occur more than once: {shown[:10]}"
+                                 f"{' …' if len(shown) > 10 else ''}; every document needs a unique docno")
+            if len(doclens) == 1:
+                raise ValueError(f"a TF-IDF index needs at least two documents, got one (docno {docno!r}): the "
+                                 "docno lookup (npids) cannot store a single docno")
     finally:
         bar.close()
         if text_out is not None:
             text_out.close()
-    if duplicates:
-        shown = list(dict.fromkeys(duplicates))
-        raise ValueError(f"{len(shown)} docno(s) occur more than once: {shown[:10]}{' …' if len(shown) > 10 else ''}")
     tf_matrix = sp.csr_matrix((np.frombuffer(counts, np.int32), np.frombuffer(indices, np.int32),
                                np.frombuffer(indptr, np.int64)), shape=(len(doclens), len(vocab)))
-    sp.save_npz(folder / "tf.npz", tf_matrix, compressed=False)
-    np.save(folder / "doclens.npy", np.frombuffer(doclens, np.int64))
-    (folder / "lexicon.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
-    if store_text:
-        np.save(folder / "text_offsets.npy", np.frombuffer(offsets, np.int64))
+    sp.save_npz(folder / TF_FILE, tf_matrix, compressed=False)
+    np.save(folder / DOCLENS_FILE, np.frombuffer(doclens, np.int64))
+    (folder / LEXICON_FILE).write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+    names = [TF_FILE, DOCLENS_FILE, LEXICON_FILE, DOCNOS_FILE]
+    streamed = {}
+    if text_out is not None:
+        np.save(folder / TEXT_OFFSETS_FILE, np.frombuffer(offsets, np.int64))
+        names += [TEXT_FILE, TEXT_OFFSETS_FILE]
+        streamed[TEXT_FILE] = text_out.entry()
     return TfidfMeta(config=config, num_docs=len(doclens), num_terms=len(vocab), num_tokens=int(sum(doclens)),
-                     num_postings=len(indices), text_field=text_field if store_text else None)
+                     num_postings=len(indices), text_field=text_field if store_text else None,
+                     files=build_manifest(folder, names, known=streamed))
 
 
 class TfidfIndexer(pt.Indexer):
@@ -233,19 +287,21 @@ class TfidfIndex(pt.Artifact):
         return TfidfIndexer(self, config or TfidfConfig(), text_field, store_text, verbose, overwrite)
 
     def retriever(self, num_results: int = 1000, *, text: bool = False, batch_size: int = 256,
-                  verbose: bool = False) -> "TfidfRetriever":
-        """qid, query → + docno, score, rank (+ text), the top ``num_results`` per query."""
+                  strict: bool = False, verbose: bool = False) -> "TfidfRetriever":
+        """qid, query → + docno, score, rank (+ text), the top ``num_results`` per query. Empty or non-text queries
+        get no rows and one warning naming their qids (``strict=True``: an error)."""
         meta = self.meta  # fails here, not at the first query, when there is no index
+        self.check()
         if text and meta.text_field is None:
             raise ValueError(f"{self.path} was built without passage text; rebuild it with "
                              "indexer(store_text=True) or join text later with pt.text.get_text(...)")
-        return TfidfRetriever(self, num_results, text=text, batch_size=batch_size, verbose=verbose)
+        return TfidfRetriever(self, num_results, text=text, batch_size=batch_size, strict=strict, verbose=verbose)
 
     # -- loaded structures (read on first use) --
     @cached_property
     def meta(self) -> TfidfMeta:
         if not self.built():
-            raise FileNotFoundError(f"no TF-IDF index at {self.path}; build one with "
+            raise FileNotFoundError(f"no TF-IDF index at {self.path} ({ARTIFACT_META_FILE} not found); build one with "
                                     "TfidfIndex(path).indexer().index(docs)")
         values = read_artifact_meta(self.path, ARTIFACT_TYPE, ARTIFACT_FORMAT)
         return TfidfMeta.from_dict(values, source=Path(self.path) / ARTIFACT_META_FILE)
@@ -258,37 +314,207 @@ class TfidfIndex(pt.Artifact):
     def analyzer(self) -> Analyzer:
         return self.config.analyzer()
 
+    # -- checks --
+    def _file(self, name: str) -> Path:
+        return Path(self.path) / name
+
+    def _required_files(self, meta: TfidfMeta) -> List[str]:
+        return [TF_FILE, DOCLENS_FILE, LEXICON_FILE, DOCNOS_FILE] + (
+            [TEXT_FILE, TEXT_OFFSETS_FILE] if meta.text_field is not None else [])
+
+    @cached_property
+    def _checked(self) -> bool:
+        """The cheap checks, once: every file present with its recorded size, checksums of the small ones."""
+        meta = self.meta
+        for name in self._required_files(meta):
+            if not self._file(name).is_file():
+                raise MissingFileError(self._file(name), f"{self._file(name)} is missing: the {_WHAT} at "
+                                                         f"{self.path} is incomplete; {_REMEDY}")
+        if meta.files is not None:
+            check_sizes(self.path, meta.files, _WHAT, _REMEDY)
+            check_checksums(self.path, meta.files, CHECKED_ON_OPEN, what=_WHAT, remedy=_REMEDY)
+        return True
+
+    def check(self) -> None:
+        """The checks that run when the index is opened (``retriever()``, or a part's first use): every file
+        present with its recorded size, the checksums of ``lexicon.txt``, ``doclens.npy``, ``text_offsets.npy``
+        and ``docnos.npids``, the lexicon's term count and the stored passages' offsets (first 0, increasing, last
+        = the size of ``text.bin``). The postings are checked when first loaded (shape, postings count, document
+        lengths). Raises :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming the file."""
+        self.vocab  # noqa: B018
+        if self.meta.text_field is not None:
+            self._text_offsets  # noqa: B018
+
+    def verify(self) -> Dict[str, Any]:
+        """Full content check: every file's checksum against the manifest, and every structure :meth:`check`
+        and the loaders check (postings included; the passages must decode as UTF-8). Raises
+        :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming each damaged file; returns what was
+        checked: ``{"files", "bytes", "seconds"}``. An index written before checksums were recorded gets the
+        structure checks and a warning."""
+        started = time.perf_counter()
+        meta = self.meta
+        problems: List[Tuple[str, str]] = []
+        if meta.files is None:
+            warnings.warn(f"{self._file(ARTIFACT_META_FILE)} records no checksums (the index was written by an "
+                          "older version): only sizes and structure were checked; rebuild it to add them",
+                          stacklevel=2)
+        else:
+            problems += [(name, p) for name in meta.files if (p := checksum_problem(self.path, name,
+                                                                                     meta.files[name]))]
+        for name, load in [(LEXICON_FILE, self._load_vocab), (TF_FILE, self._load_postings),
+                           (DOCNOS_FILE, self._load_docnos), (TEXT_OFFSETS_FILE, self._load_text_offsets),
+                           (TEXT_FILE, self._check_text_encoding)]:
+            if name in dict(problems) or (name in (TEXT_FILE, TEXT_OFFSETS_FILE) and meta.text_field is None):
+                continue
+            try:
+                load()
+            except (DamagedFileError, FileNotFoundError) as err:
+                problems.append((Path(getattr(err, "path", name)).name, str(err)))
+        raise_damaged(self.path, problems, what=_WHAT, remedy=_REMEDY)
+        files = meta.files or {}
+        return {"files": sorted(files), "bytes": sum(e["size"] for e in files.values()),
+                "seconds": round(time.perf_counter() - started, 3)}
+
+    def _damaged(self, name: str, problem: str) -> DamagedFileError:
+        return DamagedFileError(self._file(name), f"{self._file(name)} is damaged: {problem}; {_REMEDY}")
+
+    def _npy(self, name: str, mmap: bool = False) -> np.ndarray:
+        try:
+            return np.load(self._file(name), mmap_mode="r" if mmap else None, allow_pickle=False)
+        except FileNotFoundError:
+            raise MissingFileError(self._file(name), f"{self._file(name)} is missing: the {_WHAT} at {self.path} "
+                                                     f"is incomplete; {_REMEDY}") from None
+        except (ValueError, OSError, EOFError) as err:
+            raise self._damaged(name, f"not a readable .npy array ({err})") from None
+
+    # -- loaded structures (read on first use, after the checks) --
     @cached_property
     def vocab(self) -> Dict[str, int]:
-        terms = (Path(self.path) / "lexicon.txt").read_text(encoding="utf-8").split("\n")[:-1]
-        return {t: i for i, t in enumerate(terms)}
+        self._checked  # noqa: B018
+        return self._load_vocab()
+
+    def _load_vocab(self) -> Dict[str, int]:
+        try:
+            text = self._file(LEXICON_FILE).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise MissingFileError(self._file(LEXICON_FILE), f"{self._file(LEXICON_FILE)} is missing; "
+                                                             f"{_REMEDY}") from None
+        except UnicodeDecodeError as err:
+            raise self._damaged(LEXICON_FILE, f"not UTF-8 text ({err})") from None
+        terms = text.split("\n")
+        if terms[-1] != "":
+            raise self._damaged(LEXICON_FILE, "its last line is cut off (no final newline)")
+        terms.pop()
+        if len(terms) != self.meta.num_terms:
+            raise self._damaged(LEXICON_FILE, f"it lists {len(terms)} terms but {ARTIFACT_META_FILE} records "
+                                              f"{self.meta.num_terms}")
+        vocab = {t: i for i, t in enumerate(terms)}
+        if len(vocab) != len(terms):
+            raise self._damaged(LEXICON_FILE, f"{len(terms) - len(vocab)} term(s) occur on more than one line")
+        return vocab
 
     @cached_property
     def postings(self) -> sp.csr_matrix:
         """Term × document matrix of TF-IDF weights."""
-        tf = sp.load_npz(Path(self.path) / "tf.npz").tocsr()
-        doclens = np.load(Path(self.path) / "doclens.npy")
+        self._checked  # noqa: B018
+        tf, doclens = self._load_postings()
         return postings_weights(tf, doclens, self.config.k1, self.config.b)
+
+    def _load_postings(self) -> Tuple[sp.csr_matrix, np.ndarray]:
+        """(document × term frequencies, document lengths), checked against each other and the metadata."""
+        meta = self.meta
+        try:
+            tf = sp.load_npz(self._file(TF_FILE)).tocsr()
+        except FileNotFoundError:
+            raise MissingFileError(self._file(TF_FILE), f"{self._file(TF_FILE)} is missing; {_REMEDY}") from None
+        except Exception as err:  # zipfile, numpy and scipy raise many kinds on damaged archives
+            raise self._damaged(TF_FILE, f"the frequency matrix cannot be read ({type(err).__name__}: {err})") \
+                from None
+        if tf.shape != (meta.num_docs, meta.num_terms) or tf.nnz != meta.num_postings:
+            raise self._damaged(TF_FILE, f"it holds a {tf.shape[0]} × {tf.shape[1]} matrix with {tf.nnz} postings, "
+                                         f"but {ARTIFACT_META_FILE} records {meta.num_docs} documents × "
+                                         f"{meta.num_terms} terms and {meta.num_postings} postings")
+        try:
+            tf.check_format(full_check=True)
+        except ValueError as err:
+            raise self._damaged(TF_FILE, f"its sparse structure is invalid ({err})") from None
+        if tf.nnz and tf.data.min() <= 0:
+            raise self._damaged(TF_FILE, "it holds term frequencies below 1")
+        doclens = self._npy(DOCLENS_FILE)
+        if doclens.shape != (meta.num_docs,) or doclens.dtype.kind not in "iu":
+            raise self._damaged(DOCLENS_FILE, f"it holds {doclens.dtype} {list(doclens.shape)}, not one integer "
+                                              f"length per document ({meta.num_docs})")
+        sums = np.asarray(tf.sum(axis=1)).ravel()
+        wrong = np.flatnonzero(sums != doclens)
+        if len(wrong):
+            d = int(wrong[0])
+            raise self._damaged(DOCLENS_FILE, f"document {d} has length {doclens[d]} but {sums[d]} indexed terms "
+                                              f"in {TF_FILE} ({len(wrong)} document(s) disagree)")
+        return tf, doclens
 
     @cached_property
     def docnos(self):
-        import npids
+        self._checked  # noqa: B018
+        return self._load_docnos()
 
-        return npids.Lookup(Path(self.path) / "docnos.npids")
+    def _load_docnos(self):
+        return open_npids(self._file(DOCNOS_FILE), self.meta.num_docs, _WHAT)
 
     def texts(self, docids: np.ndarray) -> List[str]:
         """Stored passages of internal document ids (index order)."""
         offsets = self._text_offsets
-        with open(Path(self.path) / "text.bin", "rb") as f:
-            out = []
+        out = []
+        with open(self._file(TEXT_FILE), "rb") as f:
             for d in docids:
                 f.seek(offsets[d])
-                out.append(f.read(offsets[d + 1] - offsets[d]).decode("utf-8"))
+                data = f.read(offsets[d + 1] - offsets[d])
+                try:
+                    out.append(data.decode("utf-8"))
+                except UnicodeDecodeError as err:
+                    docno = self.docnos.fwd[int(d)]
+                    raise self._damaged(TEXT_FILE, f"the passage of docno {docno!r} is not UTF-8 ({err})") from None
         return out
 
     @cached_property
     def _text_offsets(self) -> np.ndarray:
-        return np.load(Path(self.path) / "text_offsets.npy", mmap_mode="r")
+        self._checked  # noqa: B018
+        return self._load_text_offsets()
+
+    def _load_text_offsets(self) -> np.ndarray:
+        """``[num_docs + 1]`` byte offsets of the passages in ``text.bin``: from 0, never decreasing, ending at its
+        size."""
+        offsets = self._npy(TEXT_OFFSETS_FILE, mmap=True)
+        n = self.meta.num_docs
+        if offsets.shape != (n + 1,) or offsets.dtype.kind not in "iu":
+            raise self._damaged(TEXT_OFFSETS_FILE, f"it holds {offsets.dtype} {list(offsets.shape)}, not {n + 1} "
+                                                   "integer offsets")
+        size = self._file(TEXT_FILE).stat().st_size if self._file(TEXT_FILE).is_file() else None
+        if size is None:
+            raise MissingFileError(self._file(TEXT_FILE), f"{self._file(TEXT_FILE)} is missing: the stored "
+                                                          f"passages are gone; {_REMEDY}")
+        steps = np.flatnonzero(np.diff(offsets) < 0)
+        if offsets[0] != 0 or len(steps):
+            where = "the first is not 0" if offsets[0] != 0 else f"entry {int(steps[0]) + 1} decreases"
+            raise self._damaged(TEXT_OFFSETS_FILE, f"the passage offsets are out of order ({where})")
+        if offsets[-1] != size:
+            file = self._file(TEXT_FILE)
+            raise DamagedFileError(file, f"{file} is damaged: it is {size} bytes but the passages end at byte "
+                                         f"{offsets[-1]} ({TEXT_OFFSETS_FILE}): it was truncated or extended; "
+                                         f"{_REMEDY}")
+        return offsets
+
+    def _check_text_encoding(self) -> None:
+        """The passages decode as UTF-8 (each one does when their concatenation does: they end on characters)."""
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        with open(self._file(TEXT_FILE), "rb") as f:
+            position = 0
+            try:
+                while block := f.read(1 << 24):
+                    decoder.decode(block)
+                    position += len(block)
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError as err:
+                raise self._damaged(TEXT_FILE, f"byte {position + err.start} is not UTF-8 text") from None
 
     def search(self, queries: List[str], k: int) -> Iterator[Tuple[int, np.ndarray, np.ndarray]]:
         """(position in ``queries``, docids, scores) of the top ``k`` of each query that matches any term."""
@@ -320,19 +546,21 @@ class TfidfIndex(pt.Artifact):
 class TfidfRetriever(EqualByKey, pt.Transformer):
     """qid, query → + docno, score, rank (+ text); other input columns are kept.
 
-    Queries with no indexed term (empty, whitespace, only stopwords or unknown words) give no rows.
-    Rank order: score descending, then index order (the order documents were indexed) for ties.
+    Queries with no indexed term (only stopwords or unknown words) give no rows. Empty or non-text queries give
+    no rows either, with one warning naming their qids (``strict=True``: an error), as in every retriever and
+    scorer of the package. Rank order: score descending, then index order (the order documents were indexed) for
+    ties.
     """
 
     def __init__(self, index: TfidfIndex, num_results: int = 1000, *, text: bool = False, batch_size: int = 256,
-                 verbose: bool = False):
+                 strict: bool = False, verbose: bool = False):
         if num_results < 1 or batch_size < 1:
             raise ValueError(f"num_results={num_results}, batch_size={batch_size}; both must be positive")
         self.index, self.num_results, self.text = index, num_results, text
-        self.batch_size, self.verbose = batch_size, verbose
+        self.batch_size, self.strict, self.verbose = batch_size, strict, verbose
 
     def _key(self) -> Tuple[Any, ...]:
-        return (artifact_key(self.index), self.num_results, self.text)
+        return (artifact_key(self.index), self.num_results, self.text, self.strict)
 
     def _outputs(self) -> List[str]:
         return ["docno", "score", "rank"] + (["text"] if self.text else [])
@@ -344,14 +572,13 @@ class TfidfRetriever(EqualByKey, pt.Transformer):
     def fuse_rank_cutoff(self, k: int) -> Optional[pt.Transformer]:
         if k >= self.num_results:
             return self
-        return TfidfRetriever(self.index, k, text=self.text, batch_size=self.batch_size, verbose=self.verbose)
+        return TfidfRetriever(self.index, k, text=self.text, batch_size=self.batch_size, strict=self.strict,
+                              verbose=self.verbose)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pt.validate.query_frame(inp, ["query"], context=self)
+        inp = usable_query_rows(inp, strict=self.strict, context=self)
         queries = inp["query"].tolist()
-        bad = [qid for qid, q in zip(inp["qid"], queries) if not isinstance(q, str)]
-        if bad:
-            raise ValueError(f"non-text query for qid(s) {bad[:5]}; expected strings (empty ones give no results)")
         qrows, docids, scores = [], [], []
         bar = progress(total=len(queries), desc="tf-idf retrieval", unit="query", enabled=self.verbose)
         try:
@@ -376,4 +603,5 @@ class TfidfRetriever(EqualByKey, pt.Transformer):
         return out
 
     def __repr__(self) -> str:
-        return f"{self.index!r}.retriever(num_results={self.num_results}{', text=True' if self.text else ''})"
+        extra = (", text=True" if self.text else "") + (", strict=True" if self.strict else "")
+        return f"{self.index!r}.retriever(num_results={self.num_results}{extra})"

@@ -66,18 +66,22 @@ class ColBERT:
                         seed: int = 0, **kwargs) -> "ColBERT":
         """Load a checkpoint folder, or start a fresh ColBERT from a backbone folder (or hub id, if online).
 
-        With no ``path``: the package's trained default checkpoint if it is installed, else a fresh model
-        over the bundled all-MiniLM-L6-v2 backbone. ``config`` only applies to fresh models.
+        Checkpoints may be this package's, colbert-ai's (ColBERTv2) or PyLate's (see ``formats``). With no
+        ``path``: the package's trained default checkpoint if it is installed, else a fresh model over the
+        bundled all-MiniLM-L6-v2 backbone. ``config`` only applies to fresh models.
         """
+        from . import formats
         from . import network as m
 
         if path is None and DEFAULT_CHECKPOINT.exists() and config is None:
             path = DEFAULT_CHECKPOINT
-        if path is not None and m.is_checkpoint(path):
+        source = formats.resolve(path) if path is not None else None
+        kind = formats.detect(source) if source is not None else None
+        if kind is not None:
             if config is not None:
-                raise ValueError(f"{path} is a checkpoint with its own colbert_config.json; config= applies only "
+                raise ValueError(f"{path} is a {kind} checkpoint with its own settings; config= applies only "
                                  "to fresh models built over a backbone")
-            net, tok = m.load(path)
+            net, tok = formats.load(source, kind)
         else:
             if path is not None and Path(path).exists() and not (Path(path) / "config.json").exists():
                 raise FileNotFoundError(f"{path} is neither a ColBERT checkpoint (no colbert_config.json) nor a "
@@ -85,13 +89,23 @@ class ColBERT:
             net, tok = m.build(str(path) if path is not None else None, config or ColBERTConfig(), seed=seed)
         return cls(net, tok, **kwargs)
 
-    def save_pretrained(self, folder: Union[str, Path], dtype: Optional[str] = None) -> Path:
-        """Write a checkpoint folder that :meth:`from_pretrained` loads (``dtype='float16'`` halves it)."""
+    def save_pretrained(self, folder: Union[str, Path], dtype: Optional[str] = None, format: str = "pfc") -> Path:
+        """Write a checkpoint folder that :meth:`from_pretrained` loads (``dtype='float16'`` halves it);
+        ``format="colbert-ai"`` or ``"pylate"`` writes one those libraries load (an error names any setting
+        they cannot represent)."""
         import torch
 
+        from . import formats
+
+        return formats.save(self.model, self.tokenizer, folder, format, dtype=getattr(torch, dtype) if dtype else None)
+
+    @staticmethod
+    def verify(folder: Union[str, Path]) -> dict:
+        """Full content check of a checkpoint folder (every file's checksum, every weight finite), naming any
+        damaged file; see :func:`~pyterrier_fandom_colbert.model.network.verify_checkpoint`."""
         from . import network as m
 
-        return m.save(self.model, self.tokenizer, folder, dtype=getattr(torch, dtype) if dtype else None)
+        return m.verify_checkpoint(folder)
 
     @property
     def config(self) -> ColBERTConfig:
@@ -140,14 +154,29 @@ class ColBERT:
         a background thread, and each batch is handed out only after the next one has been queued on the
         device, so on a GPU neither tokenisation nor the consumer's work leaves it idle.
         """
+        span = max(1, chunk) * self.batch_size
+        return self._encode_chunks(self._tokenised_chunks(texts, span, offsets), len(texts), offsets)
+
+    def piece_batches(self, pieces: Sequence[Sequence[int]], chunk: int = 8) -> Iterator[DocBatch]:
+        """:meth:`doc_batches` for texts already split into word pieces (no special tokens), e.g. windows of a
+        long text (``tokenizer.document_pieces`` and ``tokenization.windows``); longer ones are cut to
+        ``doc_maxlen - 3`` pieces as texts are."""
+        span = max(1, chunk) * self.batch_size
+        cut = self.tokenizer.max_doc_pieces
+        chunks = ((start, [list(p[:cut]) for p in pieces[start:start + span]], None)
+                  for start in range(0, len(pieces), span))
+        return self._encode_chunks(chunks, len(pieces), False)
+
+    def _encode_chunks(self, chunks, total: int, offsets: bool) -> Iterator[DocBatch]:
+        """Encode ``(start, content ids, offsets)`` chunks in length-sorted batches (see :meth:`doc_batches`)."""
         import torch
 
         from ..progress import progress
 
-        bar = progress(total=len(texts), desc="encoding documents", unit="doc", enabled=self.verbose)
+        bar = progress(total=total, desc="encoding documents", unit="doc", enabled=self.verbose)
         pending: Optional[DocBatch] = None
         try:
-            for start, content, offs in self._tokenised_chunks(texts, max(1, chunk) * self.batch_size, offsets):
+            for start, content, offs in chunks:
                 order = np.argsort([len(c) for c in content], kind="stable")
                 for b in range(0, len(order), self.batch_size):
                     sel = order[b:b + self.batch_size]
@@ -188,11 +217,12 @@ class ColBERT:
         return out  # type: ignore[return-value]
 
     # -- PyTerrier transformers ----------------------------------------------------------------------------
-    def query_encoder(self) -> "QueryEncoder":
-        """qid, query → + query_embs (``[N_q, d]`` float32), query_toks."""
+    def query_encoder(self, *, strict: bool = False) -> "QueryEncoder":
+        """qid, query → + query_embs (``[N_q, d]`` float32), query_toks. Empty or non-text queries get no rows and
+        one warning naming their qids (``strict=True``: an error)."""
         from .encoders import QueryEncoder
 
-        return QueryEncoder(self)
+        return QueryEncoder(self, strict=strict)
 
     def doc_encoder(self) -> "DocEncoder":
         """docno, text → + doc_embs (``[L_d, d]`` float32), doc_toks."""
@@ -200,11 +230,12 @@ class ColBERT:
 
         return DocEncoder(self)
 
-    def text_scorer(self) -> "TextScorer":
-        """qid, query, docno, text → + score, rank (MaxSim of freshly encoded texts)."""
+    def text_scorer(self, *, strict: bool = False) -> "TextScorer":
+        """qid, query, docno, text → + score, rank (MaxSim of freshly encoded texts). Empty or non-text queries get
+        no rows and one warning (``strict=True``: an error)."""
         from .encoders import TextScorer
 
-        return TextScorer(self)
+        return TextScorer(self, strict=strict)
 
     def scorer(self) -> "EmbeddingScorer":
         """query_embs, doc_embs → + score, rank (for frames already encoded)."""

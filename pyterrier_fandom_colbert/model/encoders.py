@@ -12,7 +12,15 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..frames import EqualByKey, check_queries, check_texts, empty_output, rank_by_score, require_columns, with_columns
+from ..frames import (
+    EqualByKey,
+    check_texts,
+    empty_output,
+    rank_by_score,
+    require_columns,
+    usable_query_rows,
+    with_columns,
+)
 from .config import ColBERTConfig
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,13 +90,18 @@ def pad_vectors(vectors: Sequence["torch.Tensor"]) -> Tuple["torch.Tensor", "tor
 
 
 class QueryEncoder(EqualByKey, pt.Transformer):
-    """qid, query → + ``query_embs`` (scoring query vectors ``[n, d]``, float32) and ``query_toks``."""
+    """qid, query → + ``query_embs`` (scoring query vectors ``[n, d]``, float32) and ``query_toks``.
 
-    def __init__(self, colbert: "ColBERT"):
+    Rows of empty or non-text queries are left out with one warning naming their qids (so a pipeline gives them
+    no results), or refused with ``strict=True`` (:func:`~pyterrier_fandom_colbert.frames.usable_query_rows`).
+    """
+
+    def __init__(self, colbert: "ColBERT", *, strict: bool = False):
         self.colbert = colbert
+        self.strict = strict
 
     def _key(self) -> Tuple[Any, ...]:
-        return (self.colbert.fingerprint(),)
+        return (self.colbert.fingerprint(), self.strict)
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query"], self)
@@ -96,13 +109,14 @@ class QueryEncoder(EqualByKey, pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, ["qid", "query"], self)
+        inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
             return empty_output(inp, QUERY_COLUMNS)
-        vecs, toks = encode_query_frame(self.colbert, check_queries(inp))
+        vecs, toks = encode_query_frame(self.colbert, inp["query"].tolist())
         return with_columns(inp, {"query_embs": vecs, "query_toks": toks})
 
     def __repr__(self) -> str:
-        return f"{self.colbert!r}.query_encoder()"
+        return f"{self.colbert!r}.query_encoder({'strict=True' if self.strict else ''})"
 
 
 class DocEncoder(EqualByKey, pt.Transformer):
@@ -141,15 +155,17 @@ class TextScorer(EqualByKey, pt.Transformer):
 
     Query vectors come from a ``query_embs`` column when an earlier stage added one (``colbert.query_encoder()``),
     else each distinct query is encoded here. Each distinct text is encoded once; documents are scored batch by
-    batch as they are encoded, so memory does not grow with the number of candidates.
+    batch as they are encoded, so memory does not grow with the number of candidates. Rows of empty or non-text
+    queries are left out with a warning (``strict=True``: refused), as by every retriever and scorer.
     """
 
-    def __init__(self, colbert: "ColBERT", text_field: str = "text"):
+    def __init__(self, colbert: "ColBERT", text_field: str = "text", *, strict: bool = False):
         self.colbert = colbert
         self.text_field = text_field
+        self.strict = strict
 
     def _key(self) -> Tuple[Any, ...]:
-        return (self.colbert.fingerprint(), self.text_field)
+        return (self.colbert.fingerprint(), self.text_field, self.strict)
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query", "docno", self.text_field], self)
@@ -161,9 +177,9 @@ class TextScorer(EqualByKey, pt.Transformer):
         from .scoring import maxsim
 
         require_columns(inp.columns, ["qid", "query", "docno", self.text_field], self)
+        inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
             return empty_output(inp, ["score", "rank"])
-        check_queries(inp)
         texts = check_texts(inp, self.text_field)
         q_codes, Q, q_mask = self._queries(inp)
         t_codes, t_unique = pd.factorize(pd.Series(texts))
@@ -190,7 +206,7 @@ class TextScorer(EqualByKey, pt.Transformer):
         return codes, Q.float(), mask
 
     def __repr__(self) -> str:
-        return f"{self.colbert!r}.text_scorer()"
+        return f"{self.colbert!r}.text_scorer({'strict=True' if self.strict else ''})"
 
 
 class EmbeddingScorer(EqualByKey, pt.Transformer):

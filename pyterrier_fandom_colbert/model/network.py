@@ -5,24 +5,51 @@ A checkpoint folder holds::
     colbert_config.json        the ColBERTConfig
     projection.safetensors     {"weight": [dim, hidden]}
     backbone/                  the encoder and its tokenizer (transformers' save_pretrained; markers included)
+    manifest.json              {"files": {path: {"size", "xxh3_128"}}} of every file above (written last)
+
+Loading checks every manifest file's size and the checksums of all but the backbone's weights, that the backbone's
+config and tokenizer are there, and that every weight is finite; :func:`verify_checkpoint` checks every checksum.
+Checkpoints written before manifests existed load with the other checks.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
+import time
+import warnings
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
 
-from ..storage import atomic_folder
+from ..storage import (
+    DamagedFileError,
+    MissingFileError,
+    atomic_folder,
+    build_manifest,
+    check_checksums,
+    check_sizes,
+    checksum_problem,
+    folder_files,
+    parse_manifest,
+    raise_damaged,
+    read_json,
+    write_json,
+)
 from .config import CONFIG_FILE, ColBERTConfig, default_backbone
 from .tokenization import ColBERTTokenizer
 
 PROJECTION_FILE = "projection.safetensors"
 BACKBONE_DIR = "backbone"
+MANIFEST_FILE = "manifest.json"
+#: a backbone folder needs one of these to have a tokenizer
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+#: backbone weight files: only their sizes are checked on load (their checksums in verify_checkpoint)
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".msgpack")
+_WHAT = "ColBERT checkpoint"
+_REMEDY = "save or download the checkpoint again"
 
 
 class ColBERTModel(nn.Module):
@@ -107,6 +134,7 @@ def save(model: ColBERTModel, tokenizer: ColBERTTokenizer, folder: Union[str, Pa
     from safetensors.torch import save_file
 
     folder = Path(folder)
+    refuse_non_finite(model.state_dict().items(), "the model to save", "save refused: nothing was written")
     with atomic_folder(folder, overwrite=True, replaceable=is_checkpoint, what="ColBERT checkpoint folder") as tmp:
         backbone = model.backbone
         if dtype is not None:
@@ -117,7 +145,84 @@ def save(model: ColBERTModel, tokenizer: ColBERTTokenizer, folder: Union[str, Pa
         weight = model.projection.weight.detach().to("cpu", dtype or model.projection.weight.dtype).contiguous()
         save_file({"weight": weight}, str(tmp / PROJECTION_FILE))
         model.config.save(tmp)
+        write_json(tmp / MANIFEST_FILE, {"files": build_manifest(tmp, folder_files(tmp))})
     return folder
+
+
+def refuse_non_finite(tensors: Iterable[Tuple[str, torch.Tensor]], where: str, remedy: str,
+                      path: Optional[Path] = None) -> None:
+    """Raise naming the first floating-point tensor of ``(name, tensor)`` with NaN or inf values.
+
+    >>> refuse_non_finite([("w", torch.tensor([1.0, float("nan")]))], "the model", "retrain it")
+    Traceback (most recent call last):
+    ...
+    ValueError: tensor 'w' of the model holds 1 NaN/inf value(s) of 2; retrain it
+    """
+    for name, tensor in tensors:
+        if tensor.is_floating_point() and tensor.numel():
+            finite = torch.isfinite(tensor)
+            if not bool(finite.all()):
+                message = (f"tensor {name!r} of {where} holds {int((~finite).sum())} NaN/inf value(s) of "
+                           f"{tensor.numel()}; {remedy}")
+                raise DamagedFileError(path, message) if path is not None else ValueError(message)
+
+
+def _is_weight_file(name: str) -> bool:
+    return name.startswith(BACKBONE_DIR + "/") and name.endswith(_WEIGHT_SUFFIXES)
+
+
+def read_manifest(folder: Union[str, Path]) -> Optional[Dict[str, Dict[str, Any]]]:
+    """The checkpoint's manifest (``manifest.json``), or None for a checkpoint written before manifests."""
+    path = Path(folder) / MANIFEST_FILE
+    if not path.exists():
+        return None
+    values = read_json(path, "checkpoint manifest")
+    return parse_manifest(values.get("files") if isinstance(values, dict) else None, path)
+
+
+def _check_files(folder: Path) -> Optional[Dict[str, Dict[str, Any]]]:
+    """The cheap checks before loading: manifest sizes and small files' checksums, and the files every
+    checkpoint needs (with or without a manifest). Returns the manifest (None when there is none)."""
+    files = read_manifest(folder)
+    _check_required(folder)
+    if files is not None:
+        check_sizes(folder, files, _WHAT, _REMEDY)
+        check_checksums(folder, files, [n for n in files if not _is_weight_file(n)], what=_WHAT, remedy=_REMEDY)
+    return files
+
+
+def _check_required(folder: Path) -> None:
+    """The files every checkpoint needs: the backbone's config, a tokenizer, the projection."""
+    bb = folder / BACKBONE_DIR
+    if not bb.is_dir():
+        raise MissingFileError(bb, f"{bb} not found: a checkpoint folder needs the backbone saved under "
+                                   f"{BACKBONE_DIR}/; {_REMEDY}")
+    for required in (PROJECTION_FILE, f"{BACKBONE_DIR}/config.json"):
+        if not (folder / required).is_file():
+            raise MissingFileError(folder / required, f"{folder / required} is missing: the {_WHAT} at {folder} is "
+                                                      f"incomplete; {_REMEDY}")
+    if not any((bb / name).is_file() for name in TOKENIZER_FILES):
+        raise MissingFileError(bb / TOKENIZER_FILES[0], f"{bb / TOKENIZER_FILES[0]} is missing: the backbone in {bb} "
+                                                        f"has no tokenizer (none of {list(TOKENIZER_FILES)}); "
+                                                        f"{_REMEDY}")
+
+
+def _weights_file(bb: Path) -> Path:
+    """The backbone's (first) weight file, to name in errors."""
+    found = sorted(p for p in bb.iterdir() if p.name.endswith(_WEIGHT_SUFFIXES))
+    return found[0] if found else bb
+
+
+def _load_safetensors(path: Path) -> Dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path))
+    except FileNotFoundError:
+        raise MissingFileError(path, f"{path} is missing; {_REMEDY}") from None
+    except Exception as err:  # safetensors raises its own SafetensorError (and OSError) on damaged files
+        raise DamagedFileError(path, f"{path} is damaged: not a readable safetensors file ({err}); "
+                                     f"{_REMEDY}") from None
 
 
 def _copy_as(module: nn.Module, dtype: torch.dtype) -> nn.Module:
@@ -128,21 +233,30 @@ def _copy_as(module: nn.Module, dtype: torch.dtype) -> nn.Module:
 
 def load(folder: Union[str, Path]) -> Tuple[ColBERTModel, ColBERTTokenizer]:
     """Load a checkpoint folder, offline only, in fp32. Config/weight mismatches are errors."""
-    from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
     folder = Path(folder)
     config = ColBERTConfig.load(folder)
+    _check_files(folder)
     bb = folder / BACKBONE_DIR
-    if not bb.is_dir():
-        raise FileNotFoundError(f"{bb} not found: a checkpoint folder needs the backbone saved under {BACKBONE_DIR}/")
-    hf_tok = AutoTokenizer.from_pretrained(bb, use_fast=True, local_files_only=True)
-    net = _load_backbone(bb, local_files_only=True)
+    try:
+        hf_tok = AutoTokenizer.from_pretrained(bb, use_fast=True, local_files_only=True)
+    except Exception as err:  # tokenizers/transformers raise many kinds on damaged files
+        raise DamagedFileError(bb, f"the tokenizer in {bb} cannot be loaded ({type(err).__name__}: {err}); "
+                                   f"{_REMEDY}") from None
+    try:
+        net = _load_backbone(bb, local_files_only=True)
+    except Exception as err:
+        weights = _weights_file(bb)
+        raise DamagedFileError(weights, f"the backbone in {bb} cannot be loaded ({type(err).__name__}: {err}); "
+                                        f"check {bb / 'config.json'} and {weights.name}; {_REMEDY}") from None
+    refuse_non_finite(net.state_dict().items(), f"the backbone ({_weights_file(bb)})", _REMEDY, _weights_file(bb))
     if net.get_input_embeddings().num_embeddings < len(hf_tok):
         raise ValueError(f"{folder}: the tokenizer has {len(hf_tok)} tokens but the backbone's embeddings only "
                          f"{net.get_input_embeddings().num_embeddings}; the checkpoint is inconsistent")
     model = ColBERTModel(net.float(), config)
-    state = load_file(str(folder / PROJECTION_FILE))
+    state = _load_safetensors(folder / PROJECTION_FILE)
+    refuse_non_finite(state.items(), str(folder / PROJECTION_FILE), _REMEDY, folder / PROJECTION_FILE)
     if set(state) != {"weight"}:
         raise ValueError(f"{folder / PROJECTION_FILE}: expected a single tensor 'weight', found {sorted(state)}")
     want = tuple(model.projection.weight.shape)
@@ -155,6 +269,43 @@ def load(folder: Union[str, Path]) -> Tuple[ColBERTModel, ColBERTTokenizer]:
     return model, ColBERTTokenizer(hf_tok, config)
 
 
+def verify_checkpoint(folder: Union[str, Path]) -> Dict[str, Any]:
+    """Full content check of a checkpoint folder without building the model: every file's checksum against
+    ``manifest.json``, the config, and every safetensors file readable with finite tensors. Raises
+    :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming each damaged file; returns what was
+    checked (``{"files", "bytes", "seconds"}``). A checkpoint without a manifest gets the other checks and a
+    warning."""
+    started = time.perf_counter()
+    folder = Path(folder)
+    if not is_checkpoint(folder):
+        raise MissingFileError(folder / CONFIG_FILE, f"{folder / CONFIG_FILE} not found: {folder} is not a ColBERT "
+                                                     "checkpoint")
+    ColBERTConfig.load(folder)
+    files = read_manifest(folder)
+    problems: List[Tuple[str, str]] = []
+    if files is None:
+        warnings.warn(f"{folder} has no {MANIFEST_FILE} (saved by an older version): only the config and the "
+                      "weights were checked, not the files' checksums; save it again to add one", stacklevel=2)
+        names = folder_files(folder)
+    else:
+        problems += [(n, p) for n in files if (p := checksum_problem(folder, n, files[n]))]
+        names = list(files)
+    for name in names:
+        if name.endswith(".safetensors") and name not in dict(problems) and (folder / name).is_file():
+            try:
+                tensors = _load_safetensors(folder / name)
+                refuse_non_finite(tensors.items(), str(folder / name), _REMEDY, folder / name)
+            except DamagedFileError as err:
+                problems.append((name, str(err)))
+    try:
+        _check_required(folder)
+    except DamagedFileError as err:
+        problems.append((err.path.relative_to(folder).as_posix(), str(err)))
+    raise_damaged(folder, problems, what=_WHAT, remedy=_REMEDY)
+    return {"files": sorted(files or names), "bytes": sum(e["size"] for e in (files or {}).values()),
+            "seconds": round(time.perf_counter() - started, 3)}
+
+
 def is_checkpoint(folder: Union[str, Path]) -> bool:
     """Whether ``folder`` is a checkpoint folder (holds ``colbert_config.json``)."""
     return Path(folder).is_dir() and (Path(folder) / CONFIG_FILE).is_file()
@@ -162,8 +313,7 @@ def is_checkpoint(folder: Union[str, Path]) -> bool:
 
 def fingerprint(model: ColBERTModel) -> str:
     """A short hash of the config and every weight: indexes record it, so mismatched encoders are refused."""
-    settings = {k: v for k, v in model.config.to_dict().items() if k != "backbone"}  # a path: differs by machine
-    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps(model.config.fingerprint_settings(), sort_keys=True).encode())
     for name, tensor in sorted(model.state_dict().items()):
         h.update(name.encode())
         h.update(tensor.detach().to("cpu", torch.float16).contiguous().numpy().tobytes())

@@ -6,18 +6,23 @@ were batched: every reduction is over one (query, document) pair only.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
-from .config import REDUCTIONS, SIMILARITIES
+from .config import REDUCTIONS
+from .similarity import Similarity, get_similarity
+
+#: a registered similarity's name (see :data:`~pyterrier_fandom_colbert.model.similarity.SIMILARITIES`) or object
+SimilarityLike = Union[str, Similarity]
 
 
-def similarity_matrix(q: torch.Tensor, d: torch.Tensor, similarity: str = "cosine") -> torch.Tensor:
-    """Pairwise token similarities ``[..., Lq, Ld]`` between ``q [..., Lq, dim]`` and ``d [..., Ld, dim]``.
+def similarity_matrix(q: torch.Tensor, d: torch.Tensor, similarity: SimilarityLike = "cosine") -> torch.Tensor:
+    """Pairwise token similarities ``[..., Lq, Ld]`` between ``q [..., Lq, dim]`` and ``d [..., Ld, dim]``:
+    :meth:`Similarity.matrix <pyterrier_fandom_colbert.model.similarity.Similarity.matrix>` of ``similarity``.
 
     ``cosine``: cosine of the angle; ``l2``: negated squared L2 distance; ``l2_normalised``: negated
-    squared L2 distance of the unit-normalised vectors (= 2·cosine − 2).
+    squared L2 distance of the unit-normalised vectors (= 2·cosine − 2); ``dot``: inner product.
 
     >>> q = torch.tensor([[3., 4.]]); d = torch.tensor([[3., 4.], [0., 1.]])
     >>> similarity_matrix(q, d, "cosine")
@@ -26,23 +31,10 @@ def similarity_matrix(q: torch.Tensor, d: torch.Tensor, similarity: str = "cosin
     tensor([[ -0., -18.]])
     >>> similarity_matrix(q, d, "l2_normalised")
     tensor([[ 0.0000, -0.4000]])
+    >>> similarity_matrix(q, d, "dot")
+    tensor([[25.,  4.]])
     """
-    if similarity in ("cosine", "l2_normalised"):
-        # divide the [Lq, Ld] products by the document norms rather than normalising the [Ld, dim] vectors:
-        # the same cosines, with Lq instead of dim divisions per document token
-        norms = torch.linalg.vector_norm(d, dim=-1).clamp_min(1e-12).unsqueeze(-2)
-        cos = (_normalise(q) @ d.transpose(-1, -2)) / norms
-        return cos if similarity == "cosine" else 2.0 * cos - 2.0
-    if similarity == "l2":
-        dots = q @ d.transpose(-1, -2)
-        qq = (q * q).sum(-1, keepdim=True)
-        dd = (d * d).sum(-1).unsqueeze(-2)
-        return -(qq - 2.0 * dots + dd).clamp_min(0.0)
-    raise ValueError(f"similarity={similarity!r} is not supported; expected one of {SIMILARITIES}")
-
-
-def _normalise(x: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.normalize(x, p=2.0, dim=-1)
+    return get_similarity(similarity).matrix(q, d)
 
 
 def reduce_query(per_query_token: torch.Tensor, q_mask: Optional[torch.Tensor], reduction: str) -> torch.Tensor:
@@ -62,7 +54,8 @@ def reduce_query(per_query_token: torch.Tensor, q_mask: Optional[torch.Tensor], 
 
 
 def maxsim(q: torch.Tensor, d: torch.Tensor, q_mask: Optional[torch.Tensor] = None,
-           d_mask: Optional[torch.Tensor] = None, similarity: str = "cosine", reduction: str = "mean") -> torch.Tensor:
+           d_mask: Optional[torch.Tensor] = None, similarity: SimilarityLike = "cosine",
+           reduction: str = "mean") -> torch.Tensor:
     """Late-interaction score of aligned pairs: ``S = red_i max_j sim(q_i, d_j)`` -> ``[B]``.
 
     ``q`` may be ``[Lq, dim]`` (one query for all documents) or ``[B, Lq, dim]``.
@@ -83,28 +76,21 @@ def maxsim(q: torch.Tensor, d: torch.Tensor, q_mask: Optional[torch.Tensor] = No
     return reduce_query(best, q_mask, reduction)
 
 
-def token_similarities(tokens: torch.Tensor, q: torch.Tensor, similarity: str = "cosine") -> torch.Tensor:
-    """``similarity_matrix(q, tokens).T`` (``[T, Lq]``), computed as ``tokens @ qᵀ``: for many document tokens
-    against one query this orientation runs ~1.5x faster on CPU, and only ``T`` norms are taken.
+def token_similarities(tokens: torch.Tensor, q: torch.Tensor, similarity: SimilarityLike = "cosine") -> torch.Tensor:
+    """``similarity_matrix(q, tokens).T`` (``[T, Lq]``), computed as ``tokens @ qᵀ``
+    (:meth:`Similarity.token_matrix <pyterrier_fandom_colbert.model.similarity.Similarity.token_matrix>`): for
+    many document tokens against one query this orientation runs ~1.5x faster on CPU, and only ``T`` norms are
+    taken.
 
+    >>> from pyterrier_fandom_colbert.model.similarity import SIMILARITIES
     >>> q = torch.tensor([[3., 4.]]); d = torch.tensor([[3., 4.], [0., 1.]])
-    >>> all(torch.allclose(token_similarities(d, q, s), similarity_matrix(q, d, s).T)
-    ...     for s in ("cosine", "l2", "l2_normalised"))
+    >>> all(torch.allclose(token_similarities(d, q, s), similarity_matrix(q, d, s).T) for s in SIMILARITIES)
     True
     """
-    if similarity in ("cosine", "l2_normalised"):
-        norms = torch.linalg.vector_norm(tokens, dim=-1, keepdim=True).clamp_min(1e-12)
-        cos = (tokens @ _normalise(q).T).div_(norms)
-        return cos if similarity == "cosine" else cos.mul_(2.0).sub_(2.0)
-    if similarity == "l2":
-        dots = tokens @ q.T
-        tt = (tokens * tokens).sum(-1, keepdim=True)
-        qq = (q * q).sum(-1)
-        return -(tt - 2.0 * dots + qq).clamp_min(0.0)
-    raise ValueError(f"similarity={similarity!r} is not supported; expected one of {SIMILARITIES}")
+    return get_similarity(similarity).token_matrix(tokens, q)
 
 
-def maxsim_repeat_padded(q: torch.Tensor, tokens: torch.Tensor, num_docs: int, similarity: str = "cosine",
+def maxsim_repeat_padded(q: torch.Tensor, tokens: torch.Tensor, num_docs: int, similarity: SimilarityLike = "cosine",
                          reduction: str = "mean") -> torch.Tensor:
     """Scores ``[num_docs]`` of one query's scoring vectors ``q [Lq, dim]`` against documents given as
     ``tokens [num_docs * L, dim]``: each document's rows back to back, padded to ``L`` rows by repeating its

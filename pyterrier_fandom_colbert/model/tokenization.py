@@ -1,6 +1,7 @@
 """Query and document tokenisation with ColBERT's marker tokens, for BERT and RoBERTa vocabularies.
 
-Query: ``[CLS] [Q] q1 … qm [SEP] [MASK] … [MASK]``, always exactly ``query_maxlen`` tokens (masks attended).
+Query: ``[CLS] [Q] q1 … qm [SEP] [MASK] … [MASK]``, always exactly ``query_maxlen`` tokens (masks attended
+unless ``attend_to_query_masks`` is off).
 Document: ``[CLS] [D] d1 … dn [SEP]``, length ``min(n + 3, doc_maxlen)``, never padded in what is returned.
 The special tokens are the backbone's own (``<s>``, ``</s>``, ``<mask>`` for RoBERTa).
 """
@@ -45,13 +46,19 @@ class ColBERTTokenizer:
                 raise ValueError(f"the backbone tokenizer has no {name[:-3]}; ColBERT needs [CLS]/[SEP]/[MASK]/[PAD] "
                                  "(or <s>/</s>/<mask>/<pad>) special tokens")
         self.q_marker_id, self.d_marker_id = self._marker_ids()
-        self._punct = self._punctuation_ids() if config.skip_punctuation else None
+        self._skip = self._skipped_flags()
         self._strings: Optional[np.ndarray] = None
         self._rust = None  # copy of the backend tokenizer for offset-free batches, made on first use
 
     # -- markers -------------------------------------------------------------------------------------------
     def _marker_ids(self):
         vocab = self.hf.get_vocab()
+        if self.config.marker_tokens is not None:
+            missing = [m for m in self.config.marker_tokens if m not in vocab]
+            if missing:
+                raise ValueError(f"marker_tokens {missing} are not in the backbone's vocabulary; expected tokens "
+                                 "it has (its tokenizer's get_vocab())")
+            return tuple(vocab[m] for m in self.config.marker_tokens)
         if all(t in vocab for t in _BERT_UNUSED_MARKERS):
             return tuple(vocab[t] for t in _BERT_UNUSED_MARKERS)
         markers = (self.config.query_marker, self.config.doc_marker)
@@ -70,6 +77,23 @@ class ColBERTTokenizer:
             return 0
         return hf_tokenizer.add_tokens([config.query_marker, config.doc_marker], special_tokens=True)
 
+    def _skipped_flags(self) -> Optional[np.ndarray]:
+        """Per vocabulary id, whether its document vectors are skipped (``None`` when nothing is)."""
+        if not (self.config.skip_punctuation or self.config.skiplist):
+            return None
+        vocab = self.hf.get_vocab()
+        flags = self._punctuation_ids() if self.config.skip_punctuation else np.zeros(max(vocab.values()) + 1, bool)
+        missing = [t for t in self.config.skiplist if t not in vocab]
+        if missing:
+            raise ValueError(f"skiplist tokens {missing} are not in the backbone's vocabulary; expected exact "
+                             "vocabulary entries")
+        flags[[vocab[t] for t in self.config.skiplist]] = True
+        return flags
+
+    def skipped_ids(self) -> np.ndarray:
+        """The sorted vocabulary ids whose document vectors never score."""
+        return np.flatnonzero(self._skip) if self._skip is not None else np.zeros(0, dtype=np.int64)
+
     def _punctuation_ids(self) -> np.ndarray:
         vocab = self.hf.get_vocab()
         flags = np.zeros(max(vocab.values()) + 1, dtype=bool)
@@ -79,7 +103,8 @@ class ColBERTTokenizer:
         return flags
 
     # -- layouts -------------------------------------------------------------------------------------------
-    def _content_ids(self, texts: Sequence[str], max_content: int, offsets: bool):
+    def _content_ids(self, texts: Sequence[str], max_content: Optional[int], offsets: bool):
+        """Word-piece ids (no specials) of each text, cut to ``max_content`` pieces (``None``: never cut)."""
         if offsets:
             enc = self.hf(list(texts), add_special_tokens=False, truncation=True, max_length=max_content,
                           return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False)
@@ -100,18 +125,31 @@ class ColBERTTokenizer:
         n = self.config.query_maxlen
         content, _ = self._content_ids(texts, n - 3, offsets=False)
         ids = np.full((len(texts), n), self.hf.mask_token_id, dtype=np.int64)
+        attn = np.ones((len(texts), n), dtype=np.int64)
         score = np.ones((len(texts), n), dtype=bool)
         for i, toks in enumerate(content):
             row = [self.hf.cls_token_id, self.q_marker_id, *toks, self.hf.sep_token_id]
             ids[i, :len(row)] = row
             if not self.config.score_query_masks:
                 score[i, len(row):] = False
-        return TokenizedBatch(ids, np.ones_like(ids), score, np.full(len(texts), n))
+            if not self.config.attend_to_query_masks:
+                attn[i, len(row):] = 0
+        return TokenizedBatch(ids, attn, score, np.full(len(texts), n))
 
     def document_content(self, texts: Sequence[str], offsets: bool = False):
         """Word-piece ids of each text (no specials), truncated to leave room for ``[CLS] [D] … [SEP]``;
         with ``offsets``, also each piece's character span in its text."""
         return self._content_ids(texts, self.config.doc_maxlen - 3, offsets=offsets)
+
+    def document_pieces(self, texts: Sequence[str]) -> List[List[int]]:
+        """Word-piece ids of each whole text (no specials, never truncated): what the indexer counts and cuts
+        into windows (:func:`windows`)."""
+        return self._content_ids(texts, None, offsets=False)[0]
+
+    @property
+    def max_doc_pieces(self) -> int:
+        """Word pieces of a text that fit in one document (``doc_maxlen`` less ``[CLS] [D] … [SEP]``)."""
+        return self.config.doc_maxlen - 3
 
     def pack_documents(self, content: Sequence[Sequence[int]], offsets=None) -> TokenizedBatch:
         """``[CLS] [D] … [SEP]`` rows of length ``min(n + 3, doc_maxlen)``, padded to the batch's longest."""
@@ -124,9 +162,9 @@ class ColBERTTokenizer:
             ids[i, :len(row)] = row
             attn[i, :len(row)] = 1
         score = attn.astype(bool)
-        if self._punct is not None:
-            in_vocab = ids < len(self._punct)
-            score &= ~(self._punct[np.where(in_vocab, ids, 0)] & in_vocab)
+        if self._skip is not None:
+            in_vocab = ids < len(self._skip)
+            score &= ~(self._skip[np.where(in_vocab, ids, 0)] & in_vocab)
         out_offsets = None
         if offsets is not None:
             out_offsets = [np.array([(0, 0), (0, 0), *[tuple(o) for o in off], (0, 0)], dtype=np.int64).reshape(-1, 2)
@@ -148,3 +186,23 @@ class ColBERTTokenizer:
             self._strings = strings
         return self._strings[np.asarray(ids, dtype=np.int64)].tolist()
 
+
+
+def windows(length: int, size: int, stride: int) -> List[tuple]:
+    """``(start, end)`` piece ranges covering ``length`` pieces with windows of at most ``size`` pieces, starting
+    every ``stride`` pieces; the last window ends at ``length`` and is moved back to be full (so it may overlap
+    its predecessor by more). A text that fits is one window.
+
+    >>> windows(5, 8, 4)
+    [(0, 5)]
+    >>> windows(20, 8, 6)
+    [(0, 8), (6, 14), (12, 20)]
+    >>> windows(17, 8, 6)
+    [(0, 8), (6, 14), (9, 17)]
+    """
+    if size < 1 or not 1 <= stride <= size:
+        raise ValueError(f"windows of size={size} with stride={stride}; expected 1 <= stride <= size")
+    if length <= size:
+        return [(0, length)]
+    starts = list(range(0, length - size, stride)) + [length - size]
+    return [(s, s + size) for s in starts]

@@ -1,5 +1,6 @@
 """Training ColBERT checkpoints: examples (:mod:`.data`), losses (:mod:`.losses`), the loop (:mod:`.trainer`),
-dev evaluation (:mod:`.evaluation`), the distillation teacher (:mod:`.teacher`), self-supervised pairs from unlabeled wiki passages (:mod:`.selfsup`) and the ``pfc-train`` command (:mod:`.cli`).
+dev evaluation (:mod:`.evaluation`), the distillation teacher (:mod:`.teacher`), self-supervised pairs from
+unlabeled wiki passages (:mod:`.selfsup`) and the ``pfc-train`` command (:mod:`.cli`).
 
     from pyterrier_fandom_colbert import ColBERT
     from pyterrier_fandom_colbert.training import PRESETS, Trainer, load_collection

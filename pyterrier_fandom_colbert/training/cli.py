@@ -18,7 +18,9 @@ import logging
 import sys
 import typing
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
+
+from ..cli_errors import UserError, add_debug_flag, require_dataset, require_model_path, run
 
 _HELP = {
     "form": "qpp ⟨q, d+, d-…⟩ or qqp ⟨q+, q-, d+⟩", "loss": "ce (N_q-scaled cross-entropy) or mse",
@@ -44,6 +46,7 @@ def _none_or(kind):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..model.similarity import SIMILARITIES
     from .trainer import PRESETS, TrainConfig
 
     p = argparse.ArgumentParser(prog="pfc-train", description=__doc__.split("\n\n")[0],
@@ -64,12 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
                                   "ColBERT over all-MiniLM-L6-v2)")
     p.add_argument("--device", help="cuda or cpu (default: cuda when available)")
     p.add_argument("-v", "--verbose", action="store_true", help="progress bars")
+    add_debug_flag(p)
     p.add_argument("--preset", choices=sorted(PRESETS), default="study", help="base settings (default: study)")
     model = p.add_argument_group("fresh model (ignored with a checkpoint --init)")
     model.add_argument("--dim", type=int, default=128)
     model.add_argument("--query-maxlen", type=int, default=32)
     model.add_argument("--doc-maxlen", type=int, default=180)
-    model.add_argument("--similarity", default="cosine")
+    model.add_argument("--similarity", default="cosine", choices=list(SIMILARITIES))
     model.add_argument("--score-query-masks", action=argparse.BooleanOptionalAction, default=False)
     model.add_argument("--projection-init", default="orthogonal")
     train = p.add_argument_group("training (override the preset)")
@@ -90,27 +94,67 @@ def _load_data(args):
     from .selfsup import SelfSupConfig, selfsup_from_irds
 
     if not args.dataset and not args.selfsup:
-        raise SystemExit("pfc-train: give training data with --dataset and/or --selfsup")
+        raise UserError("give training data with --dataset and/or --selfsup")
     parts = [load_collection(s).limit(args.limit) for s in args.dataset]
     parts += [selfsup_from_irds(s, SelfSupConfig(max_passages=args.selfsup_max_passages)) for s in args.selfsup]
     dev = load_collection(args.dev).limit(args.dev_limit) if args.dev else None
     return QAData.concat(parts), dev
 
 
+def _check_collection(value: str, flag: str) -> None:
+    """A SQuAD-format .json file that exists, or an ir_datasets id with questions and judgements."""
+    path = Path(value)
+    if path.suffix == ".json" or path.exists():
+        if not path.is_file():
+            raise UserError(f"{flag} {value}: no such SQuAD-format .json file")
+    else:
+        require_dataset(value, flag, files=True)
+
+
+def _check_args(args) -> None:
+    """Everything that can be refused before data and model are loaded."""
+    from .trainer import STATE_FILE
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; give a folder for the run (it is created if missing)")
+    holds_run = (out / STATE_FILE).exists()
+    if args.resume and not holds_run:
+        raise UserError(f"--resume: {out} holds no training run to continue (no {STATE_FILE}); leave out --resume "
+                        "to start a new run there")
+    if holds_run and not args.resume:
+        raise UserError(f"--out {out} already holds a training run; add --resume to continue it, or give another "
+                        "--out")
+    for value in args.dataset:
+        _check_collection(value, "--dataset")
+    if args.dev:
+        _check_collection(args.dev, "--dev")
+    for value in args.selfsup:
+        require_dataset(value, "--selfsup", needs=("docs",))
+    require_model_path(args.init, "--init", "a ColBERT checkpoint or transformers model folder, or leave --init "
+                                            "out for a fresh ColBERT over all-MiniLM-L6-v2")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    """The ``pfc-train`` command (user errors: one line on stderr, exit status 2; ``--debug``: traceback)."""
+    return run(_main, argv, "pfc-train")
+
+
+def _main(argv: Sequence[str]) -> int:
     from ..model.colbert import ColBERT
     from ..model.config import ColBERTConfig
-    from ..model.network import is_checkpoint
+    from ..model.formats import detect
     from ..storage import write_json
     from .trainer import PRESETS, Trainer
 
     args = build_parser().parse_args(argv)
+    _check_args(args)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(PRESETS["study"])
                  if getattr(args, f.name) is not None}
     config = PRESETS[args.preset].replace(**overrides)
     train, dev = _load_data(args)
-    if args.init and is_checkpoint(args.init):
+    if args.init and detect(args.init) is not None:
         colbert = ColBERT.from_pretrained(args.init, device=args.device, verbose=args.verbose)
     else:
         cb = ColBERTConfig(query_maxlen=args.query_maxlen, doc_maxlen=args.doc_maxlen, dim=args.dim,

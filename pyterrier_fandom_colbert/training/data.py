@@ -155,8 +155,8 @@ class QPPSource:
     """QPP examples with ``negatives`` negatives each, drawn anew per epoch.
 
     ``rankings {qid: [docno, …]}`` (a first stage's ranking): negatives are sampled from its ``depth`` best
-    passages that do not answer the question; without it (or where that leaves too few) they are sampled from the whole corpus, and the
-    number of such random fills is logged.
+    passages that do not answer the question; without it (or where that leaves too few) they are sampled from
+    the whole corpus, and the number of such random fills is logged.
     """
 
     data: QAData

@@ -1,0 +1,182 @@
+"""``pfc`` end to end: index a wiki dump, serve it, and time the JSON API as the page uses it.
+
+    python benchmarks/app_bench.py --dump ../shared/data/wikis/pokeclickerwiki_pages_current.xml.bz2 --threads 2
+
+1. ``pfc index DUMP FOLDER`` runs as a child process: wall time, peak resident memory (the child's max RSS),
+   pages/s of ingestion (dump → passages → TF-IDF, the first pass) and of the whole build, and the manifest's
+   counts.
+2. ``pfc serve FOLDER`` runs as a child process on a free port of 127.0.0.1. Questions are made from the folder's
+   own page titles ("what is <title>?", "where can I find <title>?"), so the script works on any wiki and no wiki
+   text is stored here. ``/api/search`` (the hybrid with highlights, k = 10, as the page asks) is timed from the
+   client: one client in sequence, then ``--clients`` clients at once; p50/p95 and requests per second.
+
+``--folder`` keeps the built folder there, or reuses it when it exists (skipping step 1). Prints one JSON
+object (also written to ``--out``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DUMP = ROOT.parent / "shared" / "data" / "wikis" / "pokeclickerwiki_pages_current.xml.bz2"
+
+
+def pfc(*args: str) -> list:
+    return [sys.executable, "-m", "pyterrier_fandom_colbert.app", *args]
+
+
+def environment() -> dict:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def machine() -> dict:
+    model = ""
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": model or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def index(dump: Path, folder: Path, threads: int) -> dict:
+    started = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    subprocess.run(pfc("index", str(dump), str(folder), "--threads", str(threads), "--quiet", "--overwrite"),
+                   check=True, env=environment())
+    wall = time.perf_counter() - started
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    manifest = json.loads((folder / "manifest.json").read_text())
+    seconds = manifest["seconds"]
+    return {"wall_s": round(wall, 1), "peak_rss_mib": round(peak_kib / 1024, 1),
+            "peak_rss_note": "max RSS of any child so far" if before else "max RSS of the pfc index process",
+            "pages": manifest["pages"], "articles": manifest["articles"], "passages": manifest["passages"],
+            "tokens": manifest["tokens"], "folder_mib": round(manifest["bytes"] / 2 ** 20, 1),
+            "seconds": seconds, "ingest_pages_per_s": round(manifest["pages"] / seconds["read_tfidf"], 1),
+            "build_pages_per_s": round(manifest["pages"] / wall, 1),
+            "passages_per_s_colbert": round(manifest["passages"] / seconds["colbert"], 1)}
+
+
+def questions(folder: Path, n: int, seed: int) -> list:
+    titles = sorted({json.loads(line)["title"] for line in open(folder / "passages.jsonl", encoding="utf-8")})
+    rng = random.Random(seed)
+    picked = rng.sample(titles, min(n, len(titles)))
+    forms = ["what is {}?", "where can I find {}?", "how does {} work?"]
+    return [forms[i % len(forms)].format(t) for i, t in enumerate(picked)]
+
+
+def percentile(values: list, q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def summary(latencies: list, server_ms: list, seconds: float) -> dict:
+    return {"requests": len(latencies), "p50_ms": round(percentile(latencies, 0.5), 1),
+            "p95_ms": round(percentile(latencies, 0.95), 1), "max_ms": round(max(latencies), 1),
+            "server_p50_ms": round(percentile(server_ms, 0.5), 1), "requests_per_s": round(len(latencies) / seconds, 2)}
+
+
+def serve_and_time(folder: Path, threads: int, queries: list, clients: int, system: str, k: int) -> dict:
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.perf_counter()
+    server = subprocess.Popen(pfc("serve", str(folder), "--port", str(port), "--threads", str(threads), "--quiet"),
+                              env=environment(), stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=base, timeout=120) as client:
+            while True:
+                if server.poll() is not None:
+                    raise RuntimeError(f"pfc serve exited: {server.stderr.read()}")
+                try:
+                    client.get("/api/info").raise_for_status()
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            load_s = time.perf_counter() - started
+            for q in queries[:3]:  # warm-up, not timed
+                client.get("/api/search", params={"q": q, "system": system, "k": k}).raise_for_status()
+
+            def ask(c, q):
+                t = time.perf_counter()
+                r = c.get("/api/search", params={"q": q, "system": system, "k": k})
+                r.raise_for_status()
+                body = r.json()
+                assert body["results"] and "answer" in body["results"][0], "explained results expected"
+                return 1000 * (time.perf_counter() - t), body["took_ms"]
+
+            t0 = time.perf_counter()
+            single = [ask(client, q) for q in queries]
+            single_s = time.perf_counter() - t0
+
+        local = threading.local()
+
+        def ask_own(q):
+            if not hasattr(local, "client"):
+                local.client = httpx.Client(base_url=base, timeout=300)
+            return ask(local.client, q)
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(clients) as pool:
+            many = list(pool.map(ask_own, queries))
+        many_s = time.perf_counter() - t0
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return {"server_start_to_ready_s": round(load_s, 1), "system": system, "k": k,
+            "single_client": summary([a for a, _ in single], [b for _, b in single], single_s),
+            f"{clients}_clients": summary([a for a, _ in many], [b for _, b in many], many_s)}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dump", type=Path, default=DEFAULT_DUMP)
+    ap.add_argument("--folder", type=Path, default=None,
+                    help="search folder: reused when it exists (no indexing), else built there and kept")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--queries", type=int, default=60)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--system", default="hybrid")
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    report = {"machine": machine(), "threads": args.threads}
+    with tempfile.TemporaryDirectory(prefix="pfc-bench-") as tmp:
+        folder = args.folder or Path(tmp) / "wiki"
+        if not folder.exists():
+            if not args.dump.exists():
+                sys.exit(f"dump not found: {args.dump} (give --dump)")
+            report["index"] = {"dump": args.dump.name, **index(args.dump, folder, args.threads)}
+        queries = questions(folder, args.queries, args.seed)
+        report["api"] = serve_and_time(folder, args.threads, queries, args.clients, args.system, args.k)
+    report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,11 @@
+"""Fusion of rankings: pure score functions (``scores``), transformers (``LinearFusion``, ``RRF``, ``Normalise``,
+``Hybrid``) and weight tuning (``tuning``).
+
+Importing this package imports pandas and PyTerrier, not torch. See docs/fusion.md.
+"""
+from .hybrid import DEFAULT_WEIGHT, Hybrid
+from .transformers import RRF, Fusion, LinearFusion, Normalise
+from .tuning import FusionTuning, plot_fusion_curve, tune_fusion, weight_grid
+
+__all__ = ["Fusion", "LinearFusion", "RRF", "Normalise", "Hybrid", "DEFAULT_WEIGHT", "FusionTuning", "tune_fusion",
+           "weight_grid", "plot_fusion_curve"]

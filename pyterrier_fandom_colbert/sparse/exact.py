@@ -1,0 +1,386 @@
+"""A learned-sparse index (any ``toks`` term → weight dicts, e.g. SPLADE's) with exact, exhaustive scoring.
+
+    index = SparseIndex("indexes/splade")
+    (splade.doc_encoder() >> index.indexer()).index(docs)      # docno, text → toks → index
+    retr = splade.query_encoder() >> index.retriever()          # qid, query → query_toks → docno, score, rank
+
+score(q, d) = Σ_t q_t · d_t, the dot product of the two weight vectors, computed for every document that shares
+a term with the query (term at a time over the postings), so the ranking is exact: it is the reference the
+pruning methods (:mod:`.topics`, :mod:`.tree`) and PISA's dynamic pruning are measured against.
+
+Folder layout: ``pt_meta.json`` (type ``sparse_index``, format ``learned_csr``, statistics), ``weights.npz``
+(document × term CSR, float32), ``lexicon.txt`` (term per line; line number = term id), ``docnos.npids``.
+"""
+from __future__ import annotations
+
+import math
+from array import array
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+import scipy.sparse as sp
+
+from ..frames import empty_output, require_columns
+from ..progress import progress
+from ..storage import atomic_folder, read_json, write_json, write_text
+from .model import concat_slices, top_k
+
+Ranges = Sequence[Tuple[int, int]]
+
+
+# -- the scoring kernel ---------------------------------------------------------------------------------------
+
+class Postings:
+    """Term-major postings of a document × term matrix whose rows are laid out in a chosen order.
+
+    Position p holds document ``rows[p]`` (a document may occupy several positions, e.g. one per topic shard).
+    :meth:`score` scores a query against the documents at the positions inside given ranges, term at a time: for
+    each query term, the postings slice of those ranges is found by binary search, so the work is proportional to
+    the postings inside the ranges, not to the whole index.
+    """
+
+    def __init__(self, docs: sp.csr_matrix, rows: Optional[np.ndarray] = None):
+        self.num_docs, self.num_terms = docs.shape
+        self.rows = np.arange(self.num_docs, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+        self.size = len(self.rows)
+        inverted = docs[self.rows].T.tocsr() if rows is not None else docs.T.tocsr()
+        inverted.sort_indices()
+        self.indptr = inverted.indptr.astype(np.int64)
+        self.positions = inverted.indices.astype(np.int64)
+        self.weights = inverted.data.astype(np.float32)
+        terms = np.repeat(np.arange(self.num_terms, dtype=np.int64), np.diff(self.indptr))
+        #: term · size + position, ascending: one binary search finds any (term, position range) slice
+        self.keys = terms * self.size + self.positions
+        self.unique_rows = rows is None or len(np.unique(self.rows)) == len(self.rows)
+
+    def slices(self, terms: np.ndarray, ranges: Optional[Ranges] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """Postings index bounds (starts, ends) of each (term, range) pair, term-major."""
+        terms = np.asarray(terms, dtype=np.int64)
+        if ranges is None:
+            return self.indptr[terms], self.indptr[terms + 1]
+        bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        lo = (terms[:, None] * self.size + bounds[None, :, 0]).ravel()
+        hi = (terms[:, None] * self.size + bounds[None, :, 1]).ravel()
+        return np.searchsorted(self.keys, lo), np.searchsorted(self.keys, hi)
+
+    def score(self, terms: np.ndarray, weights: np.ndarray,
+              ranges: Optional[Ranges] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """(document ids, scores) of every document inside ``ranges`` (all when None) sharing a term with the query.
+
+        ``terms`` are distinct term ids and ``weights`` their positive query weights. Each document's score adds
+        its terms in query-term order, so a document gets the same float wherever it is scored from.
+        """
+        starts, ends = self.slices(terms, ranges)
+        idx, which = concat_slices(starts, ends)
+        if len(idx) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        per_slice = len(starts) // max(len(terms), 1)
+        qw = np.asarray(weights, dtype=np.float64)[which // per_slice]
+        pos = self.positions[idx]
+        base = int(pos.min())
+        acc = np.bincount(pos - base, weights=self.weights[idx] * qw)
+        hit = np.flatnonzero(acc)
+        docids, scores = self.rows[hit + base], acc[hit]
+        if not self.unique_rows:
+            docids, first = np.unique(docids, return_index=True)
+            scores = scores[first]
+        return docids, scores
+
+
+# -- writing --------------------------------------------------------------------------------------------------
+
+def check_toks(toks: Any, where: str) -> Mapping[str, float]:
+    """A ``{term: weight}`` dict of finite, non-negative weights; errors name ``where`` (a docno or qid)."""
+    if not isinstance(toks, Mapping):
+        raise TypeError(f"{where}: toks is a {type(toks).__name__}; expected a dict of term → weight "
+                        "(encode with Splade.doc_encoder() / query_encoder() first)")
+    for term, w in toks.items():
+        if not isinstance(term, str) or not term or any(c.isspace() for c in term):
+            raise ValueError(f"{where}: term {term!r} must be a non-empty string without whitespace")
+        if not isinstance(w, (int, float, np.integer, np.floating)) or not math.isfinite(w) or w < 0:
+            raise ValueError(f"{where}: weight {w!r} of term {term!r} must be a finite number ≥ 0 "
+                             "(learned-sparse weights are non-negative)")
+    return toks
+
+
+def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], field: str, verbose: bool) -> Dict[str, Any]:
+    import npids
+
+    vocab: Dict[str, int] = {}
+    indptr, indices, weights = array("q", [0]), array("i"), array("f")
+    seen: set = set()
+    bar = progress(desc="indexing (learned sparse)", unit="doc", enabled=verbose)
+    try:
+        with npids.Lookup.builder(folder / "docnos.npids") as docnos:
+            for position, doc in enumerate(docs):
+                docno = doc.get("docno") if isinstance(doc, Mapping) else None
+                if not isinstance(docno, str) or not docno:
+                    raise ValueError(f"document #{position} has docno={docno!r}; expected a dict with a non-empty "
+                                     f"string 'docno' and a {field!r} dict")
+                if field not in doc:
+                    raise ValueError(f"document #{position} (docno {docno!r}) has no {field!r}; pipe the documents "
+                                     f"through an encoder first: (splade.doc_encoder() >> index.indexer()).index(docs)")
+                toks = check_toks(doc[field], f"docno {docno!r}")
+                if docno in seen:  # (raised inside the builder: npids fails to close a lookup of one distinct docno)
+                    raise ValueError(f"docno {docno!r} occurs more than once (document #{position}); docnos must "
+                                     "be unique")
+                seen.add(docno)
+                docnos.add(docno)
+                row = sorted((vocab.setdefault(t, len(vocab)), float(w)) for t, w in toks.items() if w > 0)
+                indices.extend(t for t, _ in row)
+                weights.extend(w for _, w in row)
+                indptr.append(len(indices))
+                bar.update()
+            if len(indptr) == 1:  # (inside the builder: npids cannot close an empty lookup)
+                raise ValueError("the corpus is empty: no documents to index")
+            if len(indptr) == 2:  # npids 0.1.3 fails to close a lookup of a single docno
+                raise ValueError("a one-document corpus cannot be indexed (the docno lookup, npids, cannot store "
+                                 "a single docno); index at least two documents")
+    finally:
+        bar.close()
+    matrix = sp.csr_matrix((np.frombuffer(weights, np.float32), np.frombuffer(indices, np.int32),
+                            np.frombuffer(indptr, np.int64)), shape=(len(indptr) - 1, len(vocab)))
+    sp.save_npz(folder / "weights.npz", matrix, compressed=False)
+    write_text(folder / "lexicon.txt", "".join(t + "\n" for t in vocab))
+    return {"num_docs": matrix.shape[0], "num_terms": len(vocab), "num_postings": int(matrix.nnz),
+            "field": field}
+
+
+class SparseIndexer(pt.Indexer):
+    """``.index(docs)`` consumes dicts with ``docno`` and a ``toks`` dict; returns the :class:`SparseIndex`."""
+
+    def __init__(self, index: "SparseIndex", field: str, verbose: bool, overwrite: bool):
+        self.target, self.field, self.verbose, self.overwrite = index, field, verbose, overwrite
+
+    def index_inputs(self) -> List[List[str]]:
+        return [["docno", self.field]]
+
+    def index(self, docs: Iterable[Dict[str, Any]]) -> "SparseIndex":
+        if isinstance(docs, pd.DataFrame):
+            docs = docs.to_dict("records")
+        path = Path(self.target.path)
+        with atomic_folder(path, overwrite=self.overwrite, replaceable=SparseIndex.is_index,
+                           what="learned-sparse index") as tmp:
+            stats = _write_index(tmp, docs, self.field, self.verbose)
+            write_json(tmp / "pt_meta.json", {"type": SparseIndex.ARTIFACT_TYPE,
+                                              "format": SparseIndex.ARTIFACT_FORMAT,
+                                              "package_hint": SparseIndex.ARTIFACT_PACKAGE_HINT, **stats})
+        return SparseIndex(path)
+
+    def __repr__(self) -> str:
+        return f"{self.target!r}.indexer()"
+
+
+# -- the artifact ---------------------------------------------------------------------------------------------
+
+class SparseIndex(pt.Artifact):
+    """A learned-sparse index folder: ``indexer()`` builds it, ``retriever()`` searches it exhaustively.
+
+    ``pt.Artifact.load(path)`` returns this class for folders whose ``pt_meta.json`` says
+    ``sparse_index``/``learned_csr``.
+    """
+
+    ARTIFACT_TYPE = "sparse_index"
+    ARTIFACT_FORMAT = "learned_csr"
+    ARTIFACT_PACKAGE_HINT = "pyterrier-fandom-colbert"
+
+    @staticmethod
+    def is_index(path: Path) -> bool:
+        meta = Path(path) / "pt_meta.json"
+        try:
+            return meta.is_file() and read_json(meta).get("format") == SparseIndex.ARTIFACT_FORMAT
+        except ValueError:
+            return False
+
+    def built(self) -> bool:
+        return (Path(self.path) / "pt_meta.json").is_file()
+
+    def indexer(self, *, field: str = "toks", verbose: bool = False, overwrite: bool = False) -> SparseIndexer:
+        """An indexer writing this folder from documents carrying a ``field`` dict of term → weight."""
+        return SparseIndexer(self, field, verbose, overwrite)
+
+    def retriever(self, num_results: int = 1000, *, verbose: bool = False) -> "SparseRetriever":
+        """qid, query_toks → + docno, score, rank: exact dot products with every document."""
+        self.meta  # noqa: B018  (fails here, not at the first query, when there is no index)
+        return SparseRetriever(self, num_results, verbose=verbose)
+
+    def get_corpus_iter(self, field: str = "toks") -> Iterator[Dict[str, Any]]:
+        """The indexed documents as ``{"docno", field: {term: weight}}`` dicts, in index order."""
+        docs, lexicon, docnos = self.docs, self.lexicon, self.docnos.fwd
+        for d in range(docs.shape[0]):
+            lo, hi = docs.indptr[d], docs.indptr[d + 1]
+            yield {"docno": docnos[d], field: {lexicon[t]: float(w)
+                                                for t, w in zip(docs.indices[lo:hi], docs.data[lo:hi])}}
+
+    # -- loaded structures (read on first use) --
+    @cached_property
+    def meta(self) -> Dict[str, Any]:
+        if not self.built():
+            raise FileNotFoundError(f"no learned-sparse index at {self.path}; build one with "
+                                    "(splade.doc_encoder() >> SparseIndex(path).indexer()).index(docs)")
+        meta = read_json(Path(self.path) / "pt_meta.json", "index metadata")
+        if meta.get("format") != self.ARTIFACT_FORMAT:
+            raise ValueError(f"{self.path}/pt_meta.json says format {meta.get('format')!r}; expected "
+                             f"{self.ARTIFACT_FORMAT!r} (a folder written by SparseIndex.indexer())")
+        return meta
+
+    @property
+    def num_docs(self) -> int:
+        return int(self.meta["num_docs"])
+
+    @cached_property
+    def lexicon(self) -> List[str]:
+        return (Path(self.path) / "lexicon.txt").read_text(encoding="utf-8").split("\n")[:-1]
+
+    @cached_property
+    def vocab(self) -> Dict[str, int]:
+        return {t: i for i, t in enumerate(self.lexicon)}
+
+    @cached_property
+    def docs(self) -> sp.csr_matrix:
+        """Document × term weights (CSR, float32, term ids sorted within rows)."""
+        self.meta  # noqa: B018
+        matrix = sp.load_npz(Path(self.path) / "weights.npz").tocsr()
+        matrix.sort_indices()
+        return matrix
+
+    @cached_property
+    def postings(self) -> Postings:
+        return Postings(self.docs)
+
+    @cached_property
+    def docnos(self):
+        import npids
+
+        self.meta  # noqa: B018
+        return npids.Lookup(Path(self.path) / "docnos.npids")
+
+    def query_vector(self, toks: Mapping[str, float], where: str = "query") -> Tuple[np.ndarray, np.ndarray]:
+        """(sorted term ids, weights) of a query dict; terms the index does not know and zero weights dropped."""
+        if not isinstance(toks, Mapping):
+            check_toks(toks, where)  # raises, naming the query
+        vocab = self.vocab
+        try:
+            weights = np.fromiter(toks.values(), np.float64, len(toks))
+            ok = bool(np.isfinite(weights).all() and (weights >= 0).all())
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            check_toks(toks, where)  # raises, naming the bad weight
+        ids = np.fromiter((vocab.get(t, -1) if isinstance(t, str) else -1 for t in toks), np.int64, len(toks))
+        keep = (ids >= 0) & (weights > 0)
+        ids, weights = ids[keep], weights[keep]
+        order = np.argsort(ids)
+        return ids[order], weights[order]
+
+    def __repr__(self) -> str:
+        return f"SparseIndex({str(self.path)!r})"
+
+
+# -- retrieval ------------------------------------------------------------------------------------------------
+
+class SparseSearcher(pt.Transformer):
+    """qid, query_toks → + docno, score, rank; other input columns are kept.
+
+    Subclasses say which documents a query scores (:meth:`search`); this class turns queries into term vectors
+    and results into a ranked frame. Rank order: score descending, then index order for ties. A query sharing no
+    term with the candidates gives no rows.
+    """
+
+    def __init__(self, index: SparseIndex, num_results: int = 1000, *, verbose: bool = False):
+        if not isinstance(num_results, (int, np.integer)) or num_results < 1:
+            raise ValueError(f"num_results={num_results!r}; expected a positive integer")
+        self.index, self.num_results, self.verbose = index, int(num_results), verbose
+
+    # -- to override --
+    def search(self, terms: np.ndarray, weights: np.ndarray, row: Any = None) -> Tuple[np.ndarray, np.ndarray]:
+        """(document ids, scores) of the documents this method scores for one query (any order)."""
+        return self.index.postings.score(terms, weights)
+
+    def params(self) -> tuple:
+        """What, besides the index and num_results, determines the output (for __eq__/__hash__/repr)."""
+        return ()
+
+    def with_num_results(self, k: int) -> "SparseSearcher":
+        return type(self)(self.index, k, verbose=self.verbose)
+
+    # -- shared --
+    def required_columns(self, columns: Sequence[str]) -> List[str]:
+        """Input columns this retriever needs, given the columns present."""
+        return ["qid", "query_toks"]
+
+    def transform_outputs(self, input_columns: List[str]) -> List[str]:
+        require_columns(input_columns, self.required_columns(input_columns), self)
+        return list(input_columns) + [c for c in ("docno", "score", "rank") if c not in input_columns]
+
+    def fuse_rank_cutoff(self, k: int) -> Optional[pt.Transformer]:
+        return self if k >= self.num_results else self.with_num_results(k)
+
+    def ranked(self, terms: np.ndarray, weights: np.ndarray, row: Any = None) -> Tuple[np.ndarray, np.ndarray]:
+        """The top ``num_results`` (docids, scores) of one query, in rank order."""
+        if len(terms) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        docids, scores = self.search(terms, weights, row)
+        best = top_k(scores, docids, self.num_results)
+        return docids[best], scores[best]
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        require_columns(inp.columns, self.required_columns(list(inp.columns)), self)
+        outputs = ["docno", "score", "rank"]
+        if len(inp) == 0:
+            return empty_output(inp.iloc[:0], outputs)
+        qrows, docids, scores = [], [], []
+        bar = progress(total=len(inp), desc=repr(self), unit="query", enabled=self.verbose)
+        try:
+            for i, row in enumerate(inp.itertuples(index=False)):
+                terms, weights = self.index.query_vector(row.query_toks, f"qid {row.qid!r}")
+                d, s = self.ranked(terms, weights, row)
+                qrows.append(np.full(len(d), i))
+                docids.append(d)
+                scores.append(s)
+                bar.update()
+        finally:
+            bar.close()
+        if not any(len(d) for d in docids):
+            return empty_output(inp.iloc[:0].drop(columns=[c for c in outputs if c in inp.columns]), outputs)
+        docids_all = np.concatenate(docids)
+        out = inp.iloc[np.concatenate(qrows)].reset_index(drop=True)
+        unique, inverse = np.unique(docids_all, return_inverse=True)
+        out["docno"] = self.index.docnos.fwd[unique][inverse]
+        out["score"] = np.concatenate(scores)
+        out["rank"] = np.concatenate([np.arange(len(d), dtype=np.int64) for d in docids])
+        return out
+
+    def _key(self) -> tuple:
+        return (type(self), str(Path(self.index.path).resolve()), self.num_results, self.params())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SparseSearcher) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {p}" for p in self._repr_params())
+        return f"{type(self).__name__}({self.index!r}, num_results={self.num_results}{extra})"
+
+    def _repr_params(self) -> List[str]:
+        return []
+
+
+class SparseRetriever(SparseSearcher):
+    """Exhaustive learned-sparse retrieval: every document sharing a query term is scored exactly."""
+
+
+def ranges_size(ranges: Union[Ranges, np.ndarray]) -> int:
+    """Positions covered by (disjoint) ranges.
+
+    >>> ranges_size([(0, 4), (10, 12)])
+    6
+    """
+    bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+    return int((bounds[:, 1] - bounds[:, 0]).sum())

@@ -1,0 +1,464 @@
+"""The `pfc` search engine: the CLI end to end on the bundled sample wiki, the search folder's build guarantees,
+the hybrid against a hand-made fusion, the JSON API over HTTP on 127.0.0.1, escaping of hostile text, and the
+page in a real headless Chromium (skipped when none is installed)."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.app.cli import main
+from pyterrier_fandom_colbert.app.folder import build_folder, is_search_folder, load_manifest, remove_stale_builds
+from pyterrier_fandom_colbert.app.search import Searcher, format_results, printable
+from pyterrier_fandom_colbert.data.passages import dump_passages
+
+SAMPLE = Path(pfc.__file__).parent / "data" / "sample" / "samplewiki_pages_current.xml"
+QUESTION = "who founded Hollowlight Studios?"
+# (its docno fits the sample's: npids, which stores the indexes' docnos, fails on a docno longer than, or not
+# sharing the common prefix of, the first 256 it saw)
+HOSTILE = [
+    {"docno": "samplewiki-1-0", "title": "<script>window.__pwned = 1</script>Zorblax",
+     "url": "javascript:window.__pwned = 3", "section": "<b onmouseover=alert(1)>Lore</b>",
+     "text": "Zorblax <img src=x onerror=\"window.__pwned = 2\"> rules the moon & \"stars\" </p><script>"
+             "window.__pwned = 4</script> \x1b[31mred\x1b[0m forever."},
+]
+
+
+def sample_records():
+    return [{"docno": p.doc_id, "text": p.text, "title": p.title, "url": p.url, "section": p.section,
+             "page_id": p.page_id} for p in dump_passages(SAMPLE)]
+
+
+# -- the CLI ------------------------------------------------------------------------------------------------------
+
+def test_cli_index_then_search_json(tmp_path, tiny_bert_dir, capsys):
+    folder = tmp_path / "wiki"
+    assert main(["index", str(SAMPLE), str(folder), "--checkpoint", tiny_bert_dir, "--quiet"]) == 0
+    summary = capsys.readouterr().out
+    reference = {r["docno"]: r for r in sample_records()}
+    manifest = load_manifest(folder)
+    assert manifest.passages == len(reference) and f"{len(reference):,} passages" in summary
+    assert manifest.articles == len({r["page_id"] for r in reference.values()})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wiki"]  # no temporary folder left beside it
+
+    assert main(["search", str(folder), QUESTION, "--json", "-k", "4", "--system", "hybrid"]) == 0
+    response = json.loads(capsys.readouterr().out)
+    results = response["results"]
+    assert [r["rank"] for r in results] == [1, 2, 3, 4]
+    assert all(a["score"] >= b["score"] for a, b in zip(results, results[1:]))
+    for r in results:  # each result is the indexed passage, with its page's title and URL
+        source = reference[r["docno"]]
+        assert (r["text"], r["title"], r["url"], r["section"]) == (source["text"], source["title"], source["url"],
+                                                                    source["section"])
+        start, end = r["answer"]
+        words = [(w[0], w[1]) for w in r["words"]]
+        assert 0 <= start < end <= len(r["text"])
+        assert start in [s for s, _ in words] and end in [e for _, e in words]  # whole words
+
+    # the same search in plain text: the answer span of each result appears «quoted»
+    assert main(["search", str(folder), QUESTION, "-k", "4", "--color", "never"]) == 0
+    text = capsys.readouterr().out
+    for r in results:
+        start, end = r["answer"]
+        assert f"«{printable(r['text'][start:end])}»" in text
+    assert "\x1b[" not in text
+
+    # a bad query: a message and exit status 2, no traceback
+    assert main(["search", str(folder), "   "]) == 2
+    err = capsys.readouterr().err
+    assert "query is empty" in err and "Traceback" not in err
+
+
+def test_cli_delegates_compare_and_train(capsys):
+    for command, prog in (("compare", "pfc-compare"), ("train", "pfc-train")):
+        with pytest.raises(SystemExit) as stop:
+            main([command, "--help"])
+        assert stop.value.code == 0
+        assert prog in capsys.readouterr().out
+
+
+# -- the hybrid's fusion ------------------------------------------------------------------------------------------
+
+def _fixed_run(rows):
+    import pyterrier as pt
+
+    frame = pd.DataFrame(rows, columns=["qid", "docno", "score"])
+    frame["rank"] = frame.groupby("qid")["score"].rank(ascending=False, method="first").astype(int) - 1
+    return pt.Transformer.from_df(frame)
+
+
+def test_score_fusion_linear_and_rrf_by_hand():
+    from pyterrier_fandom_colbert.app.hybrid import FusionSettings, ScoreFusion
+
+    a = _fixed_run([("1", "x", 9.0), ("1", "y", 5.0), ("1", "z", 1.0), ("2", "x", 2.0)])
+    b = _fixed_run([("1", "z", 0.9), ("1", "w", 0.7), ("1", "y", 0.5), ("2", "w", 0.3)])
+    queries = pd.DataFrame({"qid": ["1", "2", "3"], "query": ["one", "two", "three"], "extra": [1, 2, 3]})
+    linear = ScoreFusion([a, b], FusionSettings(weights=(0.25, 0.75)))(queries)
+    got = {(q, d): s for q, d, s in zip(linear["qid"], linear["docno"], linear["score"])}
+    # query 1: a min-max = x 1, y .5, z 0; b = z 1, w .5, y 0; query 2: single results normalise to 1
+    assert got == pytest.approx({("1", "x"): 0.25, ("1", "y"): 0.125, ("1", "z"): 0.75, ("1", "w"): 0.375,
+                                 ("2", "x"): 0.25, ("2", "w"): 0.75})
+    assert linear[linear["qid"] == "1"].sort_values("rank")["docno"].tolist() == ["z", "w", "x", "y"]
+    assert linear["extra"].tolist() == [1] * 4 + [2] * 2  # query columns kept; query 3 matched nothing
+    rrf = ScoreFusion([a, b], FusionSettings(method="rrf", weights=(1, 1), rrf_k=0))(queries)
+    got = {(q, d): s for q, d, s in zip(rrf["qid"], rrf["docno"], rrf["score"])}
+    assert got[("1", "z")] == pytest.approx(1 / 3 + 1 / 1) and got[("1", "y")] == pytest.approx(1 / 2 + 1 / 3)
+    empty = ScoreFusion([a, b])(queries.iloc[:0])
+    assert len(empty) == 0 and {"docno", "score", "rank", "extra"} <= set(empty.columns)
+    assert ScoreFusion([a, b]) == ScoreFusion([a, b]) and ScoreFusion([a, b]) != ScoreFusion([b, a])
+
+
+# -- building a folder ---------------------------------------------------------------------------------------------
+
+def test_interrupted_build_leaves_nothing(tmp_path, tiny_bert_dir):
+    def records():
+        yield from sample_records()[:20]
+        raise RuntimeError("disk on fire")
+
+    colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        build_folder(records(), tmp_path / "wiki", colbert=colbert, checkpoint=tiny_bert_dir)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stale_build_of_a_dead_process_is_removed(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale, foreign, live = (tmp_path / ".wiki.building-aaaa", tmp_path / ".wiki.building-bbbb",
+                            tmp_path / ".wiki.building-cccc")
+    for folder in (stale, foreign, live):
+        folder.mkdir()
+    (stale / "build.owner").write_text(f"{socket.gethostname()} {dead.pid}\n")
+    (live / "build.owner").write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    remove_stale_builds(tmp_path / "wiki")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [foreign.name, live.name]
+
+
+def test_overwrite_only_replaces_a_search_folder(tmp_path, tiny_bert_dir):
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "diary.txt").write_text("keep me")
+    colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir)
+    with pytest.raises(ValueError, match="not a search folder"):
+        build_folder(sample_records()[:5], mine, colbert=colbert, checkpoint=tiny_bert_dir, overwrite=True)
+    assert (mine / "diary.txt").read_text() == "keep me" and not is_search_folder(mine)
+
+
+# -- searching -----------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, tiny_bert_dir):
+    """The sample wiki's passages plus a hostile one, indexed with the tiny random BERT."""
+    out = tmp_path_factory.mktemp("app") / "wiki"
+    build_folder(sample_records() + HOSTILE, out, colbert=pfc.ColBERT.from_pretrained(tiny_bert_dir),
+                 checkpoint=tiny_bert_dir)
+    return out
+
+
+@pytest.fixture(scope="module")
+def searcher(folder):
+    return Searcher(folder)
+
+
+def test_hybrid_is_the_minmax_fusion_of_both_systems(searcher):
+    frame = pd.DataFrame({"qid": ["q"], "query": [QUESTION]})
+    depth = searcher.manifest.settings.fusion.depth
+    fused = {}
+    for name, weight in zip(("tfidf", "colbert"), searcher.manifest.settings.fusion.weights):
+        run = searcher.pipelines[name](frame)
+        run = run[run["rank"] < depth]
+        s = run["score"].to_numpy()
+        for docno, value in zip(run["docno"], (s - s.min()) / (s.max() - s.min())):
+            fused[docno] = fused.get(docno, 0.0) + weight * value
+    expected = sorted(fused, key=lambda d: (-fused[d], d))[:10]
+    got = searcher.search(QUESTION, system="hybrid", k=10, explain=False)["results"]
+    assert [r["docno"] for r in got] == expected
+    assert np.allclose([r["score"] for r in got], [fused[d] for d in expected], atol=1e-4)
+
+
+def test_each_system_returns_its_own_ranking(searcher):
+    frame = pd.DataFrame({"qid": ["q"], "query": [QUESTION]})
+    for name in ("tfidf", "colbert"):
+        expected = searcher.pipelines[name](frame).sort_values("rank")["docno"].tolist()[:5]
+        assert [r["docno"] for r in searcher.search(QUESTION, system=name, k=5)["results"]] == expected
+
+
+def test_a_batch_answers_each_query_as_it_would_alone(searcher):
+    from pyterrier_fandom_colbert.app.search import _Job
+
+    asks = [(QUESTION, "hybrid", 3), ("when was Emberfall released?", "hybrid", 5), (QUESTION, "tfidf", 2),
+            ("Zorblax moon", "colbert", 4), (QUESTION, "hybrid", 3)]
+    jobs = [_Job(q, system, k, True) for q, system, k in asks]
+    with searcher._lock:
+        searcher._run(jobs)
+    for job, (q, system, k) in zip(jobs, asks):
+        alone = searcher.search(q, system=system, k=k)["results"]
+        assert job.done and job.error is None
+        assert [r["docno"] for r in job.results] == [r["docno"] for r in alone]
+        assert [r["words"] for r in job.results] == [r["words"] for r in alone]
+        assert np.allclose([r["score"] for r in job.results], [r["score"] for r in alone])
+
+
+def test_why_gives_each_query_token_a_row_of_word_similarities(searcher):
+    top = searcher.search(QUESTION, k=1)["results"][0]
+    view = searcher.why(QUESTION, top["docno"])
+    assert view["query_tokens"] == top["query_tokens"]
+    assert view["words"] == [w[:2] for w in top["words"]]
+    sims = np.array(view["token_sim"])
+    assert sims.shape == (len(view["query_tokens"]), len(view["words"]))
+    assert np.all(sims <= 1.0001) and np.all(sims >= -1.0001)  # cosine similarities
+
+
+def test_terminal_output_strips_control_characters(searcher):
+    response = searcher.search("Zorblax moon", system="tfidf", k=1)
+    assert response["results"][0]["docno"] == HOSTILE[0]["docno"]
+    for color in (False, True):
+        text = format_results(response, color)
+        assert "\x1b[31m" not in text and "red" in text
+
+
+# -- the HTTP API --------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def server(searcher):
+    from pyterrier_fandom_colbert.app.server import make_server
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    srv = make_server(searcher, sock=sock)
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    srv.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def http(server):
+    httpx = pytest.importorskip("httpx")
+    with httpx.Client(base_url=server, timeout=30) as client:
+        yield client
+
+
+def test_api_search_matches_the_searcher(http, searcher):
+    response = http.get("/api/search", params={"q": QUESTION, "system": "colbert", "k": 3})
+    assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+    body = response.json()
+    direct = searcher.search(QUESTION, system="colbert", k=3)
+    assert [r["docno"] for r in body["results"]] == [r["docno"] for r in direct["results"]]
+    assert body["results"][0]["words"] == direct["results"][0]["words"]
+    assert "default-src 'self'" in response.headers["content-security-policy"]
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"q": ""}, "empty"),
+    ({"q": "x" * 501}, "limit is 500"),
+    ({"q": "bad\x00query"}, "control characters"),
+    ({"q": "ok", "system": "bm25"}, "not known"),
+    ({"q": "ok", "k": "0"}, "out of range"),
+    ({"q": "ok", "k": "ten"}, "whole number"),
+    ({"q": "ok", "k": "51"}, "out of range"),
+])
+def test_api_refuses_bad_queries_with_400(http, params, message):
+    response = http.get("/api/search", params=params)
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+
+
+def test_api_errors_for_unknown_things(http):
+    assert http.get("/api/why", params={"q": "ok", "docno": "no-such-passage"}).status_code == 404
+    assert http.get("/api/why", params={"q": "ok"}).status_code == 400
+    assert http.get("/api/nothing").status_code == 404
+    assert http.get("/api/info", headers={"Host": "evil.example"}).status_code == 400  # DNS rebinding
+
+
+def test_page_escapes_the_query(http):
+    hostile = '"><script>alert(1)</script>'
+    page = http.get("/", params={"q": hostile}).text
+    assert "<script>alert(1)" not in page
+    assert 'value="&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"' in page
+    assert 'src="/static/app.js"' in page and "https://" not in page  # nothing from elsewhere
+    assert http.get("/static/app.js").status_code == 200 and http.get("/static/style.css").status_code == 200
+
+
+def test_hostile_passage_travels_as_data(http):
+    body = http.get("/api/search", params={"q": "Zorblax moon", "system": "tfidf", "k": 1}).json()
+    top = body["results"][0]
+    assert top["docno"] == HOSTILE[0]["docno"]
+    assert top["text"] == HOSTILE[0]["text"] and top["title"] == HOSTILE[0]["title"]
+    assert top["url"] == ""  # javascript: URLs are dropped
+
+
+def test_concurrent_requests_get_the_sequential_answers(http, server):
+    import httpx
+
+    queries = [QUESTION, "when was Emberfall released?", "Zorblax moon", "the lantern boss"] * 2
+    expected = {q: [r["docno"] for r in http.get("/api/search", params={"q": q}).json()["results"]]
+                for q in set(queries)}
+
+    def ask(query):
+        with httpx.Client(base_url=server, timeout=60) as client:
+            response = client.get("/api/search", params={"q": query})
+        return query, response.status_code, [r["docno"] for r in response.json()["results"]]
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(ask, queries))
+    assert all(status == 200 and docnos == expected[q] for q, status, docnos in answers)
+
+
+# -- a real browser ------------------------------------------------------------------------------------------------
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--remote-debugging-port=0",
+                  "--window-size=900,1200"]
+
+
+def chromium_path():
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+class DevTools:
+    """A minimal Chrome DevTools protocol client over one page's websocket."""
+
+    def __init__(self, url: str):
+        from websockets.sync.client import connect
+
+        self._stack = ExitStack()
+        self.ws = self._stack.enter_context(connect(url, max_size=None, open_timeout=30))
+        self.next_id = 0
+
+    def call(self, method: str, timeout: float = 30, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        deadline = time.monotonic() + timeout
+        while True:
+            message = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+
+    def js(self, expression: str):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = 60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.js(expression)
+            if value:
+                return value
+            time.sleep(0.1)
+        raise TimeoutError(f"waited {timeout} s for {expression}")
+
+    def type_and_submit(self, text: str):
+        self.js("document.getElementById('q').value = ''; document.getElementById('q').focus()")
+        self.call("Input.insertText", text=text)
+        for kind in ("keyDown", "keyUp"):
+            self.call("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter", windowsVirtualKeyCode=13,
+                      **({"text": "\r"} if kind == "keyDown" else {}))
+
+    def close(self):
+        self._stack.close()
+
+
+@pytest.fixture(scope="module")
+def browser(server, tmp_path_factory):
+    binary = chromium_path()
+    if binary is None:
+        pytest.skip("no Chromium installed (Debian: apt-get install chromium); the browser test needs one")
+    pytest.importorskip("websockets", reason="the browser test drives Chromium with the websockets package")
+    import httpx
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    process = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"Chromium did not start (exit status {process.poll()})")
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=30).json()
+        page = next(t for t in targets if t["type"] == "page")
+        tools = DevTools(page["webSocketDebuggerUrl"])
+        yield tools
+        tools.close()
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _open(browser, url):
+    browser.call("Page.enable")
+    browser.call("Page.navigate", url=url)
+    browser.wait_for("document.readyState === 'complete' && !!document.getElementById('q')")
+
+
+def test_browser_search_shows_cards_with_highlights(browser, server, searcher):
+    _open(browser, server + "/")
+    browser.type_and_submit(QUESTION)
+    count = browser.wait_for("document.querySelectorAll('#results .card').length")
+    expected = searcher.search(QUESTION, k=10)["results"]
+    assert count == len(expected)
+    titles = browser.js("[...document.querySelectorAll('#results .card .title')].map(a => a.textContent)")
+    assert titles == [r["title"] for r in expected]
+    answers = browser.js("[...document.querySelectorAll('#results .card')].map(c => "
+                         "(c.querySelector('.passage mark.answer') || {}).textContent || null)")
+    assert answers == [r["text"][r["answer"][0]:r["answer"][1]] if r["answer"] else None for r in expected]
+    assert browser.js("document.querySelectorAll('#results .card .passage .m').length") > 0
+    assert "q=who+founded" in browser.js("location.search")  # the query is in the URL
+
+    # "why?" opens the R_abs view; a query token button asks /api/why and shades by that token
+    browser.js("document.querySelector('#results .card .why summary').click()")
+    browser.wait_for("document.querySelectorAll('#results .card .why .shaded span').length")
+    browser.js("document.querySelector('#results .card .why .tok:nth-child(3)').click()")
+    browser.wait_for("document.querySelector('#results .card .why .legend').textContent.includes('Single-token')")
+
+
+def test_browser_shows_hostile_text_as_text(browser, server):
+    _open(browser, server + "/?q=Zorblax+moon&system=tfidf")  # a linked query runs on load
+    browser.wait_for("document.querySelectorAll('#results .card').length")
+    card = browser.js("(() => { const c = document.querySelector('#results .card'); return {title: "
+                      "c.querySelector('.title').textContent, href: c.querySelector('.title').getAttribute('href'), "
+                      "text: c.querySelector('.passage').textContent, "
+                      "elements: c.querySelectorAll('script, img, b, p.passage *:not(span):not(mark)').length}; })()")
+    assert card["title"] == HOSTILE[0]["title"] and card["href"] is None and card["elements"] == 0
+    assert "<script>" in card["text"] and "<img src=x" in card["text"]
+    assert browser.js("typeof window.__pwned") == "undefined"
+
+
+def test_browser_shows_a_clear_message_for_a_bad_query(browser, server):
+    _open(browser, server + "/?q=" + "x" * 600)
+    message = browser.wait_for("!document.getElementById('error').hidden && "
+                               "document.getElementById('error').textContent")
+    assert "limit is 500" in message
+    assert browser.js("document.querySelectorAll('#results .card').length") == 0

@@ -1,0 +1,129 @@
+"""Long documents: the indexer counts and reports truncated texts, and long_docs="windows" stores every word piece
+as overlapping windows of one document, checked against the tokenizer and per-window encodings computed here."""
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.model.scoring import maxsim
+
+CONFIG = pfc.ColBERTConfig(dim=16, doc_maxlen=16, query_maxlen=16)  # 13 word pieces per window
+WORDS = ("castle dragon river smith blade crown mountain harbour merchant winter tower garden bridge lantern "
+         "forest").split()
+TEXTS = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(n)) for i, n in enumerate([3, 13, 14, 30, 41, 8])]
+TOPICS = pd.DataFrame({"qid": ["q1", "q2"], "query": ["the dragon of the mountain", "a lantern on the bridge"]})
+
+
+@pytest.fixture(scope="module")
+def colbert(tiny_bert_dir):
+    torch.set_num_threads(2)
+    return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=CONFIG, device="cpu", batch_size=4)
+
+
+def corpus():
+    return [{"docno": f"d{i}", "text": t} for i, t in enumerate(TEXTS)]
+
+
+def pieces(colbert, text):
+    """Word pieces of the whole text, by the Hugging Face tokenizer itself."""
+    return colbert.tokenizer.hf(text, add_special_tokens=False)["input_ids"]
+
+
+def spans(length, size, stride):
+    """Window spans written out: starts every stride pieces, and a last window that ends at the text's end."""
+    if length <= size:
+        return [(0, length)]
+    out, start = [], 0
+    while start + size < length:
+        out.append((start, start + size))
+        start += stride
+    return out + [(length - size, length)]
+
+
+@pytest.fixture(scope="module")
+def windowed(colbert, tmp_path_factory):
+    return pfc.ColBERTIndex(tmp_path_factory.mktemp("w") / "idx").indexer(colbert, long_docs="windows",
+                                                                         stride=5).index(corpus())
+
+
+def test_truncated_documents_are_counted_stored_and_warned(colbert, tmp_path):
+    longer = sum(len(pieces(colbert, t)) > 13 for t in TEXTS)
+    assert 0 < longer < len(TEXTS)
+    with pytest.warns(UserWarning, match=f"{longer} of {len(TEXTS)} documents .* truncated.*long_docs='windows'"):
+        index = pfc.ColBERTIndex(tmp_path / "t").indexer(colbert).index(corpus())
+    meta = pfc.ColBERTIndex(tmp_path / "t").meta  # read back from pt_meta.json
+    assert (meta.truncated_docs, meta.windowed_docs, meta.long_docs, meta.num_parts) == (longer, 0, "truncate", 6)
+    assert not (index.path / "parts.i64").exists()
+    np.testing.assert_array_equal(index.part_offsets, index.offsets)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing truncated: nothing to say
+        short = pfc.ColBERTIndex(tmp_path / "s").indexer(colbert).index(corpus()[:2])
+    assert short.meta.truncated_docs == 0
+
+
+def test_windows_hold_every_piece_encoded_window_by_window(colbert, windowed):
+    cls, sep, marker = colbert.tokenizer.hf.cls_token_id, colbert.tokenizer.hf.sep_token_id, \
+        colbert.tokenizer.d_marker_id
+    meta = windowed.meta
+    assert (meta.long_docs, meta.stride, meta.truncated_docs) == ("windows", 5, 0)
+    assert meta.windowed_docs == sum(len(pieces(colbert, t)) > 13 for t in TEXTS)
+    parts = np.asarray(windowed.part_offsets)
+    assert meta.num_parts == len(parts) - 1 and parts[0] == 0 and parts[-1] == meta.num_tokens
+    for i, text in enumerate(TEXTS):
+        whole = pieces(colbert, text)
+        windows = spans(len(whole), 13, 5)
+        expected_ids = [t for a, b in windows for t in [cls, marker, *whole[a:b], sep]]
+        vectors, ids = windowed.doc_vectors(f"d{i}")
+        assert ids.tolist() == expected_ids  # every piece is stored, window after window
+        # the document's rows split into its windows at the stored part boundaries
+        start, end = windowed.offsets[i], windowed.offsets[i + 1]
+        inside = parts[(parts >= start) & (parts <= end)]
+        assert np.diff(inside).tolist() == [b - a + 3 for a, b in windows]
+        # each window is encoded on its own, exactly as a text of those pieces would be
+        fresh = [None] * len(windows)
+        for batch in colbert.piece_batches([whole[a:b] for a, b in windows]):
+            for pos, v, _ in batch.per_document():
+                fresh[pos] = v
+        np.testing.assert_allclose(vectors, np.concatenate(fresh), atol=2e-3)
+        # and the first window is what encoding the text (truncated) gives
+        _, first, _ = next(next(colbert.doc_batches([text])).per_document())
+        np.testing.assert_allclose(vectors[:len(first)], first, atol=2e-3)
+
+
+def test_short_texts_are_stored_alike_in_both_modes(colbert, windowed, tmp_path):
+    short = [d for d in corpus() if len(pieces(colbert, d["text"])) <= 13]
+    a = pfc.ColBERTIndex(tmp_path / "a").indexer(colbert).index(short)
+    b = pfc.ColBERTIndex(tmp_path / "b").indexer(colbert, long_docs="windows").index(short)
+    np.testing.assert_array_equal(np.asarray(a.vectors), np.asarray(b.vectors))
+    np.testing.assert_array_equal(np.asarray(a.offsets), np.asarray(b.part_offsets))
+
+
+def test_a_windowed_document_is_one_result_scored_over_all_its_windows(colbert, windowed):
+    """One row per docno; the score is MaxSim over the tokens of all its windows (each query token takes its best
+    match anywhere in the document), by brute force over the stored vectors."""
+    res = windowed.retriever(colbert, num_results=100, lam=1, faiss="exact")(TOPICS)
+    Q, mask = colbert.encode_queries(TOPICS["query"].tolist())
+    for i, qid in enumerate(TOPICS.qid):
+        got = res[res.qid == qid]
+        assert sorted(got.docno) == sorted(f"d{j}" for j in range(len(TEXTS)))  # each document once
+        expected = {f"d{j}": float(maxsim(Q[i:i + 1], torch.as_tensor(windowed.doc_vectors(j)[0])[None],
+                                          mask[i:i + 1], None, CONFIG.similarity, CONFIG.reduction))
+                    for j in range(len(TEXTS))}
+        np.testing.assert_allclose(got.score.to_numpy(), [expected[d] for d in got.docno], atol=1e-5)
+    rescored = windowed.scorer(colbert)(res.drop(columns=["score", "rank", "query_embs", "query_toks"]))
+    merged = res.merge(rescored, on=["qid", "docno"], suffixes=("", "_again"))
+    np.testing.assert_allclose(merged.score, merged.score_again, atol=1e-5)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(stride=5), "stride=5 applies only to long_docs='windows'"),
+    (dict(long_docs="windows", stride=14), r"stride=14; expected 1 to 13 word pieces"),
+    (dict(long_docs="windows", stride=0), "stride=0"),
+    (dict(long_docs="chunks"), "long_docs='chunks'; expected one of"),
+])
+def test_bad_long_document_options_are_refused(colbert, tmp_path, options, message):
+    with pytest.raises(ValueError, match=message):
+        pfc.ColBERTIndex(tmp_path / "x").indexer(colbert, **options)
