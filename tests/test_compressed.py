@@ -412,3 +412,37 @@ def test_compressed_index_replaces_an_fp16_one(tmp_path):
             for i in range(3):
                 w.add(f"d{i}", clustered(7, seed=i), np.arange(7))
         assert ColBERTIndex(tmp_path / "i").compression == compressed.as_spec(compression).format
+
+
+def test_verify_checks_a_compressed_index(both, tmp_path):
+    import shutil
+
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+    from pyterrier_fandom_colbert.storage import DamagedFileError
+
+    _, small = both
+    report = small.verify()
+    assert {"codes.u16", "residuals.u8", "ivf_docs.i32", "centroids.f16", "codec.json"} <= set(report["files"])
+    assert "vectors.f16" not in report["files"]
+    damaged = tmp_path / "damaged"
+    shutil.copytree(small.path, damaged)
+    codes = np.memmap(damaged / "codes.u16", dtype=np.uint16, mode="r+")
+    codes[3] = 60000  # beyond the 16 centroids
+    codes.flush()
+    del codes
+    with pytest.raises(DamagedFileError, match="codes.u16"):
+        ColBERTIndex(damaged).verify()
+
+
+def test_long_documents_as_windows_compress_too(colbert, tmp_path):
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+
+    long_text = " ".join(PASSAGES[:12])  # beyond doc_maxlen=64: several windows
+    docs = records()[:10] + [{"docno": "long", "text": long_text}]
+    spec = compressed.CompressionSpec("residual4", num_centroids=8)
+    index = ColBERTIndex(tmp_path / "w").indexer(colbert, long_docs="windows", compression=spec).index(docs)
+    fp16 = ColBERTIndex(tmp_path / "w16").indexer(colbert, long_docs="windows").index(docs)
+    assert index.meta.num_parts == fp16.meta.num_parts > len(docs)
+    np.testing.assert_array_equal(index.part_offsets, fp16.part_offsets)
+    vecs, _ = index.doc_vectors("long")
+    assert len(vecs) == len(fp16.doc_vectors("long")[0])
