@@ -446,3 +446,24 @@ def test_long_documents_as_windows_compress_too(colbert, tmp_path):
     np.testing.assert_array_equal(index.part_offsets, fp16.part_offsets)
     vecs, _ = index.doc_vectors("long")
     assert len(vecs) == len(fp16.doc_vectors("long")[0])
+
+
+def test_ranked_frame_matches_rank_by_score():
+    import pandas as pd
+
+    from pyterrier_fandom_colbert.frames import rank_by_score, with_columns
+
+    rng = np.random.default_rng(9)
+    inp = pd.DataFrame({"qid": ["q2", "q1", "q2b", "q3"], "query": ["a", "b", "c", "d"], "extra": [1, 2, 3, 4]})
+    codes = np.array([0, 1, 2, 3])
+    found = [(rng.permutation(30)[:k], rng.integers(0, 4, k) / 4) for k in (12, 7, 0, 9)]  # many tied scores
+
+    def docnos_of(ids):
+        return np.array([f"doc{(7 * i) % 31}" for i in ids], dtype=object)
+
+    counts = [len(found[c][0]) for c in codes]
+    out = inp.iloc[np.repeat(np.arange(len(inp)), counts)].reset_index(drop=True)
+    ids = np.concatenate([found[c][0] for c in codes])
+    expected = rank_by_score(with_columns(out, {"docno": docnos_of(ids),
+                                                "score": np.concatenate([found[c][1] for c in codes])}))
+    pd.testing.assert_frame_equal(cs.ranked(inp, codes, found, docnos_of), expected)
