@@ -1,7 +1,10 @@
 """``ColBERTIndex``: a PyTerrier artifact holding every document's token vectors, and its retrievers.
 
 The folder layout is in :mod:`.layout`; writing (the writer and the indexer) is in :mod:`.writer`. This module
-reads an index (each part on first use, as ``functools.cached_property``) and makes its retrievers.
+reads an index (each part on first use, as ``functools.cached_property``) and makes its retrievers. An index holds
+either fp16 vectors or residual codes (``format`` ``residual1|2|4``, :mod:`.compressed`): the same class reads
+both, decompressing a compressed index's vectors where they are needed, and retrieves from a compressed index by
+centroid search (:mod:`.centroid_search`).
 
 Before the first part is read, the cheap checks run once (:meth:`ColBERTIndex.check`): every file's size against
 the manifest and the sizes the metadata implies, the checksums of the small files, the offsets' structure.
@@ -32,11 +35,16 @@ from .layout import (
     ARTIFACT_FORMAT,
     ARTIFACT_TYPE,
     CHECKED_ON_OPEN,
+    CHECKED_ON_OPEN_COMPRESSED,
+    CODEC_FILE,
     DOCNOS_FILE,
+    IVF_DOCS_FILE,
+    IVF_OFFSETS_FILE,
     META_FILE,
     OFFSETS_FILE,
     PACKAGE_HINT,
     PARTS_FILE,
+    RESIDUALS_FILE,
     TOKEN_IDS_FILE,
     VECTORS_FILE,
     IndexMeta,
@@ -56,6 +64,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..model.colbert import ColBERT
     from .ann import AnnIndex, FaissSpec
+    from .centroid_search import CompressedStore
+    from .codec import ResidualCodec
+    from .compressed import CompressionSpec
     from .writer import ColBERTIndexer, IndexWriter
 
 
@@ -101,12 +112,43 @@ class ColBERTIndex(pt.Artifact):
     def __len__(self) -> int:
         return self.meta.num_docs
 
+    @property
+    def compression(self) -> str:
+        """The storage format: ``'fp16'``, or ``'residual1'``/``'residual2'``/``'residual4'`` (compressed)."""
+        return self.meta.format
+
+    @property
+    def compressed(self) -> bool:
+        return self.compression != ARTIFACT_FORMAT
+
+    def _require_fp16(self, what: str) -> None:
+        if self.compressed:
+            raise ValueError(f"the index at {self.path} is {self.compression}-compressed and stores no fp16 vectors, "
+                             f"which {what} needs; build an fp16 index (compression='fp16') for it, or use "
+                             "doc_vectors() (decompressed) and index.retriever() (centroid search)")
+
     # -- checks --------------------------------------------------------------------------------------------
     def _layout(self, meta: IndexMeta) -> Dict[str, Tuple[Any, Tuple[int, ...]]]:
-        """(dtype, shape) of each array file, as the metadata implies."""
+        """(dtype, shape) of each array file, as the metadata (and a compressed index's codec.json) imply."""
+        if meta.format != ARTIFACT_FORMAT:
+            from .compressed import array_layout
+
+            layout = array_layout(self._codec_json(), meta.num_tokens, meta.num_docs, meta.dim)
+            layout[OFFSETS_FILE] = (np.int64, (meta.num_docs + 1,))
+            return layout
         return {VECTORS_FILE: (np.float16, (meta.num_tokens, meta.dim)),
                 TOKEN_IDS_FILE: (np.int32, (meta.num_tokens,)),
                 OFFSETS_FILE: (np.int64, (meta.num_docs + 1,))}
+
+    def _codec_json(self) -> Dict[str, Any]:
+        from ..storage import read_json
+
+        info = read_json(self.path / CODEC_FILE, "codec description of a compressed ColBERT index")
+        missing = [k for k in ("nbits", "num_centroids", "code_dtype", "token_id_dtype", "num_pairs") if k not in info]
+        if missing:
+            file = self.path / CODEC_FILE
+            raise DamagedFileError(file, f"{file} is damaged: it lacks {missing}; {_REMEDY}")
+        return info
 
     def _size_problem(self, meta: IndexMeta, name: str) -> Optional[str]:
         dtype, shape = self._layout(meta)[name]
@@ -126,7 +168,8 @@ class ColBERTIndex(pt.Artifact):
         meta = self.meta
         if meta.files is not None:
             check_sizes(self.path, meta.files, _WHAT, _REMEDY)
-            check_checksums(self.path, meta.files, CHECKED_ON_OPEN, what=_WHAT, remedy=_REMEDY)
+            small = CHECKED_ON_OPEN_COMPRESSED if meta.format != ARTIFACT_FORMAT else CHECKED_ON_OPEN
+            check_checksums(self.path, meta.files, small, what=_WHAT, remedy=_REMEDY)
         problems = [(name, p) for name in self._layout(meta) if (p := self._size_problem(meta, name))]
         raise_damaged(self.path, problems, what=_WHAT, remedy=_REMEDY)
         return True
@@ -176,7 +219,9 @@ class ColBERTIndex(pt.Artifact):
             docnos = open_npids(self.path / DOCNOS_FILE, meta.num_docs, _WHAT)
         except DamagedFileError as err:
             problems.append((DOCNOS_FILE, str(err)))
-        if self._size_problem(meta, VECTORS_FILE) is None:
+        if meta.format != ARTIFACT_FORMAT:
+            problems += self._code_problems(meta, problems)
+        elif self._size_problem(meta, VECTORS_FILE) is None:
             problems += self._non_finite_vectors(meta, offsets, docnos)
         if docnos is not None:
             docnos.close()
@@ -187,6 +232,38 @@ class ColBERTIndex(pt.Artifact):
         files = meta.files or {}
         return {"files": sorted(files), "bytes": sum(e["size"] for e in files.values()),
                 "seconds": round(time.perf_counter() - started, 3)}
+
+    def _code_problems(self, meta: IndexMeta, found: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
+        """A compressed index's codes and inverted lists: ids in range, lists well formed (files whose size is
+        already wrong are skipped)."""
+        from .compressed import codes_file
+
+        bad = {name for name, _ in found}
+        try:
+            info = self._codec_json()
+        except (ValueError, FileNotFoundError) as err:
+            return [(CODEC_FILE, str(err))]
+        layout = self._layout(meta)
+        problems: List[Tuple[str, str]] = []
+        num_centroids = int(info["num_centroids"])
+        name = codes_file(np.dtype(info["code_dtype"]))
+        if name not in bad and self._size_problem(meta, name) is None:
+            codes = np.memmap(self.path / name, dtype=layout[name][0], mode="r", shape=layout[name][1])
+            top = max((int(codes[s:s + _SCAN_ROWS].max()) for s in range(0, meta.num_tokens, _SCAN_ROWS)), default=0)
+            if top >= num_centroids:
+                problems.append((name, f"{self.path / name} holds centroid id {top}, but the codec has "
+                                       f"{num_centroids} centroids"))
+        if not {IVF_OFFSETS_FILE, IVF_DOCS_FILE} & bad and self._size_problem(meta, IVF_OFFSETS_FILE) is None \
+                and self._size_problem(meta, IVF_DOCS_FILE) is None:
+            lists = np.fromfile(self.path / IVF_OFFSETS_FILE, dtype=np.int64)
+            if lists[0] != 0 or lists[-1] != int(info["num_pairs"]) or (np.diff(lists) < 0).any():
+                problems.append((IVF_OFFSETS_FILE, f"{self.path / IVF_OFFSETS_FILE} is not a list of ascending "
+                                                   f"offsets from 0 to {info['num_pairs']}"))
+            docs = np.memmap(self.path / IVF_DOCS_FILE, dtype=np.int32, mode="r")
+            if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= meta.num_docs):
+                problems.append((IVF_DOCS_FILE, f"{self.path / IVF_DOCS_FILE} names documents outside 0.."
+                                                f"{meta.num_docs - 1}"))
+        return problems
 
     def _non_finite_vectors(self, meta: IndexMeta, offsets: Optional[np.ndarray],
                             docnos: Any) -> List[Tuple[str, str]]:
@@ -215,8 +292,39 @@ class ColBERTIndex(pt.Artifact):
 
     @cached_property
     def vectors(self) -> np.ndarray:
-        """All token vectors, ``[num_tokens, dim]`` float16, memory-mapped."""
+        """All token vectors, ``[num_tokens, dim]`` float16, memory-mapped (fp16 indexes only)."""
+        self._require_fp16("index.vectors")
         return self._array(VECTORS_FILE, np.float16, (self.meta.num_tokens, self.meta.dim))
+
+    @cached_property
+    def codec_info(self) -> Dict[str, Any]:
+        """A compressed index's ``codec.json``: its CompressionSpec, nbits, centroids, dtypes and build timings."""
+        if not self.compressed:
+            raise ValueError(f"the index at {self.path} is not compressed (format fp16): it has no codec")
+        self._checked  # noqa: B018
+        return self._codec_json()
+
+    @cached_property
+    def codec(self) -> "ResidualCodec":
+        """A compressed index's residual codec (centroids, bucket cutoffs and weights)."""
+        from .compressed import load_codec
+
+        return load_codec(self.path, self.codec_info, self.meta.dim)
+
+    @cached_property
+    def store(self) -> "CompressedStore":
+        """A compressed index's arrays (memory-mapped codes, residuals and inverted lists) for centroid search."""
+        from .centroid_search import CompressedStore
+        from .compressed import codes_file
+
+        info, meta, codec = self.codec_info, self.meta, self.codec
+        code = np.dtype(info["code_dtype"])
+        codes = self._array(codes_file(code), code, (meta.num_tokens,))
+        residuals = self._array(RESIDUALS_FILE, np.uint8, (meta.num_tokens, codec.packed_bytes))
+        ivf_offsets = np.array(self._array(IVF_OFFSETS_FILE, np.int64, (codec.num_centroids + 1,)))
+        ivf_docs = self._array(IVF_DOCS_FILE, np.int32, (int(info["num_pairs"]),))
+        return CompressedStore(codec, codes, residuals, self.offsets, ivf_offsets, ivf_docs,
+                               self.config.similarity, self.config.reduction)
 
     @cached_property
     def vector_tensor(self) -> "torch.Tensor":
@@ -229,6 +337,12 @@ class ColBERTIndex(pt.Artifact):
 
     @cached_property
     def token_ids(self) -> np.ndarray:
+        """The wordpiece id of every stored vector (int32, or uint16 in a compressed index when all ids fit)."""
+        if self.compressed:
+            from .compressed import token_ids_file
+
+            dtype = np.dtype(self.codec_info["token_id_dtype"])
+            return self._array(token_ids_file(dtype), dtype, (self.meta.num_tokens,))
         return self._array(TOKEN_IDS_FILE, np.int32, (self.meta.num_tokens,))
 
     @cached_property
@@ -278,7 +392,11 @@ class ColBERTIndex(pt.Artifact):
         if not 0 <= doc_id < len(self):
             raise IndexError(f"document id {doc_id} is out of range: the index holds {len(self)} documents")
         start, end = self.offsets[doc_id], self.offsets[doc_id + 1]
-        return np.asarray(self.vectors[start:end], dtype=np.float32), np.array(self.token_ids[start:end])
+        ids = np.array(self.token_ids[start:end], dtype=np.int32)
+        if self.compressed:
+            store = self.store
+            return store.codec.decompress(store.codes[start:end], store.residuals[start:end]), ids
+        return np.asarray(self.vectors[start:end], dtype=np.float32), ids
 
     def check_encoder(self, colbert: "ColBERT") -> None:
         """Refuse a query encoder other than the one whose document vectors the index holds."""
@@ -300,6 +418,7 @@ class ColBERTIndex(pt.Artifact):
         index is a ``PermissionError`` that says how to build it."""
         from . import ann
 
+        self._require_fp16("a neighbour (FAISS) index")
         spec = spec.resolve(self.meta.num_tokens, self.meta.dim)
         if spec not in self._ann:
             self._check_can_cache(spec)
@@ -320,6 +439,9 @@ class ColBERTIndex(pt.Artifact):
         from . import ann
         from .search import default_search
 
+        if self.compressed and faiss is None:
+            return None  # centroid search needs no neighbour index
+        self._require_fp16(f"a neighbour index (faiss={faiss!r})")
         spec = default_search(self.meta.num_tokens)[0] if faiss is None else \
             faiss if isinstance(faiss, ann.FaissSpec) else ann.FaissSpec(faiss)
         target = ann.cache_file(self.path, spec.resolve(self.meta.num_tokens, self.meta.dim))
@@ -352,8 +474,8 @@ class ColBERTIndex(pt.Artifact):
     # -- factories -----------------------------------------------------------------------------------------
     def indexer(self, colbert: "ColBERT", *, text_field: str = "text", batch_size: int = 1024,
                 overwrite: bool = False, verbose: bool = False, long_docs: str = "truncate",
-                stride: Optional[int] = None,
-                ann: Union[str, "FaissSpec", None] = "default") -> "ColBERTIndexer":
+                stride: Optional[int] = None, ann: Union[str, "FaissSpec", None] = "default",
+                compression: Union[str, "CompressionSpec"] = "fp16") -> "ColBERTIndexer":
         """A ``pt.Indexer`` encoding ``docno``/``text`` records with ``colbert`` into this index.
 
         ``batch_size`` documents are read, length-bucketed and encoded at a time: memory is bounded by that,
@@ -365,23 +487,39 @@ class ColBERTIndex(pt.Artifact):
         ``ann``: the neighbour index built right after indexing (:meth:`build_ann`): ``"default"`` the one the
         default retriever uses (none below 100,000 tokens, where it searches exactly), a kind name or a
         ``FaissSpec``, or ``None`` for none (built on first use then, if the folder is writable).
+
+        ``compression``: ``'fp16'`` (full-precision vectors), or ``'residual1'``, ``'residual2'``, ``'residual4'``
+        (a centroid id and 1/2/4 bits per dimension per token, PLAID's scheme; the corpus is still encoded once, its
+        vectors spilled to disk and compressed after encoding), or a
+        :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec` with the codec's training parameters. A
+        compressed index retrieves by centroid search and needs no ``ann``.
         """
         from .writer import ColBERTIndexer
 
         return ColBERTIndexer(self, colbert, text_field=text_field, batch_size=batch_size, overwrite=overwrite,
-                              verbose=verbose, long_docs=long_docs, stride=stride, ann=ann)
+                              verbose=verbose, long_docs=long_docs, stride=stride, ann=ann, compression=compression)
 
-    def writer(self, config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False) -> "IndexWriter":
+    def writer(self, config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False,
+               compression: Union[str, "CompressionSpec"] = "fp16", verbose: bool = False) -> "IndexWriter":
         """Low-level writer for precomputed vectors (``with index.writer(...) as w: w.add(docno, vecs, ids)``)."""
         from .writer import IndexWriter
 
-        return IndexWriter(self.path, config, fingerprint, overwrite=overwrite)
+        return IndexWriter(self.path, config, fingerprint, overwrite=overwrite, compression=compression,
+                           verbose=verbose)
 
     def retriever(self, colbert: Optional["ColBERT"] = None, *, num_results: int = 1000, lam: Optional[float] = None,
                   k_hat: Optional[int] = None, faiss: Union[str, "FaissSpec", None] = None,
                   nprobe: Optional[int] = None, refine: Optional[int] = None, strict: bool = False,
+                  ncells: Optional[int] = None, threshold: Optional[float] = None,
+                  ndocs: Union[int, str, None] = "auto", nscore: Optional[int] = None,
                   verbose: bool = False) -> pt.Transformer:
-        """End-to-end retrieval (qid, query_embs → docno, score, rank): token neighbours, exact MaxSim.
+        """End-to-end retrieval (qid, query_embs → docno, score, rank).
+
+        A compressed index retrieves by centroid search (:class:`~.centroid_search.CentroidRetriever`: the
+        documents of each query vector's ``ncells`` best centroids, pruned by centroid interaction to ``ndocs`` and
+        then ``nscore`` documents, which are scored exactly over their decompressed vectors; defaults follow
+        ``num_results`` as PLAID's do, ``ndocs=None`` scores every candidate). The other arguments are for fp16
+        indexes: token neighbours, exact MaxSim.
 
         Composes through columns: ``colbert.query_encoder() >> index.retriever()``. Given the encoder,
         ``index.retriever(colbert)`` checks that it built this index and returns exactly that pipeline.
@@ -398,9 +536,28 @@ class ColBERTIndex(pt.Artifact):
         vectors are kept (approximate kinds).
         Empty or non-text queries get no rows and one warning naming their qids (``strict=True``: an error).
         """
+        self.check()
+        if self.compressed:
+            from .centroid_search import CentroidRetriever
+
+            given = {"lam": lam, "k_hat": k_hat, "faiss": faiss, "nprobe": nprobe, "refine": refine}
+            wrong = [f"{name}={value!r}" for name, value in given.items() if value is not None]
+            if wrong:
+                raise ValueError(f"{', '.join(wrong)} apply only to fp16 indexes; the index at {self.path} is "
+                                 f"{self.compression}-compressed and retrieves by centroid search (ncells, "
+                                 "threshold, ndocs, nscore)")
+            retriever = CentroidRetriever(self, num_results=num_results, ncells=ncells, threshold=threshold,
+                                          ndocs=ndocs, nscore=nscore, strict=strict, verbose=verbose)
+            return self._with_encoder(colbert, retriever, strict)
         from .search import ColBERTRetriever
 
-        self.check()
+        given = {"ncells": ncells, "threshold": threshold, "nscore": nscore}
+        wrong = [f"{name}={value!r}" for name, value in given.items() if value is not None]
+        wrong += [] if isinstance(ndocs, str) and ndocs == "auto" else [f"ndocs={ndocs!r}"]
+        if wrong:
+            raise ValueError(f"{', '.join(wrong)} apply only to compressed indexes (centroid search); the index at "
+                             f"{self.path} stores fp16 vectors and retrieves by token neighbours (faiss, nprobe, "
+                             "lam, k_hat, refine)")
         retriever = ColBERTRetriever(self, num_results=num_results, lam=lam, k_hat=k_hat, faiss=faiss,
                                      nprobe=nprobe, refine=refine, strict=strict, verbose=verbose)
         return self._with_encoder(colbert, retriever, strict)

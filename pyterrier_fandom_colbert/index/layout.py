@@ -3,8 +3,8 @@
 
 An index folder holds::
 
-    pt_meta.json           type "colbert", format "fp16", sizes, the encoder fingerprint and the manifest
-                           ("files": size and checksum of every other file) (IndexMeta)
+    pt_meta.json           type "colbert", format "fp16" (or a compressed format, below), sizes, the encoder
+                           fingerprint and the manifest ("files": size and checksum of every other file) (IndexMeta)
     colbert_config.json    the encoder's ColBERTConfig
     vectors.f16            [num_tokens, dim] float16: all documents' vectors back to back (memory-mapped)
     token_ids.i32          [num_tokens] int32: the wordpiece id of each vector (for explanations)
@@ -14,6 +14,19 @@ An index folder holds::
                            (parts), each document's parts back to back within its own rows
     faiss/                 FAISS indexes over the token vectors (index.build_ann, or built on first use), each tied
                            to the checksum of vectors.f16 it was built from (see ann/cache.py)
+
+The residual-compressed formats (``format`` ``residual1``, ``residual2`` or ``residual4``; compressed.py) keep
+``colbert_config.json``, ``offsets.i64``, ``docnos.npids`` (and ``parts.i64``) and store, instead of the vectors::
+
+    codec.json             the CompressionSpec, nbits, num_centroids, dtypes, num_pairs, build timings
+    centroids.f16          [C, dim] k-means centroids
+    bucket_cutoffs.f32     [dim, 2^nbits - 1] per-dimension residual bucket cutoffs
+    bucket_weights.f32     [dim, 2^nbits] per-dimension reconstruction weights
+    codes.u16 | codes.i32  [num_tokens] centroid id of every token (uint16 up to 65,536 centroids)
+    residuals.u8           [num_tokens, dim * nbits / 8] packed residual bucket ids
+    ivf_offsets.i64        [C + 1]: the inverted list of centroid c is ivf_docs[ivf_offsets[c]:ivf_offsets[c + 1]]
+    ivf_docs.i32           the documents (ascending within a list) holding a token coded by each centroid
+    token_ids.u16 | .i32   the wordpiece id of every token (uint16 when every id is below 65,536)
 
 Opening checks the cheap things (:func:`check_offsets`, every file's size, the checksums of
 :data:`CHECKED_ON_OPEN`); ``ColBERTIndex.verify()`` checks every checksum and that every vector is finite.
@@ -38,6 +51,8 @@ from ..storage import (
 
 ARTIFACT_TYPE = "colbert"
 ARTIFACT_FORMAT = "fp16"
+#: every format of a ColBERT index: full-precision vectors, or residual codes at 1, 2 or 4 bits per dimension
+FORMATS = (ARTIFACT_FORMAT, "residual1", "residual2", "residual4")
 PACKAGE_HINT = "pyterrier-fandom-colbert"
 
 META_FILE = ARTIFACT_META_FILE
@@ -51,6 +66,16 @@ CHECKED_ON_OPEN = (CONFIG_FILE, OFFSETS_FILE, DOCNOS_FILE)
 PARTS_FILE = "parts.i64"
 #: how the indexer treats texts longer than one document (``doc_maxlen`` tokens)
 LONG_DOCS = ("truncate", "windows")
+CODEC_FILE = "codec.json"
+CENTROIDS_FILE = "centroids.f16"
+CUTOFFS_FILE = "bucket_cutoffs.f32"
+WEIGHTS_FILE = "bucket_weights.f32"
+RESIDUALS_FILE = "residuals.u8"
+IVF_OFFSETS_FILE = "ivf_offsets.i64"
+IVF_DOCS_FILE = "ivf_docs.i32"
+#: a compressed index's small files, whose checksums are also compared on every open
+CHECKED_ON_OPEN_COMPRESSED = CHECKED_ON_OPEN + (CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE,
+                                                IVF_OFFSETS_FILE)
 
 
 @dataclass(frozen=True)
@@ -94,7 +119,7 @@ class IndexMeta(JsonConfig):
     @classmethod
     def load(cls, folder: Union[str, Path]) -> "IndexMeta":
         source = Path(folder) / META_FILE
-        values = read_artifact_meta(folder, ARTIFACT_TYPE, ARTIFACT_FORMAT)
+        values = read_artifact_meta(folder, ARTIFACT_TYPE, _format_of(folder))
         meta = cls.from_dict(values, source=source)
         for name in ("num_docs", "num_tokens", "dim"):
             value = getattr(meta, name)
@@ -129,9 +154,14 @@ def check_offsets(offsets: np.ndarray, num_tokens: int) -> Optional[str]:
     return None
 
 
+def _format_of(folder: Union[str, Path]) -> str:
+    """The folder's ColBERT format if it names one, else fp16 (so that a refusal names what was expected)."""
+    return next((f for f in FORMATS if is_artifact_folder(folder, ARTIFACT_TYPE, f)), ARTIFACT_FORMAT)
+
+
 def is_index_folder(folder: Union[str, Path]) -> bool:
-    """Whether ``folder`` holds a ColBERT index (what ``overwrite=True`` may replace)."""
-    return is_artifact_folder(folder, ARTIFACT_TYPE, ARTIFACT_FORMAT)
+    """Whether ``folder`` holds a ColBERT index of any format (what ``overwrite=True`` may replace)."""
+    return any(is_artifact_folder(folder, ARTIFACT_TYPE, f) for f in FORMATS)
 
 
 def non_finite_rows(block: np.ndarray) -> np.ndarray:

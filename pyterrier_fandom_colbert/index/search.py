@@ -32,6 +32,7 @@ from ..progress import progress
 from ..ranking import top_k
 from ..storage import DamagedFileError
 from .ann import FaissSpec
+from .blocks import padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
 from .layout import VECTORS_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -100,25 +101,6 @@ def docs_of_rows(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.searchsorted(offsets, rows, side="right") - 1
 
 
-def padded_blocks(lengths: np.ndarray, max_tokens: int) -> List[Tuple[int, int]]:
-    """Consecutive ``(start, end)`` ranges of documents with *ascending* ``lengths`` such that each range padded
-    to its longest document, ``(end - start) · lengths[end - 1]``, holds at most ``max_tokens`` rows (a longer
-    document gets a range of its own).
-
-    >>> padded_blocks(np.array([1, 2, 2, 5]), 6)
-    [(0, 3), (3, 4)]
-    >>> padded_blocks(np.array([9, 9]), 4)
-    [(0, 1), (1, 2)]
-    """
-    blocks, start, n = [], 0, len(lengths)
-    while start < n:
-        padded = (np.arange(start + 1, n + 1) - start) * lengths[start:]
-        end = start + max(1, int(np.searchsorted(padded, max_tokens, side="right")))
-        blocks.append((start, end))
-        start = end
-    return blocks
-
-
 def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
                block_tokens: Optional[int] = None) -> np.ndarray:
     """Exact scores (float64) of ``doc_ids`` for one query's scoring vectors ``q [n, d]``, on ``q``'s device.
@@ -127,11 +109,17 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
     fp16 vectors, each document padded to its block's longest by repeating its last token
     (:func:`~pyterrier_fandom_colbert.model.scoring.maxsim_repeat_padded`: sorted lengths keep the padding small, and
     one ``amax`` over a fixed width replaces a scatter-max). The buffers are allocated once per call: fresh
-    multi-MB tensors per block cost page faults that rival the matmul on CPU.
+    multi-MB tensors per block cost page faults that rival the matmul on CPU. A compressed index's documents are
+    decompressed exactly instead (on CPU; :func:`~.centroid_search.exact_scores`).
     """
     import torch
 
     from ..model.scoring import maxsim_repeat_padded
+
+    if index.compressed:
+        from .centroid_search import exact_scores
+
+        return exact_scores(index.store, q.cpu(), doc_ids, block_tokens)
 
     config = index.config
     block_tokens = block_tokens or BLOCK_TOKENS.get(q.device.type, BLOCK_TOKENS["cuda"])
@@ -176,17 +164,6 @@ def _non_finite(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray) -
     return DamagedFileError(file, f"docno(s) {docnos}{more} score NaN or inf: their vectors in {file} are not "
                                   "finite, so the index is damaged; index.verify() checks the whole index; rebuild "
                                   "it (index.indexer(colbert, overwrite=True))")
-
-
-def refuse_non_finite_queries(frame: pd.DataFrame, codes: np.ndarray, queries: Sequence["torch.Tensor"],
-                              context: Any) -> None:
-    """Refuse query vectors with NaN or inf values, naming the qid (before they could score anything)."""
-    import torch
-
-    for j, q in enumerate(queries):
-        if not bool(torch.isfinite(q).all()):
-            qid = frame["qid"].iloc[int(np.argmax(codes == j))]
-            raise ValueError(f"{context}: query_embs of qid {qid!r} hold NaN or inf values; check the query encoder")
 
 
 def token_neighbours(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["torch.Tensor"], k_hat: int,

@@ -23,6 +23,8 @@ from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..model.tokenization import windows
 from ..progress import progress
 from ..storage import AtomicFolder, HashingFile, build_manifest
+from .codec import check_nbits
+from .compressed import CompressionSpec, as_spec, compress_spill, compressed_files
 from .layout import (
     DOCNOS_FILE,
     LONG_DOCS,
@@ -47,7 +49,9 @@ _NPIDS_FIRST_BLOCK = 256
 class IndexWriter:
     """Streams ``(docno, vectors [n, d], token ids [n])`` into a new index folder.
 
-    Memory stays constant: vectors go straight to disk. Nothing appears at ``path`` until :meth:`close`
+    Memory stays constant: vectors go straight to disk. With a residual ``compression`` (a format name or a
+    :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec`) the fp16 vectors are a temporary spill
+    that :meth:`close` compresses in chunks and deletes. Nothing appears at ``path`` until :meth:`close`
     succeeds; :meth:`abort` (or leaving the ``with`` block by an exception) deletes the partial build.
 
     >>> import tempfile; from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
@@ -60,9 +64,16 @@ class IndexWriter:
     """
 
     def __init__(self, path: Union[str, Path], config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False,
-                 long_docs: str = "truncate", stride: Optional[int] = None):
+                 long_docs: str = "truncate", stride: Optional[int] = None,
+                 compression: Union[str, CompressionSpec] = "fp16", verbose: bool = False):
         if long_docs not in LONG_DOCS:
             raise ValueError(f"long_docs={long_docs!r}; expected one of {LONG_DOCS}")
+        self.compression = as_spec(compression)
+        if self.compression.compressed:  # refuse a bit width the dimension cannot pack before any work
+            check_nbits(self.compression.nbits, config.dim)
+        self.verbose = verbose
+        #: a compressed index's codec.json (after close)
+        self.codec_info: Optional[Dict[str, Any]] = None
         self.path = Path(path)
         self.config = config
         self.fingerprint = fingerprint
@@ -147,12 +158,17 @@ class IndexWriter:
             self.config.save(self._tmp)
             streamed = {f.path.name: f.entry() for f in (self._vectors, self._token_ids, self._offsets)}
             names = [VECTORS_FILE, TOKEN_IDS_FILE, OFFSETS_FILE, DOCNOS_FILE, CONFIG_FILE]
+            if self.compression.compressed:  # the vectors were a spill: compress them, then list what replaced them
+                self.codec_info = compress_spill(self._tmp, self.num_tokens, self.config.dim, self.compression,
+                                                 vectors_file=VECTORS_FILE, token_ids_file_i32=TOKEN_IDS_FILE,
+                                                 offsets_file=OFFSETS_FILE, verbose=self.verbose)
+                names = compressed_files(self.codec_info) + [OFFSETS_FILE, DOCNOS_FILE, CONFIG_FILE]
             if (self._tmp / PARTS_FILE).exists():
                 names.append(PARTS_FILE)
-            files = build_manifest(self._tmp, names, known=streamed)
+            files = build_manifest(self._tmp, names, known={k: v for k, v in streamed.items() if k in names})
             IndexMeta(self.num_docs, self.num_tokens, self.config.dim, self.fingerprint, long_docs=self.long_docs,
                       stride=self.stride, truncated_docs=self.truncated_docs, windowed_docs=self.windowed_docs,
-                      num_parts=self.num_parts, files=files).save(self._tmp)
+                      num_parts=self.num_parts, format=self.compression.format, files=files).save(self._tmp)
             self._folder.commit()
         except BaseException:
             self.abort()
@@ -206,15 +222,22 @@ class ColBERTIndexer(pt.Indexer):
 
     ``ann``: the neighbour index built once the documents are written (``index.build_ann(ann)``): ``"default"``
     the default retriever's (nothing below 100,000 tokens, where it searches exactly), a kind or a ``FaissSpec``,
-    or ``None`` (then it is built by the first query that needs it).
+    or ``None`` (then it is built by the first query that needs it). A compressed index (``compression``
+    ``"residual1"``, ``"residual2"`` or ``"residual4"``, or a ``CompressionSpec``) searches by its centroids and
+    builds none.
     """
 
     def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, text_field: str = "text",
                  batch_size: int = 1024, overwrite: bool = False, verbose: bool = False,
                  long_docs: str = "truncate", stride: Optional[int] = None,
-                 ann: Union[str, "FaissSpec", None] = "default"):
+                 ann: Union[str, "FaissSpec", None] = "default",
+                 compression: Union[str, CompressionSpec] = "fp16"):
         from .ann import FaissSpec
 
+        self.compression = as_spec(compression)
+        if self.compression.compressed and ann is not None and not (isinstance(ann, str) and ann == "default"):
+            raise ValueError(f"ann={ann!r}: a {self.compression.format}-compressed index searches by its centroids "
+                             "and has no neighbour index to build; leave ann at its default")
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size}; expected a positive number of documents")
         if long_docs not in LONG_DOCS:
@@ -237,6 +260,8 @@ class ColBERTIndexer(pt.Indexer):
         self.stride = None if stride is None else int(stride)
         # a bad kind name fails here, before hours of encoding
         self.ann = ann if ann is None or ann == "default" or isinstance(ann, FaissSpec) else FaissSpec(ann)
+        if self.compression.compressed:
+            self.ann = None
 
     def index_inputs(self) -> List[List[str]]:
         return [["docno", self.text_field]]
@@ -248,7 +273,8 @@ class ColBERTIndexer(pt.Indexer):
         long_count = "windowed" if self.long_docs == "windows" else "truncated"
         try:
             with IndexWriter(self.index_ref.path, self.colbert.config, self.colbert.fingerprint(),
-                             overwrite=self.overwrite, long_docs=self.long_docs, stride=self.stride) as writer:
+                             overwrite=self.overwrite, long_docs=self.long_docs, stride=self.stride,
+                             compression=self.compression, verbose=self.verbose) as writer:
                 long = 0
                 for docnos, texts in _batches(inp, self.text_field, self.batch_size):
                     pieces = self.colbert.tokenizer.document_pieces(texts)
@@ -294,6 +320,7 @@ class ColBERTIndexer(pt.Indexer):
 
     def __repr__(self) -> str:
         extra = f", long_docs='windows', stride={self.stride}" if self.long_docs == "windows" else ""
+        extra += f", compression={self.compression.format!r}" if self.compression.compressed else ""
         return f"{self.index_ref!r}.indexer({self.colbert!r}{extra})"
 
 

@@ -1,0 +1,103 @@
+"""Speed against agreement for a compressed index's centroid search, over its parameters.
+
+    .venv/bin/python benchmarks/compressed_tradeoff.py --data wikiqa --compressed IDX_R2 --fp16 IDX_FP16
+
+Both indexes must hold the same corpus built by the same encoder (e.g. ``plaid_compare.py``'s cached ones, or
+``index.indexer(colbert, compression=...)`` twice). For every setting in the grid (``--ncells`` × ``--ndocs``, with
+``nscore`` = ``ndocs / 4`` and the default threshold for k = 10, or ``--threshold``), each query's top 10 is compared
+with exhaustive MaxSim over the decompressed vectors (what pruning loses) and with exact search over the fp16
+vectors (what pruning and compression lose together); search time excludes query encoding. Topics: a
+``pipelines/evaluate.py`` data name (its dev or train questions); the first ``--queries``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
+
+
+def agree(tops, reference) -> float:
+    """Mean share of each reference top 10 found in the corresponding top 10."""
+    return round(float(np.mean([len(a & b) / 10 for a, b in zip(tops, reference)])), 4)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="wikiqa")
+    ap.add_argument("--compressed", type=Path, required=True)
+    ap.add_argument("--fp16", type=Path, required=True)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ncells", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--ndocs", type=int, nargs="+", default=[256, 512, 1024])
+    ap.add_argument("--threshold", type=float, default=None)
+    ap.add_argument("--out", type=Path, default=Path("runs/compressed_tradeoff.json"))
+    args = ap.parse_args(argv)
+    from evaluate import DATA, load
+
+    if not (DATA / args.data).exists() and not args.data.startswith("squad"):
+        print(f"{DATA / args.data} is absent: nothing to measure", file=sys.stderr)
+        return 0
+    import torch
+
+    import pyterrier_fandom_colbert as pfc
+    from pyterrier_fandom_colbert.index import centroid_search as cs
+    from pyterrier_fandom_colbert.index.search import score_docs
+    from pyterrier_fandom_colbert.ranking import top_k
+
+    torch.set_num_threads(args.threads)
+    compressed, fp16 = pfc.ColBERTIndex(args.compressed), pfc.ColBERTIndex(args.fp16)
+    if compressed.fingerprint != fp16.fingerprint or len(compressed) != len(fp16):
+        raise SystemExit("the two indexes do not hold the same corpus from the same encoder")
+    _, topics, _ = load(args.data)
+    topics = topics.iloc[:args.queries]
+    colbert = pfc.ColBERT.from_pretrained(device="cpu")
+    compressed.check_encoder(colbert)
+    Q, mask = colbert.encode_queries(topics["query"].tolist())
+    queries = [Q[i][mask[i]].clone() for i in range(len(topics))]
+    store = compressed.store
+    centroids = torch.from_numpy(store.codec.centroids)
+    ids = np.arange(len(fp16))
+    exact = [set(ids[top_k(score_docs(fp16, q, ids), ids, 10)].tolist()) for q in queries]
+    everything = cs.SearchParams(ncells=1 << 30, threshold=0.0, ndocs=None)
+    decompressed = [set(cs.search_one(store, centroids, q, 10, everything)[0].tolist()) for q in queries]
+    rows = [{"setting": "exhaustive over decompressed vectors", "agreement_exact_fp16": agree(decompressed, exact)}]
+    print(rows[0], file=sys.stderr)
+    for ncells in args.ncells:
+        for ndocs in args.ndocs:
+            params = cs.SearchParams.for_k(10, ncells=ncells, threshold=args.threshold, ndocs=ndocs,
+                                           nscore=max(10, ndocs // 4))
+            times, tops, scored = [], [], []
+            for q in queries:
+                stats: dict = {}
+                start = time.perf_counter()
+                found, _ = cs.search_one(store, centroids, q, 10, params, stats)
+                times.append(time.perf_counter() - start)
+                tops.append(set(found.tolist()))
+                scored.append(stats["candidates"])
+            row = {"ncells": ncells, "threshold": params.threshold, "ndocs": ndocs, "nscore": params.nscore,
+                   "search_ms_p50": round(1e3 * float(np.median(times)), 1),
+                   "search_ms_mean": round(1e3 * float(np.mean(times)), 1),
+                   "candidates_mean": round(float(np.mean(scored)), 1),
+                   "agreement_decompressed": agree(tops, decompressed), "agreement_exact_fp16": agree(tops, exact)}
+            print(row, file=sys.stderr)
+            rows.append(row)
+    report = {"data": args.data, "queries": len(queries), "threads": args.threads, "num_docs": len(fp16),
+              "num_tokens": fp16.meta.num_tokens, "compression": compressed.compression,
+              "num_centroids": store.codec.num_centroids, "load_avg_1min": round(os.getloadavg()[0], 2),
+              "results": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,492 @@
+"""Side by side on SciFact: this package's compressed index (residual codes, centroid-pruned search) against
+colbert-ai's PLAID, with the same weights, measured in one run.
+
+    .venv/bin/python benchmarks/plaid_compare.py                       # builds once, caches under runs/
+    .venv/bin/python benchmarks/plaid_compare.py --queries 200 --nbits 2
+
+What it does:
+
+1. colbert-ai goes into a separate virtual environment (``--peer-venv``, default /tmp/peers-venv; reused when it
+   already imports colbert-ai, faiss and ninja): ``pip install torch==2.13.0`` first, then colbert-ai, faiss-cpu
+   and ninja (colbert-ai compiles its C++ extensions at first use).
+2. The package's checkpoint (``--checkpoint``, default the bundled one) is converted into colbert-ai's format: a
+   BERT folder whose weights are ``bert.*`` plus ``linear.weight``, with an ``artifact.metadata`` JSON (query and
+   document lengths, ``[unused0]``/``[unused1]`` markers, masks attended, punctuation kept, cosine).
+3. Both systems index the SciFact corpus, each in its own process (so each one's peak RSS is its own): this
+   package with ``index.indexer(colbert, compression="residual<nbits>")``, colbert-ai with its ``Indexer``
+   (``nbits``). Encoding is timed apart from the rest (this package: time inside the tokeniser's
+   ``document_pieces`` and ``ColBERT.piece_batches``;
+   colbert-ai: inside ``CollectionEncoder.encode_passages``), and encoded passages are counted. The builds are
+   cached (``--out``); ``--rebuild`` redoes them. An fp16 index of the package (the reference for exact search,
+   built untimed in another process) is cached too.
+4. Both indexes are served by a worker process each; the queries (SciFact *train* claims) go to both, one after
+   the other, alternating which goes first, after ``--warmup`` untimed queries. Each worker times end to end
+   (text in, top 10 out: this package's ``index.retriever(colbert, num_results=10)`` pipeline; colbert-ai's
+   ``Searcher.search``) and search only (query vectors given).
+5. Exhaustive references, cached: each system's own exhaustive MaxSim over its stored (decompressed) vectors,
+   and this package's exact search over fp16 vectors. Reported: top-10 agreement with them, nDCG@10 on the
+   train qrels, bytes per token (index folder size / stored tokens), peak RSS of each build and each server.
+
+The train claims are a benchmark here, not a tuning set (no parameter of either system was chosen on them).
+Skips (exit 0, message) when the SciFact folder is absent. Writes ``<out>/result.json`` and prints a Markdown
+table.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+PEER_SCRIPT = Path(__file__).resolve().parent / "plaid_peer.py"
+PEER_PACKAGES = ["colbert-ai", "faiss-cpu", "ninja"]
+
+
+# -- data ----------------------------------------------------------------------------------------------------------
+def load_scifact(folder: Path):
+    """(docs [{docno, text}], topics [(qid, text)], qrels {qid: {docno: label}}) of the train split."""
+    with gzip.open(folder / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
+        docs = [{"docno": d["_id"], "text": (d.get("title", "") + ". " + d["text"]).strip(". ")}
+                for d in map(json.loads, f)]
+    qfile = next(folder.glob("queries-train.jsonl*"))
+    with (gzip.open(qfile, "rt", encoding="utf-8") if qfile.suffix == ".gz" else open(qfile, encoding="utf-8")) as f:
+        topics = [(q["_id"], q["text"]) for q in map(json.loads, f)]
+    qrels: Dict[str, Dict[str, int]] = {}
+    with open(folder / "qrels" / "train.tsv", encoding="utf-8") as f:
+        next(f)
+        for line in f:
+            qid, docno, label = line.rstrip("\n").split("\t")
+            qrels.setdefault(qid, {})[docno] = int(label)
+    return docs, [t for t in topics if t[0] in qrels], qrels
+
+
+def write_collection_tsv(docs: List[Dict[str, str]], path: Path) -> None:
+    """colbert-ai's collection: ``pid<TAB>text``, pid = position (tabs and newlines become spaces)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for pid, d in enumerate(docs):
+            f.write(f"{pid}\t{' '.join(d['text'].split())}\n")
+
+
+# -- colbert-ai's environment and checkpoint -----------------------------------------------------------------------
+def peer_python(venv: Path) -> Path:
+    """The peer environment's python, made or completed if needed."""
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0"], check=True)  # torch first
+    probe = ("import importlib.util as u, sys; "
+             "sys.exit(0 if all(u.find_spec(m) for m in ('colbert', 'faiss', 'ninja')) else 1)")
+    if subprocess.run([str(python), "-c", probe]).returncode != 0:
+        torch_ok = subprocess.run([str(python), "-c", "import torch"], capture_output=True).returncode == 0
+        if not torch_ok:
+            subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0"], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+    return python
+
+
+def convert_checkpoint(checkpoint: Optional[str], out: Path) -> Path:
+    """The package's checkpoint as a colbert-ai checkpoint folder (weights as float32)."""
+    import torch
+    from safetensors.torch import save_file
+
+    import pyterrier_fandom_colbert as pfc
+
+    if (out / "artifact.metadata").exists():
+        return out
+    colbert = pfc.ColBERT.from_pretrained(checkpoint, device="cpu")
+    config = colbert.config
+    if config.similarity != "cosine" or not config.normalise:
+        raise ValueError(f"colbert-ai scores unit vectors by cosine; this checkpoint has similarity="
+                         f"{config.similarity!r}, normalise={config.normalise}")
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model = colbert.model
+    backbone = model.backbone
+    state = {f"bert.{k}": v.detach().to(torch.float32).contiguous() for k, v in backbone.state_dict().items()}
+    state["linear.weight"] = model.projection.weight.detach().to(torch.float32).contiguous()
+    save_file(state, str(tmp / "model.safetensors"))
+    hf_config = backbone.config.to_dict()
+    hf_config.update(architectures=["HF_ColBERT"], torch_dtype="float32", dtype="float32")
+    (tmp / "config.json").write_text(json.dumps(hf_config, indent=2))
+    colbert.tokenizer.hf.save_pretrained(str(tmp))
+    metadata = {"query_token_id": "[unused0]", "doc_token_id": "[unused1]", "query_token": "[Q]", "doc_token": "[D]",
+                "query_maxlen": config.query_maxlen, "doc_maxlen": config.doc_maxlen, "dim": config.dim,
+                "mask_punctuation": bool(config.skip_punctuation), "attend_to_mask_tokens": True,
+                "similarity": "cosine", "interaction": "colbert"}
+    (tmp / "artifact.metadata").write_text(json.dumps(metadata, indent=2))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+# -- this package's side (run as worker processes of this script) --------------------------------------------------
+def peak_rss_mb() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return round(max(own, children) / 1024, 1)
+
+
+def worker_build(args) -> int:
+    """Index the corpus (``--compression``), timing encoding apart from the rest; figures to ``--result``."""
+    import torch
+
+    import pyterrier_fandom_colbert as pfc
+
+    torch.set_num_threads(args.threads)
+    docs = load_scifact(args.data)[0][:args.max_docs]
+    colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")
+    encoding = {"seconds": 0.0, "passages": 0}
+    # encoding = tokenisation (document_pieces) + the forward passes (piece_batches, a generator)
+    document_pieces, piece_batches = colbert.tokenizer.document_pieces, colbert.piece_batches
+
+    def timed_document_pieces(texts, *a, **kw):
+        start = time.perf_counter()
+        try:
+            return document_pieces(texts, *a, **kw)
+        finally:
+            encoding["seconds"] += time.perf_counter() - start
+
+    def timed_piece_batches(pieces, *a, **kw):
+        encoding["passages"] += len(pieces)
+        batches = piece_batches(pieces, *a, **kw)
+        while True:
+            start = time.perf_counter()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                encoding["seconds"] += time.perf_counter() - start
+                return
+            encoding["seconds"] += time.perf_counter() - start
+            yield batch
+
+    colbert.tokenizer.document_pieces = timed_document_pieces
+    colbert.piece_batches = timed_piece_batches
+    started = time.perf_counter()
+    index = pfc.ColBERTIndex(args.index).indexer(colbert, compression=args.compression, overwrite=True,
+                                                 ann=None).index(docs)
+    total = time.perf_counter() - started
+    result = {"build_seconds": round(total, 1), "encode_seconds": round(encoding["seconds"], 1),
+              "after_encoding_seconds": round(total - encoding["seconds"], 1),
+              "passages_encoded": encoding["passages"], "num_passages": len(docs),
+              "encoding_passes": round(encoding["passages"] / len(docs), 3), "peak_rss_mb": peak_rss_mb(),
+              "num_tokens": index.meta.num_tokens, "threads": args.threads, "compression": args.compression}
+    if index.compressed:
+        result["codec"] = index.codec_info
+    Path(args.result).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def worker_serve(args) -> int:
+    """Answer search / exhaustive / exact / rss requests (JSON lines) over the compressed and fp16 indexes."""
+    import torch
+
+    import pyterrier_fandom_colbert as pfc
+    from pyterrier_fandom_colbert.index import centroid_search as cs
+    from pyterrier_fandom_colbert.index.search import score_docs
+    from pyterrier_fandom_colbert.ranking import top_k
+
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    torch.set_num_threads(args.threads)
+    colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")
+    index = pfc.ColBERTIndex(args.index)
+    overrides = json.loads(args.search_params)
+    pipeline = index.retriever(colbert, num_results=10, **overrides)
+    store = index.store
+    params = cs.SearchParams.for_k(10, **overrides)
+    centroids = torch.from_numpy(store.codec.centroids)
+    exhaustive = cs.SearchParams(ncells=1 << 30, threshold=0.0, ndocs=None)
+    fp16 = pfc.ColBERTIndex(args.fp16_index) if args.fp16_index else None
+    all_ids = np.arange(len(index))
+    replies.write(json.dumps({"ready": True, "params": str(params)}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(line)
+        cmd = request.get("cmd")
+        if cmd == "quit":
+            break
+        with torch.inference_mode():
+            if cmd == "rss":
+                reply = {"peak_rss_mb": peak_rss_mb()}
+            elif cmd == "search":
+                start = time.perf_counter()
+                res = pipeline.search(request["query"])
+                e2e = time.perf_counter() - start
+                Q, mask = colbert.encode_queries([request["query"]])
+                q = Q[0][mask[0]]
+                start = time.perf_counter()
+                ids, _ = cs.search_one(store, centroids, q, 10, params)
+                search_only = time.perf_counter() - start
+                reply = {"ids": res.sort_values("rank").docno.tolist(), "e2e_ms": 1e3 * e2e,
+                         "search_ms": 1e3 * search_only,
+                         "same": index.docnos_of(ids).tolist() == res.sort_values("rank").docno.tolist()}
+            elif cmd in ("exhaustive", "exact"):
+                Q, mask = colbert.encode_queries([request["query"]])
+                q = Q[0][mask[0]]
+                if cmd == "exhaustive":
+                    ids, _ = cs.search_one(store, centroids, q, 10, exhaustive)
+                else:
+                    scores = score_docs(fp16, q, all_ids)
+                    ids = all_ids[top_k(scores, all_ids, 10)]
+                reply = {"ids": index.docnos_of(ids).tolist()}
+            else:
+                reply = {"error": f"unknown command {cmd!r}"}
+        replies.write(json.dumps(reply) + "\n")
+    return 0
+
+
+# -- the driver ----------------------------------------------------------------------------------------------------
+class Worker:
+    """A server process answering one JSON request per line."""
+
+    def __init__(self, command: List[str], log: Path, env: Optional[Dict[str, str]] = None):
+        self.log = open(log, "a", encoding="utf-8")
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, bufsize=1, env=env)
+        self.hello = self._read()
+
+    def _read(self) -> Dict[str, Any]:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker {self.proc.args[:3]} ended; see {self.log.name}")
+        return json.loads(line)
+
+    def ask(self, **request) -> Dict[str, Any]:
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        return self._read()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=60)
+        finally:
+            self.log.close()
+
+
+def folder_bytes(folder: Path, skip: tuple = ()) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not any(s in p.parts for s in skip))
+
+
+def run_cached(result: Path, command: List[str], log: Path, rebuild: bool, env=None) -> Dict[str, Any]:
+    if rebuild or not result.exists():
+        print(f"building: {' '.join(command)}  (log: {log})", file=sys.stderr)
+        with open(log, "a", encoding="utf-8") as out:
+            subprocess.run(command, check=True, stdout=out, stderr=out, env=env)
+    return json.loads(result.read_text())
+
+
+def cached_references(path: Path, worker: Worker, cmd: str, topics, key: str) -> Dict[str, List]:
+    cache = json.loads(path.read_text()) if path.exists() else {}
+    todo = [(qid, text) for qid, text in topics if qid not in cache]
+    for i, (qid, text) in enumerate(todo):
+        cache[qid] = worker.ask(cmd=cmd, query=text, k=10)[key]
+        if i % 50 == 49 or i == len(todo) - 1:
+            path.write_text(json.dumps(cache))
+            print(f"{path.name}: {i + 1}/{len(todo)}", file=sys.stderr)
+    return cache
+
+
+def ndcg10(run: Dict[str, List[str]], qrels: Dict[str, Dict[str, int]]) -> float:
+    import ir_measures
+    from ir_measures import nDCG
+
+    qrel_list = [ir_measures.Qrel(q, d, r) for q, docs in qrels.items() if q in run for d, r in docs.items()]
+    scored = [ir_measures.ScoredDoc(q, d, float(10 - i)) for q, docs in run.items() for i, d in enumerate(docs)]
+    return float(ir_measures.calc_aggregate([nDCG @ 10], qrel_list, scored)[nDCG @ 10])
+
+
+def agreement(run: Dict[str, List], reference: Dict[str, List]) -> float:
+    return float(np.mean([len(set(run[q]) & set(reference[q])) / len(reference[q]) for q in run]))
+
+
+def machine() -> Dict[str, Any]:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    return {"cpu": model, "cores": os.cpu_count(), "load_avg_1min": round(os.getloadavg()[0], 2),
+            "python": platform.python_version()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=DATA / "scifact")
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "plaid_compare")
+    ap.add_argument("--peer-venv", type=Path, default=Path("/tmp/peers-venv"))
+    ap.add_argument("--checkpoint", default=None, help="this package's checkpoint (default: the bundled one)")
+    ap.add_argument("--nbits", type=int, default=2, choices=[1, 2, 4])
+    ap.add_argument("--queries", type=int, default=None, help="at most this many train claims (default: all)")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--search-params", default="{}",
+                    help='JSON overrides for this package\'s retriever, e.g. \'{"ncells": 2, "ndocs": 512}\'')
+    ap.add_argument("--rebuild", action="store_true", help="rebuild both indexes (the fp16 reference is kept)")
+    ap.add_argument("--max-docs", type=int, default=None, help="smoke test: only the first N passages")
+    ap.add_argument("--build-only", action="store_true", help="build (or reuse) the indexes, then stop")
+    # worker modes (this script runs itself in subprocesses)
+    ap.add_argument("--worker", choices=["build", "serve"], help=argparse.SUPPRESS)
+    ap.add_argument("--index", help=argparse.SUPPRESS)
+    ap.add_argument("--fp16-index", help=argparse.SUPPRESS)
+    ap.add_argument("--compression", help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.worker == "build":
+        return worker_build(args)
+    if args.worker == "serve":
+        return worker_serve(args)
+    if not (args.data / "corpus.jsonl.gz").exists():
+        print(f"{args.data} is absent: nothing to measure", file=sys.stderr)
+        return 0
+
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    docs, topics, qrels = load_scifact(args.data)
+    docs = docs[:args.max_docs]
+    topics = topics[:args.queries] if args.queries else topics
+    fmt = f"residual{args.nbits}"
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
+               PLAID_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
+    peer_env = dict(env, PATH=f"{args.peer_venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    me = [sys.executable, str(Path(__file__).resolve()), "--data", str(args.data), "--threads", str(args.threads)]
+    if args.max_docs:
+        me += ["--max-docs", str(args.max_docs)]
+    if args.checkpoint:
+        me += ["--checkpoint", args.checkpoint]
+
+    # builds (each in its own process; cached)
+    ours_index = out / f"ours-{fmt}.colbert"
+    fp16_index = out / "ours-fp16.colbert"
+    ours_build = run_cached(out / f"build-ours-{fmt}.json", me + ["--worker", "build", "--index", str(ours_index),
+                            "--compression", fmt, "--result", str(out / f"build-ours-{fmt}.json")],
+                            out / "build-ours.log", args.rebuild, env)
+    run_cached(out / "build-ours-fp16.json", me + ["--worker", "build", "--index", str(fp16_index), "--compression",
+               "fp16", "--result", str(out / "build-ours-fp16.json")], out / "build-ours.log", False, env)
+    python = peer_python(args.peer_venv)
+    checkpoint = convert_checkpoint(args.checkpoint, out / "checkpoint-colbert-ai")
+    collection = out / "collection.tsv"
+    write_collection_tsv(docs, collection)
+    plaid_root = out / "plaid"
+    plaid_name = f"scifact.nbits{args.nbits}"
+    plaid_build = run_cached(out / f"build-plaid-nbits{args.nbits}.json",
+                             [str(python), str(PEER_SCRIPT), "build", str(checkpoint), str(collection),
+                              str(plaid_root), plaid_name, str(args.nbits),
+                              str(out / f"build-plaid-nbits{args.nbits}.json")],
+                             out / "build-plaid.log", args.rebuild, peer_env)
+    plaid_folder = plaid_root / "plaid" / "indexes" / plaid_name
+    if args.build_only:
+        return 0
+    plaid_tokens = json.loads((plaid_folder / "metadata.json").read_text())["num_embeddings"]
+
+    # serving, interleaved
+    ours = Worker(me + ["--worker", "serve", "--index", str(ours_index), "--fp16-index", str(fp16_index),
+                        "--search-params", args.search_params], out / "serve-ours.log", env)
+    plaid = Worker([str(python), str(PEER_SCRIPT), "serve", str(plaid_root), plaid_name], out / "serve-plaid.log",
+                   peer_env)
+    docnos = [d["docno"] for d in docs]
+    try:
+        load_before = os.getloadavg()[0]
+        for _, text in topics[:args.warmup]:
+            ours.ask(cmd="search", query=text)
+            plaid.ask(cmd="search", query=text)
+        timings: Dict[str, Dict[str, List[float]]] = {"ours": {"e2e": [], "search": []},
+                                                      "plaid": {"e2e": [], "search": []}}
+        runs: Dict[str, Dict[str, List[str]]] = {"ours": {}, "plaid": {}}
+        same = {"ours": 0, "plaid": 0}
+        started = time.perf_counter()
+        for i, (qid, text) in enumerate(topics):
+            order = [("ours", ours), ("plaid", plaid)]
+            for name, worker in (order if i % 2 == 0 else order[::-1]):
+                reply = worker.ask(cmd="search", query=text, k=10)
+                timings[name]["e2e"].append(reply["e2e_ms"])
+                timings[name]["search"].append(reply["search_ms"])
+                same[name] += bool(reply["same"])
+                runs[name][qid] = reply["ids"] if name == "ours" else [docnos[p] for p in reply["ids"]]
+        search_wall = time.perf_counter() - started
+        load_after = os.getloadavg()[0]
+        serve_rss = {"ours": ours.ask(cmd="rss")["peak_rss_mb"], "plaid": plaid.ask(cmd="rss")["peak_rss_mb"]}
+        # exhaustive references (cached)
+        ref_ours = cached_references(out / f"exhaustive-ours-{fmt}.json", ours, "exhaustive", topics, "ids")
+        ref_exact = cached_references(out / "exact-ours-fp16.json", ours, "exact", topics, "ids")
+        ref_plaid = cached_references(out / f"exhaustive-plaid-nbits{args.nbits}.json", plaid, "exhaustive", topics,
+                                      "ids")
+    finally:
+        ours.close()
+        plaid.close()
+    qids = [q for q, _ in topics]
+    ref_ours = {q: ref_ours[q] for q in qids}
+    ref_exact = {q: ref_exact[q] for q in qids}
+    ref_plaid = {q: [docnos[p] for p in ref_plaid[q]] for q in qids}
+
+    def latency(values: List[float]) -> Dict[str, float]:
+        return {"p50": round(float(np.percentile(values, 50)), 1), "p95": round(float(np.percentile(values, 95)), 1),
+                "mean": round(float(np.mean(values)), 1)}
+
+    ours_bytes = folder_bytes(ours_index, skip=("faiss",))
+    plaid_bytes = folder_bytes(plaid_folder)
+    result = {
+        "machine": machine(), "threads": args.threads, "queries": len(topics), "query_set": "SciFact train claims",
+        "load_avg_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
+        "search_wall_seconds": round(search_wall, 1), "nbits": args.nbits, "search_params": ours.hello["params"],
+        "ours": {"build": ours_build, "bytes_per_token": round(ours_bytes / ours_build["num_tokens"], 2),
+                 "index_bytes": ours_bytes, "num_tokens": ours_build["num_tokens"],
+                 "e2e_ms": latency(timings["ours"]["e2e"]), "search_ms": latency(timings["ours"]["search"]),
+                 "serve_peak_rss_mb": serve_rss["ours"], "search_only_same_top10": same["ours"] / len(topics),
+                 "ndcg10": round(ndcg10(runs["ours"], qrels), 4),
+                 "ndcg10_own_exhaustive": round(ndcg10(ref_ours, qrels), 4),
+                 "ndcg10_exact_fp16": round(ndcg10(ref_exact, qrels), 4),
+                 "agreement_own_exhaustive": round(agreement(runs["ours"], ref_ours), 4),
+                 "agreement_exact_fp16": round(agreement(runs["ours"], ref_exact), 4)},
+        "plaid": {"build": plaid_build, "bytes_per_token": round(plaid_bytes / plaid_tokens, 2),
+                  "index_bytes": plaid_bytes, "num_tokens": plaid_tokens,
+                  "e2e_ms": latency(timings["plaid"]["e2e"]), "search_ms": latency(timings["plaid"]["search"]),
+                  "serve_peak_rss_mb": serve_rss["plaid"], "search_only_same_top10": same["plaid"] / len(topics),
+                  "ndcg10": round(ndcg10(runs["plaid"], qrels), 4),
+                  "ndcg10_own_exhaustive": round(ndcg10(ref_plaid, qrels), 4),
+                  "agreement_own_exhaustive": round(agreement(runs["plaid"], ref_plaid), 4)},
+    }
+    (out / "result.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+    print(table(result))
+    return 0
+
+
+def table(r: Dict[str, Any]) -> str:
+    o, p = r["ours"], r["plaid"]
+    rows = [
+        ("encoding (s)", o["build"]["encode_seconds"], p["build"]["encode_seconds"]),
+        ("build after encoding (s)", o["build"]["after_encoding_seconds"], p["build"]["after_encoding_seconds"]),
+        ("encoding passes", o["build"]["encoding_passes"], p["build"]["encoding_passes"]),
+        ("bytes per token", o["bytes_per_token"], p["bytes_per_token"]),
+        ("peak RSS, build (MB)", o["build"]["peak_rss_mb"], p["build"]["peak_rss_mb"]),
+        ("peak RSS, serving (MB)", o["serve_peak_rss_mb"], p["serve_peak_rss_mb"]),
+        ("end to end p50 / p95 (ms)", f"{o['e2e_ms']['p50']} / {o['e2e_ms']['p95']}",
+         f"{p['e2e_ms']['p50']} / {p['e2e_ms']['p95']}"),
+        ("search only p50 / p95 (ms)", f"{o['search_ms']['p50']} / {o['search_ms']['p95']}",
+         f"{p['search_ms']['p50']} / {p['search_ms']['p95']}"),
+        ("nDCG@10", o["ndcg10"], p["ndcg10"]),
+        ("nDCG@10 of its own exhaustive MaxSim", o["ndcg10_own_exhaustive"], p["ndcg10_own_exhaustive"]),
+        ("top-10 agreement with its own exhaustive MaxSim", o["agreement_own_exhaustive"],
+         p["agreement_own_exhaustive"]),
+    ]
+    lines = [f"| | this package (residual{r['nbits']}) | colbert-ai PLAID (nbits {r['nbits']}) |", "|---|---|---|"]
+    lines += [f"| {name} | {a} | {b} |" for name, a, b in rows]
+    lines.append(f"\nthis package's exact search (fp16, exhaustive): nDCG@10 {o['ndcg10_exact_fp16']}; top-10 "
+                 f"agreement of the compressed retriever with it {o['agreement_exact_fp16']}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

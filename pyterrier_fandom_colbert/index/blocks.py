@@ -1,0 +1,41 @@
+"""Helpers shared by exact search over fp16 vectors (:mod:`.search`) and over compressed codes
+(:mod:`.centroid_search`): grouping documents into padded blocks, and refusing non-finite query vectors."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, List, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    import torch
+
+
+def padded_blocks(lengths: np.ndarray, max_tokens: int) -> List[Tuple[int, int]]:
+    """Consecutive ``(start, end)`` ranges of documents with *ascending* ``lengths`` such that each range padded
+    to its longest document, ``(end - start) · lengths[end - 1]``, holds at most ``max_tokens`` rows (a longer
+    document gets a range of its own).
+
+    >>> padded_blocks(np.array([1, 2, 2, 5]), 6)
+    [(0, 3), (3, 4)]
+    >>> padded_blocks(np.array([9, 9]), 4)
+    [(0, 1), (1, 2)]
+    """
+    blocks, start, n = [], 0, len(lengths)
+    while start < n:
+        padded = (np.arange(start + 1, n + 1) - start) * lengths[start:]
+        end = start + max(1, int(np.searchsorted(padded, max_tokens, side="right")))
+        blocks.append((start, end))
+        start = end
+    return blocks
+
+
+def refuse_non_finite_queries(frame: pd.DataFrame, codes: np.ndarray, queries: Sequence["torch.Tensor"],
+                              context: Any) -> None:
+    """Refuse query vectors with NaN or inf values, naming the qid (before they could score anything)."""
+    import torch
+
+    for j, q in enumerate(queries):
+        if not bool(torch.isfinite(q).all()):
+            qid = frame["qid"].iloc[int(np.argmax(codes == j))]
+            raise ValueError(f"{context}: query_embs of qid {qid!r} hold NaN or inf values; check the query encoder")

@@ -1,0 +1,435 @@
+"""End-to-end retrieval over residual-compressed token vectors, without the full-precision vectors.
+
+Per query (its scoring vectors ``q [n, d]``), following PLAID's stages (Santhanam et al., 2022):
+
+1. **Centroid scores** ``S = sim(centroids, q)`` ``[C, n]``, once per query.
+2. **Candidates**: the documents in the inverted lists (centroid → documents holding a token coded by it) of
+   each query vector's ``ncells`` best centroids.
+3. **Pruned centroid interaction**: each candidate's score ``Σ_i max_{c ∈ codes(d), c active} S[c, i]`` over only
+   the *active* centroids, those some query vector scores at least ``threshold`` (computed from the inverted
+   lists of the active centroids, so the work is proportional to those lists, not to the candidates' tokens);
+   the best ``ndocs`` go on. Candidates without an active centroid come last.
+4. **Centroid interaction**: ``Σ_i max_{c ∈ codes(d)} S[c, i]`` over all of a document's centroid ids; the best
+   ``nscore`` go on.
+5. **Exact MaxSim** of those ``nscore`` documents, their vectors decompressed exactly (centroid + bucket weights),
+   with the encoder's similarity and reduction; the top ``k`` are returned.
+
+``ndocs=None`` turns stages 3-4 off (every candidate is scored exactly), and ``ncells ≥ C`` makes every document a
+candidate: together they give exactly the exhaustive MaxSim ranking over the decompressed vectors.
+
+The functions are pure over arrays; :class:`CompressedStore` bundles an index's arrays; :class:`CentroidRetriever`
+at the end does the DataFrame plumbing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from ..frames import (
+    EqualByKey,
+    artifact_key,
+    empty_output,
+    require_columns,
+    usable_query_rows,
+)
+from ..model.encoders import query_tensors
+from ..progress import progress
+from ..ranking import top_k
+from .codec import ResidualCodec
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from .artifact import ColBERTIndex
+
+#: (padded) token rows per block of exact scoring (as the fp16 scorer's blocks on CPU)
+BLOCK_TOKENS = 8192
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Candidate generation and pruning parameters (see the module docstring).
+
+    ``ncells``: centroids probed per query vector; ``threshold``: a centroid is active when some query vector
+    scores it at least this much; ``ndocs``: candidates kept after the pruned centroid interaction (None: no
+    pruning, every candidate is scored exactly); ``nscore``: documents kept after the full centroid interaction
+    and scored exactly (default ``max(k, ndocs // 4)``).
+    """
+
+    ncells: int
+    threshold: float
+    ndocs: Optional[int]
+    nscore: Optional[int] = None
+
+    @classmethod
+    def for_k(cls, k: int, ncells: Optional[int] = None, threshold: Optional[float] = None,
+              ndocs: Union[int, str, None] = "auto", nscore: Optional[int] = None) -> "SearchParams":
+        """PLAID's defaults for a top ``k`` (``k ≤ 10``: 1 cell, threshold 0.5, 256 documents; ``k ≤ 100``: 2,
+        0.45, 1,024; deeper: 4, 0.4, ``max(4k, 4096)``), overridden by the arguments given (``ndocs="auto"``: the
+        default; None: no pruning).
+
+        >>> SearchParams.for_k(10)
+        SearchParams(ncells=1, threshold=0.5, ndocs=256, nscore=None)
+        >>> SearchParams.for_k(1000, ncells=8, ndocs=None)
+        SearchParams(ncells=8, threshold=0.4, ndocs=None, nscore=None)
+        >>> SearchParams.for_k(10, ncells=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: ncells=0; expected at least 1 centroid probed per query vector
+        """
+        if k <= 10:
+            defaults = (1, 0.5, 256)
+        elif k <= 100:
+            defaults = (2, 0.45, 1024)
+        else:
+            defaults = (4, 0.4, max(4 * k, 4096))
+        params = cls(ncells if ncells is not None else defaults[0],
+                     threshold if threshold is not None else defaults[1],
+                     defaults[2] if isinstance(ndocs, str) and ndocs == "auto" else ndocs, nscore)
+        params.check()
+        return params
+
+    def check(self) -> None:
+        if isinstance(self.ncells, bool) or not isinstance(self.ncells, (int, np.integer)) or self.ncells < 1:
+            raise ValueError(f"ncells={self.ncells!r}; expected at least 1 centroid probed per query vector")
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float, np.floating)) \
+                or not np.isfinite(self.threshold):
+            raise ValueError(f"threshold={self.threshold!r}; expected a finite similarity")
+        if self.ndocs is not None and (isinstance(self.ndocs, bool) or not isinstance(self.ndocs, (int, np.integer))
+                                       or self.ndocs < 1):
+            raise ValueError(f"ndocs={self.ndocs!r}; expected a positive number of documents kept by the pruned "
+                             "centroid interaction, or None for no pruning")
+        if self.nscore is not None and (isinstance(self.nscore, bool) or not isinstance(self.nscore, (int, np.integer))
+                                        or self.nscore < 1):
+            raise ValueError(f"nscore={self.nscore!r}; expected a positive number of documents scored exactly")
+        if self.nscore is not None and self.ndocs is None:
+            raise ValueError(f"nscore={self.nscore} needs pruning (ndocs), but ndocs=None scores every candidate")
+
+    def scored(self, k: int) -> Optional[int]:
+        """Documents scored exactly (None: all candidates)."""
+        if self.ndocs is None:
+            return None
+        return self.nscore if self.nscore is not None else max(k, self.ndocs // 4)
+
+
+class CompressedStore:
+    """The arrays of a compressed index: the codec, every token's centroid id ``codes [N]`` and packed residual
+    ``residuals [N, B]``, document ``offsets [D + 1]``, and the inverted lists ``ivf_offsets [C + 1]`` /
+    ``ivf_docs [P]`` (the documents, ascending, holding a token coded by each centroid). Any of them may be
+    memory maps."""
+
+    def __init__(self, codec: ResidualCodec, codes: np.ndarray, residuals: np.ndarray, offsets: np.ndarray,
+                 ivf_offsets: np.ndarray, ivf_docs: np.ndarray, similarity: str = "cosine", reduction: str = "mean"):
+        self.codec, self.codes, self.residuals, self.offsets = codec, codes, residuals, offsets
+        self.ivf_offsets, self.ivf_docs = ivf_offsets, ivf_docs
+        self.similarity, self.reduction = similarity, reduction
+        self._tensors: dict = {}
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.offsets) - 1
+
+    def tensors(self) -> Tuple["torch.Tensor", "torch.Tensor"]:
+        """``codes`` and ``residuals`` as CPU tensors sharing the memory maps (read-only)."""
+        import warnings
+
+        import torch
+
+        if not self._tensors:
+            with warnings.catch_warnings():  # the memory maps are read-only; nothing writes to them
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                codes = self.codes if self.codes.dtype != np.uint16 else self.codes.view(np.int16)
+                self._tensors["codes"] = torch.from_numpy(codes)
+                self._tensors["residuals"] = torch.from_numpy(self.residuals)
+        return self._tensors["codes"], self._tensors["residuals"]
+
+    def decompress_rows(self, rows: np.ndarray, out: "torch.Tensor") -> "torch.Tensor":
+        """Exact decompression of token ``rows`` into ``out [len(rows), d]`` float32."""
+        import torch
+
+        codes, residuals = self.tensors()
+        index = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64))
+        row_codes = codes.index_select(0, index)
+        if codes.dtype == torch.int16:  # uint16 ids stored as int16 (torch has no uint16 indexing)
+            row_codes = row_codes.long() & 0xFFFF
+        return self.codec.decompress_into(row_codes, residuals.index_select(0, index), out)
+
+
+def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """All of ``start..end-1`` for each pair, concatenated (int64).
+
+    >>> ranges(np.array([5, 0, 9]), np.array([7, 0, 10])).tolist()
+    [5, 6, 9]
+    """
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    shift = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return np.arange(total, dtype=np.int64) + shift
+
+
+def doc_code_pairs(codes: np.ndarray, doc_of_row: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The distinct (centroid, document) pairs of token rows (``doc_of_row`` ascending), sorted by centroid then
+    document.
+
+    >>> c, d = doc_code_pairs(np.array([2, 0, 2, 2, 1]), np.array([4, 4, 4, 5, 5]))
+    >>> c.tolist(), d.tolist()
+    ([0, 1, 2, 2], [4, 5, 4, 5])
+    """
+    if len(doc_of_row) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    first = int(doc_of_row[0])
+    span = int(doc_of_row[-1]) - first + 1
+    keys = np.unique(np.asarray(codes, dtype=np.int64) * span + (np.asarray(doc_of_row, dtype=np.int64) - first))
+    return keys // span, keys % span + first
+
+
+def build_ivf(codes: np.ndarray, offsets: np.ndarray, num_centroids: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Inverted lists in memory: ``(ivf_offsets [C + 1] int64, ivf_docs [P] int32)``; list ``c`` holds, ascending,
+    the documents with a token coded ``c``.
+
+    >>> o, d = build_ivf(np.array([2, 0, 2, 2, 1]), np.array([0, 3, 5]), 3)
+    >>> o.tolist(), d.tolist()
+    ([0, 1, 2, 4], [0, 1, 0, 1])
+    """
+    doc_of_row = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    cents, docs = doc_code_pairs(codes, doc_of_row)
+    ivf_offsets = np.concatenate([[0], np.cumsum(np.bincount(cents, minlength=num_centroids))]).astype(np.int64)
+    return ivf_offsets, docs.astype(np.int32)
+
+
+def centroid_scores(centroids: "torch.Tensor", q: "torch.Tensor", similarity: str) -> np.ndarray:
+    """``S [C, n]`` float32: the similarity of every centroid to every query vector."""
+    from ..model.scoring import token_similarities
+
+    return token_similarities(centroids, q.float(), similarity).numpy()
+
+
+def probe(scores: np.ndarray, ncells: int) -> np.ndarray:
+    """The distinct centroids among each query vector's ``ncells`` best (all when ``ncells ≥ C``).
+
+    >>> probe(np.array([[0.9, 0.1], [0.2, 0.8], [0.5, 0.7]]), 1).tolist()
+    [0, 1]
+    """
+    num_centroids = scores.shape[0]
+    if ncells >= num_centroids:
+        return np.arange(num_centroids)
+    best = np.argpartition(-scores, ncells - 1, axis=0)[:ncells]
+    return np.unique(best)
+
+
+def list_docs(cells: np.ndarray, ivf_offsets: np.ndarray, ivf_docs: np.ndarray) -> np.ndarray:
+    """All documents in the inverted lists of ``cells`` (with repeats), and the cell of each: ``(docs, cells)``."""
+    starts, ends = ivf_offsets[cells], ivf_offsets[cells + 1]
+    docs = np.asarray(ivf_docs[ranges(starts, ends)], dtype=np.int64)
+    return docs, np.repeat(cells, ends - starts)
+
+
+def pruned_interaction(scores: np.ndarray, threshold: float, candidates: np.ndarray, store: CompressedStore,
+                       ) -> Tuple[np.ndarray, np.ndarray]:
+    """Stage 3: ``(documents, scores)`` of the candidates holding an active centroid (``max_i S[c, i] ≥
+    threshold``), scored ``Σ_i max`` over their active centroids only.
+
+    Found through the active centroids' inverted lists: ``(centroid, document)`` pairs with the document among
+    ``candidates`` (ascending), sorted by document, max-reduced per document.
+    """
+    active = np.flatnonzero(scores.max(1) >= threshold)
+    docs, cells = list_docs(active, store.ivf_offsets, store.ivf_docs)
+    where = np.searchsorted(candidates, docs)
+    keep = (where < len(candidates)) & (candidates[np.minimum(where, len(candidates) - 1)] == docs)
+    docs, cells = docs[keep], cells[keep]
+    if len(docs) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    order = np.argsort(docs, kind="stable")
+    docs, cells = docs[order], cells[order]
+    starts = np.flatnonzero(np.concatenate([[True], docs[1:] != docs[:-1]]))
+    best = np.maximum.reduceat(scores[cells], starts, axis=0)  # [docs, n]
+    return docs[starts], best.sum(1)
+
+
+def interaction(scores: np.ndarray, doc_ids: np.ndarray, store: CompressedStore) -> np.ndarray:
+    """Stage 4: ``Σ_i max_{c ∈ codes(d)} S[c, i]`` for each of ``doc_ids`` (over the tokens' centroid ids)."""
+    starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
+    ends = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64)
+    codes = np.asarray(store.codes[ranges(starts, ends)], dtype=np.int64)
+    firsts = np.concatenate([[0], np.cumsum(ends - starts)[:-1]])
+    return np.maximum.reduceat(scores[codes], firsts, axis=0).sum(1)
+
+
+def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
+                 block_tokens: Optional[int] = None) -> np.ndarray:
+    """Stage 5: exact MaxSim (float64) of ``doc_ids`` for one query's ``q [n, d]``, over their decompressed
+    vectors.
+
+    Documents go shortest first, in blocks of about ``block_tokens`` (padded) rows: a block's real tokens are
+    decompressed once and compared with ``q`` (``[t, n]`` similarities), then each document's rows of that small
+    matrix are gathered, padded to the block's longest document by repeating its last token (which cannot change
+    a maximum), and max-reduced.
+    """
+    import torch
+
+    from ..model.scoring import reduce_query, token_similarities
+    from .blocks import padded_blocks
+
+    doc_ids = np.asarray(doc_ids, dtype=np.int64)
+    scores = np.empty(len(doc_ids), dtype=np.float64)
+    if len(doc_ids) == 0:
+        return scores
+    starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
+    lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
+    order = np.argsort(lengths, kind="stable")
+    blocks = padded_blocks(lengths[order], block_tokens or BLOCK_TOKENS)
+    buffer = torch.empty(max(int(lengths[order[a:b]].sum()) for a, b in blocks), store.codec.dim)
+    q = q.float()
+    for a, b in blocks:
+        docs = order[a:b]
+        rows = ranges(starts[docs], starts[docs] + lengths[docs])
+        tokens = store.decompress_rows(rows, buffer[:len(rows)])
+        sims = token_similarities(tokens, q, store.similarity)  # [t, n]
+        firsts = np.concatenate([[0], np.cumsum(lengths[docs])[:-1]])
+        width = int(lengths[docs[-1]])
+        padded = firsts[:, None] + np.minimum(np.arange(width), lengths[docs, None] - 1)  # repeat the last token
+        best = sims.index_select(0, torch.from_numpy(padded.reshape(-1))).view(len(docs), width, -1).amax(1)
+        scores[docs] = reduce_query(best, None, store.reduction).numpy()
+    return scores
+
+
+def search_one(store: CompressedStore, centroids: "torch.Tensor", q: "torch.Tensor", k: int,
+               params: SearchParams, stats: Optional[dict] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """The top ``k`` (document ids, exact scores), best first, of one query's scoring vectors ``q [n, d]``.
+
+    ``centroids`` is the codec's centroids as a tensor; ``stats``, when given, receives the number of documents
+    at each stage.
+    """
+    scores = centroid_scores(centroids, q, store.similarity)
+    if params.ncells >= scores.shape[0]:
+        candidates = np.arange(store.num_docs)
+    else:
+        candidates = np.unique(list_docs(probe(scores, params.ncells), store.ivf_offsets, store.ivf_docs)[0])
+    survivors = candidates
+    scored = params.scored(k)
+    if params.ndocs is not None and len(candidates) > params.ndocs:
+        docs, approx = pruned_interaction(scores, params.threshold, candidates, store)
+        survivors = docs[top_k(approx, docs, params.ndocs)]
+        if len(survivors) < params.ndocs:  # too few with an active centroid: fill up with the other candidates
+            rest = np.setdiff1d(candidates, survivors, assume_unique=True)
+            survivors = np.concatenate([survivors, rest[:params.ndocs - len(survivors)]])
+    pruned = len(survivors)
+    if scored is not None and len(survivors) > scored:
+        approx = interaction(scores, survivors, store)
+        survivors = survivors[top_k(approx, survivors, scored)]
+    if stats is not None:
+        stats.update(candidates=len(candidates), pruned=pruned, scored=len(survivors))
+    exact = exact_scores(store, q, survivors)
+    best = top_k(exact, survivors, k)
+    return survivors[best], exact[best]
+
+
+def search(store: CompressedStore, queries: List["torch.Tensor"], k: int,
+           params: SearchParams) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """:func:`search_one` for each query (on CPU)."""
+    import torch
+
+    centroids = torch.from_numpy(store.codec.centroids)
+    return [search_one(store, centroids, q.cpu(), k, params) for q in queries]
+
+
+def ranked(inp: pd.DataFrame, codes: np.ndarray, found: List[Tuple[np.ndarray, np.ndarray]],
+           docnos_of: Callable[[np.ndarray], np.ndarray]) -> pd.DataFrame:
+    """The result frame: each input row repeated for its query's ``found`` (document ids, scores), with ``docno``,
+    ``score`` and ``rank`` set; rows grouped by qid in order of first appearance, by score descending, docno
+    breaking ties, ``rank`` from 0 within a qid (as :func:`~pyterrier_fandom_colbert.frames.rank_by_score`, whose
+    pandas sort and groupby cost more than the search of a small top k; one numpy lexsort here).
+
+    >>> frame = pd.DataFrame({"qid": ["b", "a"], "x": [1, 2]})
+    >>> found = [(np.array([7, 3]), np.array([0.5, 0.5])), (np.array([1]), np.array([0.9]))]
+    >>> ranked(frame, np.array([0, 1]), found, lambda ids: np.array([f"d{i}" for i in ids], dtype=object))
+      qid  x docno  score  rank
+    0   b  1    d3    0.5     0
+    1   b  1    d7    0.5     1
+    2   a  2    d1    0.9     0
+    """
+    counts = np.array([len(found[c][0]) for c in codes], dtype=np.int64)
+    rows = np.repeat(np.arange(len(inp)), counts)
+    ids = np.concatenate([found[c][0] for c in codes]) if len(rows) else np.zeros(0, np.int64)
+    scores = np.concatenate([found[c][1] for c in codes]).astype(np.float64) if len(rows) else np.zeros(0)
+    docnos = docnos_of(ids)
+    qorder = pd.factorize(inp["qid"])[0][rows]
+    order = np.lexsort((docnos.astype(str), -scores, qorder))
+    rows, docnos, scores, qorder = rows[order], docnos[order], scores[order], qorder[order]
+    firsts = np.flatnonzero(np.concatenate([[True], qorder[1:] != qorder[:-1]])) if len(rows) else np.zeros(0, int)
+    rank = np.arange(len(rows)) - np.repeat(firsts, np.diff(np.append(firsts, len(rows))))
+    out = inp.iloc[rows].reset_index(drop=True)
+    out["docno"] = docnos
+    out["score"] = scores
+    out["rank"] = rank.astype(np.int64)
+    return out
+
+
+class CentroidRetriever(EqualByKey, pt.Transformer):
+    """End-to-end retriever over a compressed index: qid, query_embs → + docno, score, rank (other input columns
+    kept). ``index.retriever(colbert)`` of a compressed index builds ``colbert.query_encoder() >>`` this.
+
+    ``ncells``, ``threshold``, ``ndocs`` and ``nscore`` override the defaults that :meth:`SearchParams.for_k`
+    picks for ``num_results`` (also after ``% k``).
+    """
+
+    def __init__(self, index: "ColBERTIndex", *, num_results: int = 1000, ncells: Optional[int] = None,
+                 threshold: Optional[float] = None, ndocs: Union[int, str, None] = "auto",
+                 nscore: Optional[int] = None, strict: bool = False, verbose: bool = False):
+        if isinstance(num_results, bool) or not isinstance(num_results, (int, np.integer)) or num_results < 1:
+            raise ValueError(f"num_results={num_results!r}; expected at least 1")
+        if isinstance(ndocs, str) and ndocs != "auto":
+            raise ValueError(f"ndocs={ndocs!r}; expected a number of documents, 'auto' or None (no pruning)")
+        self.index = index
+        self.num_results = num_results
+        self.overrides = {"ncells": ncells, "threshold": threshold, "ndocs": ndocs, "nscore": nscore}
+        self.params = SearchParams.for_k(num_results, **self.overrides)
+        self.strict = strict
+        self.verbose = verbose
+
+    def fuse_rank_cutoff(self, k: int) -> "CentroidRetriever":
+        """``% k``: fewer results, with the defaults for ``k`` (overrides kept)."""
+        if k >= self.num_results:
+            return self
+        return CentroidRetriever(self.index, num_results=k, strict=self.strict, verbose=self.verbose,
+                                 **self.overrides)
+
+    def _key(self) -> Tuple:
+        return (artifact_key(self.index), self.num_results, self.params, self.strict)
+
+    def transform_outputs(self, input_columns: List[str]) -> List[str]:
+        require_columns(input_columns, ["qid", "query_embs"], self)
+        return input_columns + ["docno", "score", "rank"]
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        from .blocks import refuse_non_finite_queries
+
+        require_columns(inp.columns, ["qid", "query_embs"], self)
+        inp = usable_query_rows(inp, strict=self.strict, context=self)
+        if len(inp) == 0:
+            return empty_output(inp, ["docno", "score", "rank"])
+        codes, unique = query_tensors(inp, self.index.meta.dim, self)
+        refuse_non_finite_queries(inp, codes, unique, self)
+        store = self.index.store
+        found: List[Tuple[np.ndarray, np.ndarray]] = []
+        bar = progress(total=len(unique), desc="ColBERT retrieval (compressed)", unit="query", enabled=self.verbose)
+        try:
+            for q in unique:
+                found.extend(search(store, [q], self.num_results, self.params))
+                bar.update(1)
+        finally:
+            bar.close()
+        return ranked(inp, codes, found, self.index.docnos_of)
+
+    def __repr__(self) -> str:
+        p = self.params
+        strict = ", strict=True" if self.strict else ""
+        return (f"{self.index!r}.retriever(num_results={self.num_results}, ncells={p.ncells}, "
+                f"threshold={p.threshold}, ndocs={p.ndocs}, nscore={p.nscore}{strict})")

@@ -1,0 +1,298 @@
+"""Residual compression of token vectors: a centroid id plus a few bits per dimension.
+
+A token vector ``x`` is stored as the id ``c`` of its nearest centroid (k-means over a sample of the corpus's
+vectors) and, for every dimension ``j``, the bucket ``b_j`` (``nbits`` bits) into which its residual
+``x_j − centroid[c]_j`` falls. Decompression is exact and cheap: ``centroid[c]_j + weight[j, b_j]``.
+
+The scheme follows PLAID (Santhanam et al., 2022, "PLAID: an efficient engine for late interaction retrieval")
+with one change: bucket cutoffs and reconstruction weights are fitted *per dimension* (PLAID fits one set for
+all dimensions), cutoffs at the residuals' quantiles (equal-mass buckets) and weights at each bucket's mean
+residual (the least-squares value for those cutoffs). Storage per token is ``dim · nbits / 8`` bytes of residual
+codes plus the centroid id (2 bytes up to 65,536 centroids): 34 bytes at 2 bits and ``dim = 128``.
+
+Bits are packed little-endian within a byte: dimension ``j`` lives in byte ``j // (8 / nbits)`` at bit offset
+``nbits · (j % (8 / nbits))``.
+
+Everything here is a pure function over arrays (numpy; the bulk paths also in torch), independent of the index
+files (see compressed.py for those).
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Optional, Tuple
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+#: bits per dimension the codec supports (whole codes per byte)
+SUPPORTED_BITS = (1, 2, 4)
+#: rows assigned to centroids per matrix product (a [block, C] float32 score matrix)
+ASSIGN_BLOCK = 4096
+
+
+def check_nbits(nbits: int, dim: int) -> None:
+    """Refuse bit widths the codec cannot pack, naming the value.
+
+    >>> check_nbits(3, 128)
+    Traceback (most recent call last):
+    ...
+    ValueError: nbits=3; expected one of (1, 2, 4) bits per dimension
+    >>> check_nbits(1, 12)
+    Traceback (most recent call last):
+    ...
+    ValueError: dim=12 is not a multiple of 8: 1-bit codes pack 8 dimensions per byte
+    """
+    if nbits not in SUPPORTED_BITS or isinstance(nbits, bool):
+        raise ValueError(f"nbits={nbits!r}; expected one of {SUPPORTED_BITS} bits per dimension")
+    per_byte = 8 // nbits
+    if dim % per_byte:
+        raise ValueError(f"dim={dim} is not a multiple of {per_byte}: {nbits}-bit codes pack {per_byte} dimensions "
+                         "per byte")
+
+
+def default_num_centroids(num_tokens: int) -> int:
+    """Centroids for a corpus of ``num_tokens`` vectors: the power of two nearest ``4 · sqrt(num_tokens)``, at
+    most ``num_tokens`` (every centroid needs a vector) and at most 65,536 (2-byte ids).
+
+    >>> default_num_centroids(1_000_000), default_num_centroids(917_533), default_num_centroids(10), \
+default_num_centroids(10**10)
+    (4096, 4096, 10, 65536)
+    """
+    if num_tokens < 1:
+        raise ValueError(f"num_tokens={num_tokens}; a codec needs at least one vector to train on")
+    nearest = 2 ** round(math.log2(4 * math.sqrt(num_tokens)))
+    return int(max(1, min(nearest, num_tokens, 1 << 16)))
+
+
+def code_dtype(num_centroids: int) -> np.dtype:
+    """Smallest unsigned dtype holding centroid ids below ``num_centroids``.
+
+    >>> code_dtype(65536), code_dtype(65537)
+    (dtype('uint16'), dtype('int32'))
+    """
+    return np.dtype(np.uint16) if num_centroids <= 1 << 16 else np.dtype(np.int32)
+
+
+def train_centroids(sample: np.ndarray, num_centroids: int, *, niter: int = 4, seed: int = 0,
+                    spherical: bool = True) -> np.ndarray:
+    """k-means centroids ``[num_centroids, d]`` float32 of ``sample [n, d]`` (FAISS; unit length when
+    ``spherical``), rounded to float16 precision, which is how they are stored.
+
+    >>> rng = np.random.default_rng(0)
+    >>> blobs = np.concatenate([rng.normal(m, 0.01, (50, 2)) for m in ([1, 0], [0, 1])]).astype(np.float32)
+    >>> sorted(np.abs(train_centroids(blobs, 2, niter=10)).astype(np.float64).round(2).tolist())
+    [[0.0, 1.0], [1.0, 0.0]]
+    """
+    import faiss
+
+    sample = np.ascontiguousarray(sample, dtype=np.float32)
+    if sample.ndim != 2 or len(sample) < num_centroids:
+        raise ValueError(f"sample of shape {sample.shape}; expected [n, d] with n >= num_centroids={num_centroids}")
+    kmeans = faiss.Kmeans(sample.shape[1], num_centroids, niter=niter, seed=seed, spherical=spherical,
+                          max_points_per_centroid=1 << 30, min_points_per_centroid=1, verbose=False)
+    kmeans.train(sample)
+    return kmeans.centroids.astype(np.float16).astype(np.float32)
+
+
+def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray, block: int = ASSIGN_BLOCK) -> np.ndarray:
+    """Id (int64) of the nearest centroid in L2 distance of every row of ``vectors [n, d]``: the argmax of
+    ``x·c − |c|²/2`` (the argmax of ``x·c`` for unit centroids), ``block`` rows per matrix product. Ties go to
+    the lower id.
+
+    >>> nearest_centroids(np.array([[1., 0.], [0.1, 0.9], [0.6, -0.8]]), np.array([[1., 0.], [0., 1.]])).tolist()
+    [0, 1, 0]
+    """
+    import torch
+
+    c = torch.as_tensor(np.asarray(centroids, dtype=np.float32))
+    half_norms = 0.5 * (c * c).sum(1)
+    out = np.empty(len(vectors), dtype=np.int64)
+    for start in range(0, len(vectors), block):
+        x = torch.as_tensor(np.asarray(vectors[start:start + block], dtype=np.float32))
+        scores = x @ c.T
+        scores -= half_norms
+        out[start:start + len(x)] = scores.argmax(1).numpy()
+    return out
+
+
+def fit_buckets(residuals: np.ndarray, nbits: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Per-dimension bucket ``cutoffs [d, 2^nbits − 1]`` (quantiles ``1/K … (K−1)/K`` of each dimension's
+    residuals, ``K = 2^nbits``) and reconstruction ``weights [d, K]`` (each bucket's mean residual; the midpoint
+    quantile ``(i + ½)/K`` for a bucket no residual fell into). Both float32.
+
+    >>> cutoffs, weights = fit_buckets(np.array([[-3.], [-1.], [1.], [3.]]), 1)
+    >>> cutoffs.tolist(), weights.tolist()
+    ([[0.0]], [[-2.0, 2.0]])
+    """
+    residuals = np.asarray(residuals, dtype=np.float32)
+    if residuals.ndim != 2 or len(residuals) == 0:
+        raise ValueError(f"residuals of shape {residuals.shape}; expected a non-empty [n, d] array")
+    options = 1 << nbits
+    cutoffs = np.quantile(residuals, np.arange(1, options) / options, axis=0).T.astype(np.float32)  # [d, K-1]
+    ids = bucketise(residuals, cutoffs)
+    n, dim = residuals.shape
+    flat = (np.arange(dim) * options)[None, :] + ids
+    counts = np.bincount(flat.ravel(), minlength=dim * options).reshape(dim, options)
+    sums = np.bincount(flat.ravel(), weights=residuals.ravel().astype(np.float64),
+                       minlength=dim * options).reshape(dim, options)
+    midpoints = np.quantile(residuals, (np.arange(options) + 0.5) / options, axis=0).T
+    weights = np.where(counts > 0, sums / np.maximum(counts, 1), midpoints).astype(np.float32)
+    return cutoffs, weights
+
+
+def bucketise(residuals: np.ndarray, cutoffs: np.ndarray) -> np.ndarray:
+    """Bucket id (uint8) of every residual: the number of its dimension's cutoffs it exceeds.
+
+    >>> bucketise(np.array([[-0.5, 0.5], [0.2, 3.0]]), np.array([[0.0], [1.0]])).tolist()
+    [[0, 0], [1, 1]]
+    """
+    residuals = np.asarray(residuals)
+    ids = np.zeros(residuals.shape, dtype=np.uint8)
+    for j in range(cutoffs.shape[1]):
+        ids += residuals > cutoffs[:, j]
+    return ids
+
+
+def pack_bits(ids: np.ndarray, nbits: int) -> np.ndarray:
+    """Pack bucket ids ``[n, d]`` (each below ``2^nbits``) into ``[n, d · nbits / 8]`` bytes.
+
+    >>> pack_bits(np.array([[1, 2, 3, 0]], dtype=np.uint8), 2).tolist()  # 1 + 2·4 + 3·16 + 0·64
+    [[57]]
+    """
+    ids = np.asarray(ids, dtype=np.uint8)
+    check_nbits(nbits, ids.shape[1])
+    per_byte = 8 // nbits
+    grouped = ids.reshape(len(ids), -1, per_byte)
+    packed = np.zeros(grouped.shape[:2], dtype=np.uint8)
+    for m in range(per_byte):
+        packed |= grouped[:, :, m] << np.uint8(m * nbits)
+    return packed
+
+
+def unpack_bits(packed: np.ndarray, nbits: int) -> np.ndarray:
+    """Inverse of :func:`pack_bits`: bucket ids ``[n, d]`` uint8 from ``[n, d · nbits / 8]`` bytes.
+
+    >>> unpack_bits(np.array([[57]], dtype=np.uint8), 2).tolist()
+    [[1, 2, 3, 0]]
+    """
+    packed = np.asarray(packed, dtype=np.uint8)
+    per_byte = 8 // nbits
+    shifts = (np.arange(per_byte) * nbits).astype(np.uint8)
+    ids = (packed[:, :, None] >> shifts) & np.uint8((1 << nbits) - 1)
+    return ids.reshape(len(packed), -1)
+
+
+def decode_table(weights: np.ndarray, nbits: int) -> np.ndarray:
+    """``[d · nbits / 8, 256, 8 / nbits]`` float32: entry ``[k, byte, m]`` is the weight that ``byte``, found at
+    position ``k`` of a packed row, decodes to for dimension ``k · 8/nbits + m``. One gather per byte then
+    decodes a whole row.
+
+    >>> decode_table(np.array([[-1., 1.]] * 8), 1)[0, 0b00000101].tolist()
+    [1.0, -1.0, 1.0, -1.0, -1.0, -1.0, -1.0, -1.0]
+    """
+    dim = weights.shape[0]
+    per_byte = 8 // nbits
+    all_bytes = np.arange(256, dtype=np.uint8)[:, None]
+    ids = unpack_bits(all_bytes, nbits)  # [256, per_byte]: the bucket of each slot of every byte value
+    slots = weights.reshape(dim // per_byte, per_byte, -1)  # [B, per_byte, K]
+    table = slots[:, np.arange(per_byte)[None, :], ids]  # [B, 256, per_byte]
+    return np.ascontiguousarray(table, dtype=np.float32)
+
+
+class ResidualCodec:
+    """Centroids ``[C, d]``, per-dimension bucket ``cutoffs [d, K−1]`` and ``weights [d, K]`` (``K = 2^nbits``):
+    compresses vectors to (centroid id, packed residual bits) and decompresses them exactly.
+
+    >>> codec = ResidualCodec(np.eye(2, 4), cutoffs=np.tile([-0.1, 0., 0.1], (4, 1)),
+    ...                       weights=np.tile([-0.15, -0.05, 0.05, 0.15], (4, 1)), nbits=2)
+    >>> codes, packed = codec.compress(np.array([[0.9, 0.12, 0., -0.3]]))
+    >>> codes.tolist(), packed.tolist()  # buckets [0, 3, 1, 0]: 0 + 3·4 + 1·16 + 0·64
+    ([0], [[28]])
+    >>> codec.decompress(codes, packed).astype(np.float64).round(2).tolist()
+    [[0.85, 0.15, -0.05, -0.15]]
+    """
+
+    def __init__(self, centroids: np.ndarray, cutoffs: np.ndarray, weights: np.ndarray, nbits: int):
+        self.centroids = np.ascontiguousarray(centroids, dtype=np.float32)
+        self.cutoffs = np.ascontiguousarray(cutoffs, dtype=np.float32)
+        self.weights = np.ascontiguousarray(weights, dtype=np.float32)
+        self.nbits = nbits
+        self.dim = self.centroids.shape[1]
+        options = 1 << nbits
+        if self.cutoffs.shape != (self.dim, options - 1) or self.weights.shape != (self.dim, options):
+            raise ValueError(f"cutoffs {self.cutoffs.shape} and weights {self.weights.shape} do not fit {nbits}-bit "
+                             f"codes of dimension {self.dim}: expected ({self.dim}, {options - 1}) and "
+                             f"({self.dim}, {options})")
+        self._tables: dict = {}
+
+    @property
+    def num_centroids(self) -> int:
+        return len(self.centroids)
+
+    @property
+    def packed_bytes(self) -> int:
+        """Bytes of residual codes per vector."""
+        return self.dim * self.nbits // 8
+
+    @classmethod
+    def train(cls, sample: np.ndarray, nbits: int, num_centroids: Optional[int] = None, *, niter: int = 4,
+              seed: int = 0, spherical: bool = True, heldout: float = 0.1) -> "ResidualCodec":
+        """Centroids from k-means over ``1 − heldout`` of ``sample [n, d]``, then bucket cutoffs and weights from
+        the residuals of the held-out rows (all rows when that leaves fewer than 2 for either part)."""
+        sample = np.asarray(sample, dtype=np.float32)
+        check_nbits(nbits, sample.shape[1])
+        num_centroids = num_centroids or default_num_centroids(len(sample))
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(len(sample))
+        held = int(len(sample) * heldout)
+        if held < 2 or len(sample) - held < num_centroids:
+            train_rows, bucket_rows = order, order
+        else:
+            train_rows, bucket_rows = order[held:], order[:held]
+        centroids = train_centroids(sample[np.sort(train_rows)], num_centroids, niter=niter, seed=seed,
+                                    spherical=spherical)
+        held_out = sample[np.sort(bucket_rows)]
+        residuals = held_out - centroids[nearest_centroids(held_out, centroids)]
+        cutoffs, weights = fit_buckets(residuals, nbits)
+        return cls(centroids, cutoffs, weights, nbits)
+
+    def compress(self, vectors: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """(centroid ids ``[n]`` int64, packed residual codes ``[n, packed_bytes]`` uint8) of ``vectors [n, d]``."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise ValueError(f"vectors of shape {vectors.shape}; expected [n, {self.dim}]")
+        check_nbits(self.nbits, self.dim)
+        codes = nearest_centroids(vectors, self.centroids)
+        residuals = vectors - self.centroids[codes]
+        return codes, pack_bits(bucketise(residuals, self.cutoffs), self.nbits)
+
+    def decompress(self, codes: np.ndarray, packed: np.ndarray) -> np.ndarray:
+        """Vectors ``[n, d]`` float32: ``centroid[code] + weight[j, bucket_j]`` for every dimension ``j``."""
+        ids = unpack_bits(packed, self.nbits)
+        return self.centroids[np.asarray(codes, dtype=np.int64)] + self.weights[np.arange(self.dim), ids]
+
+    def decompress_into(self, codes: "torch.Tensor", packed: "torch.Tensor", out: "torch.Tensor") -> "torch.Tensor":
+        """:meth:`decompress` in torch, into ``out [n, d]`` float32 (CPU), with one table gather per packed
+        byte: the fast path of scoring."""
+        import torch
+
+        table, centroids, shift = self._torch_tables()
+        n, nbytes = packed.shape
+        rows = packed.to(torch.int64).add_(shift[:nbytes])  # [n, B]: the row of each byte in the flattened table
+        torch.index_select(centroids, 0, codes.long(), out=out)
+        out.view(-1).add_(table.index_select(0, rows.view(-1)).view(-1))
+        return out
+
+    def _torch_tables(self) -> Tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]:
+        import torch
+
+        if "torch" not in self._tables:
+            table = torch.from_numpy(decode_table(self.weights, self.nbits))
+            shift = torch.arange(table.shape[0]) * 256
+            self._tables["torch"] = (table.reshape(-1, table.shape[-1]), torch.from_numpy(self.centroids), shift)
+        return self._tables["torch"]
+
+    def __repr__(self) -> str:
+        return f"ResidualCodec(num_centroids={self.num_centroids}, dim={self.dim}, nbits={self.nbits})"

@@ -1,0 +1,283 @@
+"""The residual-compressed index formats (``residual1``, ``residual2``, ``residual4``; files listed in layout.py):
+how they are specified, and building them from a spill of fp16 vectors.
+
+Building (:func:`compress_spill`) starts from the writer's temporary folder, whose ``vectors.f16`` was written
+by the single encoding pass: a sample of rows trains the codec, the vectors are quantised ``chunk_tokens`` rows
+at a time (whole documents), the (centroid, document) pairs are spilled and then scattered into the inverted
+lists, and the vector spill is deleted. Memory is bounded by the chunk and the training sample, not by the corpus.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from ..progress import progress
+from ..storage import JsonConfig, write_json
+from .centroid_search import doc_code_pairs
+from .codec import ResidualCodec, check_nbits, code_dtype, default_num_centroids
+from .layout import (
+    CENTROIDS_FILE,
+    CODEC_FILE,
+    CUTOFFS_FILE,
+    FORMATS,
+    IVF_DOCS_FILE,
+    IVF_OFFSETS_FILE,
+    RESIDUALS_FILE,
+    WEIGHTS_FILE,
+)
+
+_PAIRS_SPILL = "pairs.spill"
+#: token rows quantised per chunk while building (whole documents; ~32 MB of float32 at d = 128)
+CHUNK_TOKENS = 65536
+
+
+def nbits_of(fmt: str) -> int:
+    """Bits per dimension of a compressed format name; a ValueError names the supported formats.
+
+    >>> nbits_of("residual2")
+    2
+    >>> nbits_of("residual3")
+    Traceback (most recent call last):
+    ...
+    ValueError: compression='residual3'; expected one of ('fp16', 'residual1', 'residual2', 'residual4')
+    """
+    if fmt not in FORMATS or fmt == "fp16":
+        raise ValueError(f"compression={fmt!r}; expected one of {FORMATS}")
+    return int(fmt[len("residual"):])
+
+
+def codes_file(dtype: np.dtype) -> str:
+    return "codes.u16" if np.dtype(dtype) == np.uint16 else "codes.i32"
+
+
+def token_ids_file(dtype: np.dtype) -> str:
+    return "token_ids.u16" if np.dtype(dtype) == np.uint16 else "token_ids.i32"
+
+
+def compressed_files(info: Dict[str, Any]) -> List[str]:
+    """The files a compressed index stores besides ``offsets.i64``, ``docnos.npids``, ``colbert_config.json`` (and
+    ``parts.i64``), given its ``codec.json``.
+
+    >>> compressed_files({"code_dtype": "uint16", "token_id_dtype": "int32"})[:2]
+    ['codec.json', 'centroids.f16']
+    """
+    return [CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE, codes_file(np.dtype(info["code_dtype"])),
+            RESIDUALS_FILE, IVF_OFFSETS_FILE, IVF_DOCS_FILE, token_ids_file(np.dtype(info["token_id_dtype"]))]
+
+
+def array_layout(info: Dict[str, Any], num_tokens: int, num_docs: int, dim: int) -> Dict[str, Tuple[Any, Tuple]]:
+    """(dtype, shape) of each array file of a compressed index, as its ``codec.json`` and sizes imply."""
+    nbits, centroids = int(info["nbits"]), int(info["num_centroids"])
+    code, token_id = np.dtype(info["code_dtype"]), np.dtype(info["token_id_dtype"])
+    return {CENTROIDS_FILE: (np.float16, (centroids, dim)), CUTOFFS_FILE: (np.float32, (dim, (1 << nbits) - 1)),
+            WEIGHTS_FILE: (np.float32, (dim, 1 << nbits)), codes_file(code): (code, (num_tokens,)),
+            RESIDUALS_FILE: (np.uint8, (num_tokens, dim * nbits // 8)),
+            IVF_OFFSETS_FILE: (np.int64, (centroids + 1,)), IVF_DOCS_FILE: (np.int32, (int(info["num_pairs"]),)),
+            token_ids_file(token_id): (token_id, (num_tokens,))}
+
+
+@dataclass(frozen=True)
+class CompressionSpec(JsonConfig):
+    """How an index is stored: ``format`` ``'fp16'`` or ``'residual1'``/``'residual2'``/``'residual4'`` (bits per
+    dimension), and for the residual formats the codec's training: ``num_centroids`` (default: the power of two
+    nearest ``4·sqrt(num_tokens)``), ``sample`` token vectors for k-means (default ``32 · num_centroids``, at
+    least 65,536), ``niter`` k-means iterations, ``seed``.
+
+    >>> CompressionSpec("residual2").nbits, CompressionSpec("fp16").compressed
+    (2, False)
+    >>> CompressionSpec("residual2", num_centroids=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_centroids=0; expected a positive number of centroids (or None for the default)
+    """
+
+    format: str = "fp16"
+    num_centroids: Optional[int] = None
+    sample: Optional[int] = None
+    niter: int = 4
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ValueError(f"compression={self.format!r}; expected one of {FORMATS}")
+        for name in ("num_centroids", "sample"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                                      or value < 1):
+                raise ValueError(f"{name}={value!r}; expected a positive number of "
+                                 f"{'centroids' if name == 'num_centroids' else 'token vectors'} (or None for the "
+                                 "default)")
+        if isinstance(self.niter, bool) or not isinstance(self.niter, (int, np.integer)) or self.niter < 1:
+            raise ValueError(f"niter={self.niter!r}; expected at least one k-means iteration")
+        if self.num_centroids is not None and self.num_centroids > 1 << 31:
+            raise ValueError(f"num_centroids={self.num_centroids} is beyond int32 centroid ids")
+
+    @property
+    def compressed(self) -> bool:
+        return self.format != "fp16"
+
+    @property
+    def nbits(self) -> int:
+        return nbits_of(self.format)
+
+    def resolve(self, num_tokens: int) -> Tuple[int, int]:
+        """(centroids, sample size) for a corpus of ``num_tokens`` vectors; refuses more centroids than tokens.
+
+        >>> CompressionSpec("residual2").resolve(1_000_000)
+        (4096, 131072)
+        >>> CompressionSpec("residual2", num_centroids=64).resolve(50)
+        Traceback (most recent call last):
+        ...
+        ValueError: num_centroids=64 but the corpus has only 50 token vectors; give fewer centroids
+        """
+        centroids = self.num_centroids or default_num_centroids(num_tokens)
+        if centroids > num_tokens:
+            raise ValueError(f"num_centroids={centroids} but the corpus has only {num_tokens} token vectors; give "
+                             "fewer centroids")
+        sample = self.sample or max(32 * centroids, 65536)
+        return centroids, min(max(sample, centroids), num_tokens)
+
+
+def as_spec(compression: Any) -> CompressionSpec:
+    """A :class:`CompressionSpec` from a spec or a format name."""
+    if isinstance(compression, CompressionSpec):
+        return compression
+    if isinstance(compression, str):
+        return CompressionSpec(compression)
+    raise ValueError(f"compression={compression!r}; expected a format name {FORMATS} or a CompressionSpec")
+
+
+def doc_chunks(offsets: np.ndarray, chunk_tokens: int) -> Iterator[Tuple[int, int]]:
+    """``(first_doc, end_doc)`` ranges of whole documents holding about ``chunk_tokens`` rows each (a longer
+    document gets a chunk of its own).
+
+    >>> list(doc_chunks(np.array([0, 3, 5, 9, 10]), 5))
+    [(0, 2), (2, 4)]
+    """
+    num_docs = len(offsets) - 1
+    start = 0
+    while start < num_docs:
+        end = int(np.searchsorted(offsets, offsets[start] + chunk_tokens, side="right")) - 1
+        end = min(max(end, start + 1), num_docs)
+        yield start, end
+        start = end
+
+
+def compress_spill(folder: Path, num_tokens: int, dim: int, spec: CompressionSpec, *, vectors_file: str,
+                   token_ids_file_i32: str, offsets_file: str, verbose: bool = False,
+                   chunk_tokens: int = CHUNK_TOKENS) -> Dict[str, Any]:
+    """Replace the fp16 spill ``folder/vectors_file`` (``[num_tokens, dim]``) by the compressed files; returns the
+    codec description written to ``codec.json``."""
+    nbits = spec.nbits
+    check_nbits(nbits, dim)
+    folder = Path(folder)
+    started = time.perf_counter()
+    vectors = np.memmap(folder / vectors_file, dtype=np.float16, mode="r", shape=(num_tokens, dim))
+    offsets = np.fromfile(folder / offsets_file, dtype=np.int64)
+    num_centroids, sample_size = spec.resolve(num_tokens)
+
+    rng = np.random.default_rng(spec.seed)
+    rows = np.sort(rng.choice(num_tokens, size=sample_size, replace=False))
+    sample = np.asarray(vectors[rows], dtype=np.float32)
+    codec = ResidualCodec.train(sample, nbits, num_centroids, niter=spec.niter, seed=spec.seed)
+    del sample
+    trained = time.perf_counter()
+
+    cdtype = code_dtype(num_centroids)
+    counts = np.zeros(num_centroids, dtype=np.int64)
+    bar = progress(total=num_tokens, desc=f"compressing ({spec.format})", unit="tok", enabled=verbose)
+    try:
+        with open(folder / codes_file(cdtype), "wb") as codes_out, open(folder / RESIDUALS_FILE, "wb") as res_out, \
+                open(folder / _PAIRS_SPILL, "wb") as pairs_out:
+            for first, end in doc_chunks(offsets, chunk_tokens):
+                lo, hi = int(offsets[first]), int(offsets[end])
+                codes, packed = codec.compress(np.asarray(vectors[lo:hi], dtype=np.float32))
+                codes_out.write(codes.astype(cdtype).tobytes())
+                res_out.write(packed.tobytes())
+                doc_of_row = np.repeat(np.arange(first, end), np.diff(offsets[first:end + 1]))
+                cents, docs = doc_code_pairs(codes, doc_of_row)
+                counts += np.bincount(cents, minlength=num_centroids)
+                pairs_out.write(np.stack([cents, docs], 1).astype(np.int32).tobytes())
+                bar.update(hi - lo)
+    finally:
+        bar.close()
+    del vectors
+    (folder / vectors_file).unlink()
+    quantised = time.perf_counter()
+
+    num_pairs = int(counts.sum())
+    ivf_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    ivf_offsets.tofile(folder / IVF_OFFSETS_FILE)
+    _fill_lists(folder / _PAIRS_SPILL, folder / IVF_DOCS_FILE, ivf_offsets, num_pairs, chunk_tokens)
+    (folder / _PAIRS_SPILL).unlink()
+    id_dtype = _narrow_token_ids(folder, token_ids_file_i32, num_tokens, chunk_tokens)
+
+    codec.centroids.astype(np.float16).tofile(folder / CENTROIDS_FILE)
+    codec.cutoffs.tofile(folder / CUTOFFS_FILE)
+    codec.weights.tofile(folder / WEIGHTS_FILE)
+    info = {"spec": spec.to_dict(), "nbits": nbits, "num_centroids": num_centroids, "sample": sample_size,
+            "code_dtype": cdtype.name, "token_id_dtype": id_dtype.name, "num_pairs": num_pairs,
+            "seconds": {"train": round(trained - started, 3), "quantise": round(quantised - trained, 3),
+                        "lists": round(time.perf_counter() - quantised, 3)}}
+    write_json(folder / CODEC_FILE, info)
+    return info
+
+
+def _fill_lists(pairs_file: Path, out_file: Path, ivf_offsets: np.ndarray, num_pairs: int, chunk: int) -> None:
+    """Scatter the spilled (centroid, document) pairs, ``chunk`` at a time, into their lists.
+
+    The writer spilled each chunk's pairs sorted by centroid then document, and later chunks hold later
+    documents; a read block, sorted the same way, can only split one centroid's pairs of one writer chunk between
+    two blocks, earlier documents first. So every list comes out ascending.
+    """
+    out = np.memmap(out_file, dtype=np.int32, mode="w+", shape=(num_pairs,))
+    pairs = np.memmap(pairs_file, dtype=np.int32, mode="r", shape=(num_pairs, 2))
+    cursor = ivf_offsets[:-1].copy()
+    for start in range(0, num_pairs, chunk):
+        block = np.asarray(pairs[start:start + chunk])
+        order = np.lexsort((block[:, 1], block[:, 0]))
+        cents, docs = block[order, 0], block[order, 1]
+        firsts = np.flatnonzero(np.concatenate([[True], cents[1:] != cents[:-1]]))
+        sizes = np.diff(np.append(firsts, len(cents)))
+        rank = np.arange(len(cents)) - np.repeat(firsts, sizes)
+        out[cursor[cents] + rank] = docs
+        cursor[cents[firsts]] += sizes
+    out.flush()
+    del out
+
+
+def _narrow_token_ids(folder: Path, name_i32: str, num_tokens: int, chunk: int) -> np.dtype:
+    """Rewrite the int32 token ids as uint16 when every id fits; returns the dtype kept."""
+    ids = np.memmap(folder / name_i32, dtype=np.int32, mode="r", shape=(num_tokens,))
+    fits = all(int(ids[s:s + chunk].min()) >= 0 and int(ids[s:s + chunk].max()) < 1 << 16
+               for s in range(0, num_tokens, chunk))
+    if not fits:
+        return np.dtype(np.int32)
+    with open(folder / token_ids_file(np.uint16), "wb") as out:
+        for s in range(0, num_tokens, chunk):
+            out.write(np.asarray(ids[s:s + chunk]).astype(np.uint16).tobytes())
+    del ids
+    (folder / name_i32).unlink()
+    return np.dtype(np.uint16)
+
+
+def load_codec(folder: Path, info: Dict[str, Any], dim: int) -> ResidualCodec:
+    """The codec stored in an index folder (``info``: its ``codec.json``)."""
+    nbits, num_centroids = int(info["nbits"]), int(info["num_centroids"])
+    options = 1 << nbits
+    centroids = _read(folder / CENTROIDS_FILE, np.float16, (num_centroids, dim)).astype(np.float32)
+    cutoffs = _read(folder / CUTOFFS_FILE, np.float32, (dim, options - 1))
+    weights = _read(folder / WEIGHTS_FILE, np.float32, (dim, options))
+    return ResidualCodec(centroids, cutoffs, weights, nbits)
+
+
+def _read(path: Path, dtype: Any, shape: Tuple[int, ...]) -> np.ndarray:
+    expected = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if not path.exists() or path.stat().st_size != expected:
+        raise ValueError(f"{path} is missing or not {expected} bytes: the compressed index at {path.parent} is "
+                         "corrupt")
+    return np.fromfile(path, dtype=dtype).reshape(shape)

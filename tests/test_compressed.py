@@ -1,0 +1,469 @@
+"""The residual-compressed index: codec, centroid-pruned search, building and opening, all checked against
+brute-force references written out here."""
+import numpy as np
+import pytest
+import torch
+
+from pyterrier_fandom_colbert.index import centroid_search as cs
+from pyterrier_fandom_colbert.index import codec as rc
+from pyterrier_fandom_colbert.index import compressed
+
+DIM = 16
+
+
+def unit(x):
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def clustered(n, dim=DIM, clusters=12, noise=0.35, seed=0):
+    """Unit vectors around a few random directions, as ColBERT token vectors cluster by word."""
+    rng = np.random.default_rng(seed)
+    centres = unit(rng.normal(size=(clusters, dim)))
+    return unit(centres[rng.integers(0, clusters, n)] + noise * rng.normal(size=(n, dim)) / np.sqrt(dim))
+
+
+# -- codec ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("nbits", [1, 2, 4])
+def test_pack_unpack_round_trip(nbits):
+    rng = np.random.default_rng(nbits)
+    ids = rng.integers(0, 1 << nbits, size=(37, 32)).astype(np.uint8)
+    packed = rc.pack_bits(ids, nbits)
+    assert packed.shape == (37, 32 * nbits // 8) and packed.dtype == np.uint8
+    np.testing.assert_array_equal(rc.unpack_bits(packed, nbits), ids)
+    # the documented layout: dimension j sits in byte j // (8 / nbits) at bit offset nbits * (j % (8 / nbits))
+    per_byte = 8 // nbits
+    for j in (0, 5, 31):
+        got = (packed[:, j // per_byte] >> (nbits * (j % per_byte))) & ((1 << nbits) - 1)
+        np.testing.assert_array_equal(got, ids[:, j])
+
+
+def test_bucketise_and_fit_buckets_match_brute_force():
+    rng = np.random.default_rng(1)
+    residuals = rng.normal(scale=rng.uniform(0.05, 0.5, DIM), size=(2000, DIM)).astype(np.float32)
+    for nbits in (1, 2, 4):
+        cutoffs, weights = rc.fit_buckets(residuals, nbits)
+        options = 1 << nbits
+        ids = rc.bucketise(residuals, cutoffs)
+        for j in range(DIM):
+            col = residuals[:, j]
+            np.testing.assert_allclose(cutoffs[j], np.quantile(col, np.arange(1, options) / options), rtol=1e-6)
+            np.testing.assert_array_equal(ids[:, j], np.searchsorted(cutoffs[j], col, side="left"))
+            for b in range(options):
+                np.testing.assert_allclose(weights[j, b], col[ids[:, j] == b].mean(), rtol=1e-5, atol=1e-7)
+
+
+def test_nearest_centroids_is_the_l2_nearest():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(500, DIM)).astype(np.float32)
+    c = rng.normal(size=(40, DIM)).astype(np.float32)
+    expected = ((x[:, None, :] - c[None]) ** 2).sum(-1).argmin(1)
+    np.testing.assert_array_equal(rc.nearest_centroids(x, c, block=64), expected)
+
+
+@pytest.mark.parametrize("nbits", [1, 2, 4])
+def test_compress_decompress_against_brute_force(nbits):
+    x = clustered(3000, seed=nbits)
+    codec = rc.ResidualCodec.train(x[:2000], nbits, 32, niter=10)
+    codes, packed = codec.compress(x)
+    assert packed.shape == (len(x), DIM * nbits // 8)
+    # brute force: nearest centroid, then each dimension's residual bucket by its cutoffs, decoded by its weight
+    nearest = ((x[:, None, :] - codec.centroids[None]) ** 2).sum(-1).argmin(1)
+    np.testing.assert_array_equal(codes, nearest)
+    residual = x - codec.centroids[nearest]
+    ids = np.stack([np.searchsorted(codec.cutoffs[j], residual[:, j]) for j in range(DIM)], 1)
+    expected = codec.centroids[nearest] + codec.weights[np.arange(DIM), ids]
+    np.testing.assert_allclose(codec.decompress(codes, packed), expected, rtol=0, atol=1e-7)
+    out = torch.empty(len(x), DIM)
+    codec.decompress_into(torch.from_numpy(codes), torch.from_numpy(packed), out)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=0, atol=1e-7)
+    # error bound: an interior bucket's weight lies between its cutoffs, so the error is below the bucket's width
+    err = np.abs(expected - x)
+    lower = np.concatenate([np.full((DIM, 1), -np.inf), codec.cutoffs], 1)[np.arange(DIM), ids]
+    upper = np.concatenate([codec.cutoffs, np.full((DIM, 1), np.inf)], 1)[np.arange(DIM), ids]
+    interior = np.isfinite(lower) & np.isfinite(upper)
+    assert np.all(err[interior] <= (upper - lower)[interior] + 1e-6)
+
+
+def test_more_bits_less_error_and_bytes_per_token():
+    x = clustered(4000, dim=128, clusters=40, seed=3)
+    errors, centroid_only = {}, None
+    for nbits in (1, 2, 4):
+        codec = rc.ResidualCodec.train(x, nbits, 64, niter=5)
+        errors[nbits] = float(((codec.decompress(*codec.compress(x)) - x) ** 2).sum(1).mean())
+        # bytes per token: packed residual + centroid id
+        assert codec.packed_bytes + rc.code_dtype(codec.num_centroids).itemsize == 128 * nbits // 8 + 2
+        nearest = codec.centroids[rc.nearest_centroids(x, codec.centroids)]
+        centroid_only = float(((x - nearest) ** 2).sum(1).mean())
+    assert errors[4] < errors[2] < errors[1] < centroid_only
+
+
+def test_codec_refuses_bad_parameters():
+    with pytest.raises(ValueError, match="nbits=3"):
+        rc.ResidualCodec.train(clustered(100), 3, 4)
+    with pytest.raises(ValueError, match="dim=12 is not a multiple of 8"):
+        rc.ResidualCodec.train(clustered(100, dim=12), 1, 4)
+    with pytest.raises(ValueError, match="n >= num_centroids=200"):
+        rc.train_centroids(clustered(100), 200)
+    codec = rc.ResidualCodec.train(clustered(200), 2, 4)
+    with pytest.raises(ValueError, match=r"expected \[n, 16\]"):
+        codec.compress(np.zeros((3, 8)))
+
+
+# -- centroid-pruned search over an in-memory store ------------------------------------------------------------------
+def make_store(num_docs=120, nbits=2, num_centroids=24, seed=4, reduction="mean"):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, 30, num_docs)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    x = clustered(int(offsets[-1]), seed=seed)
+    codec = rc.ResidualCodec.train(x, nbits, num_centroids, niter=10)
+    codes, packed = codec.compress(x)
+    ivf_offsets, ivf_docs = cs.build_ivf(codes, offsets, num_centroids)
+    store = cs.CompressedStore(codec, codes.astype(np.uint16), packed, offsets, ivf_offsets, ivf_docs,
+                               "cosine", reduction)
+    return store, codec.decompress(codes, packed), codes
+
+
+def brute_force_scores(store, decompressed, q):
+    """MaxSim of every document by brute force: all token cosines at once, max per document, sum or mean."""
+    qn = q.numpy() / np.linalg.norm(q.numpy(), axis=1, keepdims=True)
+    sims = (decompressed / np.linalg.norm(decompressed, axis=1, keepdims=True)) @ qn.T  # [tokens, n]
+    best = np.maximum.reduceat(sims, store.offsets[:-1], axis=0)  # [docs, n]
+    return best.sum(1) if store.reduction == "sum" else best.mean(1)
+
+
+def queries(n=4, seed=5):
+    return [torch.from_numpy(clustered(8, seed=seed + i)) for i in range(n)]
+
+
+def test_inverted_lists_hold_each_documents_centroids():
+    store, _, codes = make_store()
+    for c in range(store.codec.num_centroids):
+        listed = store.ivf_docs[store.ivf_offsets[c]:store.ivf_offsets[c + 1]].tolist()
+        holders = [d for d in range(store.num_docs) if c in codes[store.offsets[d]:store.offsets[d + 1]]]
+        assert listed == holders
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_without_pruning_search_is_exhaustive_maxsim_over_decompressed_vectors(reduction):
+    store, decompressed, _ = make_store(reduction=reduction)
+    centroids = torch.from_numpy(store.codec.centroids)
+    params = cs.SearchParams(ncells=10**6, threshold=0.0, ndocs=None)
+    for q in queries():
+        ref = brute_force_scores(store, decompressed, q)
+        ids, scores = cs.search_one(store, centroids, q, 15, params)
+        expected = np.lexsort((np.arange(len(ref)), -ref))[:15]
+        assert ids.tolist() == expected.tolist()
+        np.testing.assert_allclose(scores, ref[expected], rtol=1e-5, atol=1e-6)
+
+
+def reference_pipeline(store, codes, decompressed, q, k, params):
+    """PLAID's stages written out document by document."""
+    sims = np.asarray(torch.from_numpy(store.codec.centroids) @ torch.nn.functional.normalize(q, dim=-1).T)
+    sims = sims / np.linalg.norm(store.codec.centroids, axis=1, keepdims=True)
+    docs_codes = [set(codes[s:e].tolist()) for s, e in zip(store.offsets[:-1], store.offsets[1:])]
+    cells = set(np.argsort(-sims, axis=0, kind="stable")[:params.ncells].ravel().tolist())
+    candidates = [d for d in range(store.num_docs) if docs_codes[d] & cells]
+    active = {c for c in range(len(sims)) if sims[c].max() >= params.threshold}
+    if len(candidates) > params.ndocs:
+        with_active = [d for d in candidates if docs_codes[d] & active]
+        pruned = {d: sims[sorted(docs_codes[d] & active)].max(0).sum() for d in with_active}
+        kept = sorted(pruned, key=lambda d: (-pruned[d], d))[:params.ndocs]
+        kept += [d for d in candidates if d not in pruned][:params.ndocs - len(kept)]
+    else:
+        kept = candidates
+    scored = params.scored(k)
+    if len(kept) > scored:
+        full = {d: sims[sorted(docs_codes[d])].max(0).sum() for d in kept}
+        kept = sorted(kept, key=lambda d: (-full[d], d))[:scored]
+    exact = brute_force_scores(store, decompressed, q)
+    return sorted(kept, key=lambda d: (-exact[d], d))[:k], exact
+
+
+@pytest.mark.parametrize("params", [cs.SearchParams(1, 0.5, 30), cs.SearchParams(2, 0.3, 20, 8),
+                                    cs.SearchParams(3, 0.9, 40, 12)])
+def test_pruned_search_follows_the_stages(params):
+    store, decompressed, codes = make_store()
+    centroids = torch.from_numpy(store.codec.centroids)
+    for q in queries():
+        stats = {}
+        ids, scores = cs.search_one(store, centroids, q, 5, params, stats)
+        expected, exact = reference_pipeline(store, codes, decompressed, q, 5, params)
+        assert ids.tolist() == expected
+        np.testing.assert_allclose(scores, exact[expected], rtol=1e-5, atol=1e-6)  # survivors are scored exactly
+        assert stats["scored"] <= params.scored(5) and stats["pruned"] <= params.ndocs
+
+
+def test_search_params_defaults_and_refusals():
+    assert cs.SearchParams.for_k(100) == cs.SearchParams(2, 0.45, 1024)
+    assert cs.SearchParams.for_k(2000).ndocs == 8000
+    assert cs.SearchParams.for_k(10).scored(10) == 64
+    with pytest.raises(ValueError, match="ndocs=0"):
+        cs.SearchParams.for_k(10, ndocs=0)
+    with pytest.raises(ValueError, match="threshold=nan"):
+        cs.SearchParams.for_k(10, threshold=float("nan"))
+    with pytest.raises(ValueError, match="nscore=5 needs pruning"):
+        cs.SearchParams.for_k(10, ndocs=None, nscore=5)
+
+
+# -- building from the spill ---------------------------------------------------------------------------------------
+def write_spill(folder, vectors, lengths, token_ids):
+    folder.mkdir(parents=True, exist_ok=True)
+    vectors.astype(np.float16).tofile(folder / "vectors.f16")
+    np.asarray(token_ids, dtype=np.int32).tofile(folder / "token_ids.i32")
+    np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64).tofile(folder / "offsets.i64")
+
+
+@pytest.mark.parametrize("nbits", [1, 2, 4])
+def test_compress_spill_writes_codes_residuals_and_lists(tmp_path, nbits):
+    rng = np.random.default_rng(6)
+    lengths = rng.integers(1, 40, 90)
+    x = clustered(int(lengths.sum()), seed=6)
+    token_ids = rng.integers(0, 30000, len(x))
+    folder = tmp_path / "build"
+    write_spill(folder, x, lengths, token_ids)
+    spec = compressed.CompressionSpec(f"residual{nbits}", num_centroids=16, niter=8)
+    info = compressed.compress_spill(folder, len(x), DIM, spec, vectors_file="vectors.f16",
+                                     token_ids_file_i32="token_ids.i32", offsets_file="offsets.i64",
+                                     chunk_tokens=100)  # many chunks, lists filled across chunk boundaries
+    assert not (folder / "vectors.f16").exists() and not (folder / "token_ids.i32").exists()
+    codec = compressed.load_codec(folder, info, DIM)
+    codes = np.fromfile(folder / "codes.u16", dtype=np.uint16)
+    packed = np.fromfile(folder / "residuals.u8", dtype=np.uint8).reshape(len(x), -1)
+    half = x.astype(np.float16).astype(np.float32)  # the spill holds fp16 vectors
+    exp_codes, exp_packed = codec.compress(half)
+    np.testing.assert_array_equal(codes, exp_codes)
+    np.testing.assert_array_equal(packed, exp_packed)
+    offsets = np.fromfile(folder / "offsets.i64", dtype=np.int64)
+    exp_ivf_offsets, exp_ivf_docs = cs.build_ivf(exp_codes, offsets, 16)
+    np.testing.assert_array_equal(np.fromfile(folder / "ivf_offsets.i64", dtype=np.int64), exp_ivf_offsets)
+    np.testing.assert_array_equal(np.fromfile(folder / "ivf_docs.i32", dtype=np.int32), exp_ivf_docs)
+    np.testing.assert_array_equal(np.fromfile(folder / "token_ids.u16", dtype=np.uint16), token_ids)
+    assert info["num_pairs"] == len(exp_ivf_docs) and info["code_dtype"] == "uint16"
+
+
+def test_compress_spill_keeps_wide_token_ids(tmp_path):
+    x = clustered(300)
+    write_spill(tmp_path / "b", x, [100, 200], np.full(300, 70000))
+    info = compressed.compress_spill(tmp_path / "b", 300, DIM, compressed.CompressionSpec("residual2", num_centroids=8),
+                                     vectors_file="vectors.f16", token_ids_file_i32="token_ids.i32",
+                                     offsets_file="offsets.i64")
+    assert info["token_id_dtype"] == "int32"
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "b" / "token_ids.i32", dtype=np.int32), 70000)
+
+
+def test_compression_spec_refusals():
+    with pytest.raises(ValueError, match="compression='residual8'"):
+        compressed.CompressionSpec("residual8")
+    with pytest.raises(ValueError, match="sample=-1"):
+        compressed.CompressionSpec("residual2", sample=-1)
+    with pytest.raises(ValueError, match="niter=0"):
+        compressed.CompressionSpec("residual2", niter=0)
+    with pytest.raises(ValueError, match="num_centroids=500 but the corpus has only 300"):
+        compressed.CompressionSpec("residual2", num_centroids=500).resolve(300)
+
+
+# -- the artifact: building, opening, retrieving, re-ranking ---------------------------------------------------------
+SUBJECTS = ["The castle of Vel Amara", "Captain Mirel of the grey fleet", "The silver dragon Ysolde",
+            "Old Orrin the smith", "The river folk of Dunmere", "Queen Salasi", "The library of Kest"]
+FACTS = ["was built during the third age, after the flood", "fought a long war against the hill giants",
+         "guards a crown of frozen fire beneath the mountain", "forged twelve blades from fallen stars",
+         "trades spices and silk along the eastern coast", "is remembered in songs about the lost city of Ombra"]
+PASSAGES = [f"{s} {f}." for s in SUBJECTS for f in FACTS]  # 42 short passages
+QUERIES = ["who forged blades from fallen stars", "when was the castle built",
+           "what does the dragon guard under the mountain"]
+
+
+@pytest.fixture(scope="module")
+def colbert(tiny_bert_dir):
+    import pyterrier_fandom_colbert as pfc
+
+    torch.set_num_threads(2)
+    config = pfc.ColBERTConfig(dim=16, doc_maxlen=64, query_maxlen=16)
+    return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=config, device="cpu", batch_size=8)
+
+
+def records():
+    return [{"docno": f"p{i:02d}", "text": t} for i, t in enumerate(PASSAGES)]
+
+
+@pytest.fixture(scope="module")
+def both(colbert, tmp_path_factory):
+    """(fp16 index, residual2 index) of the same corpus."""
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+
+    folder = tmp_path_factory.mktemp("indexes")
+    fp16 = ColBERTIndex(folder / "fp16").indexer(colbert, batch_size=16).index(iter(records()))
+    spec = compressed.CompressionSpec("residual2", num_centroids=16, niter=10)
+    small = ColBERTIndex(folder / "r2").indexer(colbert, batch_size=16, compression=spec).index(iter(records()))
+    return fp16, small
+
+
+def test_build_and_open_round_trip(both):
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+
+    fp16, small = both
+    opened = ColBERTIndex(small.path)
+    assert opened.compression == "residual2" and opened.compressed and not fp16.compressed
+    assert (len(opened), opened.meta.num_tokens, opened.fingerprint) == (len(fp16), fp16.meta.num_tokens,
+                                                                         fp16.fingerprint)
+    assert not (opened.path / "vectors.f16").exists() and opened.codec.num_centroids == 16
+    np.testing.assert_array_equal(opened.offsets, fp16.offsets)
+    assert opened.docnos_of(np.arange(len(opened))).tolist() == [r["docno"] for r in records()]
+    codec = opened.codec
+    for i in range(len(opened)):
+        vecs, ids = opened.doc_vectors(f"p{i:02d}")
+        original, original_ids = fp16.doc_vectors(i)
+        # exactly the codec applied to the vectors the single encoding pass wrote
+        np.testing.assert_array_equal(vecs, codec.decompress(*codec.compress(original)))
+        np.testing.assert_array_equal(ids, original_ids)
+        assert np.mean(np.sum(unit(vecs) * unit(original), 1)) > 0.9
+
+
+def brute_force_ranking(index, colbert, query):
+    from pyterrier_fandom_colbert.model.scoring import maxsim
+
+    Q, mask = colbert.encode_queries([query])
+    cfg = index.config
+    scores = {f"p{i:02d}": float(maxsim(Q, torch.as_tensor(index.doc_vectors(i)[0])[None], mask, None,
+                                        cfg.similarity, cfg.reduction)) for i in range(len(index))}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def test_unpruned_retriever_returns_the_exhaustive_ranking_of_the_decompressed_vectors(both, colbert):
+    import pandas as pd
+
+    _, small = both
+    retriever = small.retriever(colbert, num_results=10, ncells=10**6, ndocs=None)
+    res = retriever(pd.DataFrame({"qid": ["a", "b", "c"], "query": QUERIES}))
+    for qid, query in zip("abc", QUERIES):
+        got = res[res.qid == qid].sort_values("rank")
+        expected = brute_force_ranking(small, colbert, query)[:10]
+        assert got.docno.tolist() == [d for d, _ in expected]
+        np.testing.assert_allclose(got.score, [s for _, s in expected], atol=1e-5)
+
+
+def test_pruned_retriever_and_scorer_score_exactly(both, colbert):
+    import pandas as pd
+
+    _, small = both
+    topics = pd.DataFrame({"qid": ["a", "b", "c"], "query": QUERIES, "extra": [1, 2, 3]})
+    pruned = small.retriever(colbert, num_results=5, ncells=1, ndocs=12, nscore=6)
+    res = pruned(topics)
+    assert set(res.columns) >= {"qid", "query", "extra", "docno", "score", "rank"}
+    reranked = small.scorer(colbert)(res[["qid", "query", "docno"]])
+    for qid, query in zip("abc", QUERIES):
+        exact = dict(brute_force_ranking(small, colbert, query))
+        got = res[res.qid == qid]
+        assert 0 < len(got) <= 5
+        np.testing.assert_allclose(got.score, [exact[d] for d in got.docno], atol=1e-5)
+        again = reranked[reranked.qid == qid]
+        np.testing.assert_allclose(again.score, [exact[d] for d in again.docno], atol=1e-5)
+    empty = pruned(topics.iloc[:0])
+    assert len(empty) == 0 and {"docno", "score", "rank"} <= set(empty.columns)
+
+
+def test_retriever_cutoff_equality_and_repr(both):
+    _, small = both
+    deep = small.retriever(num_results=1000, ndocs=50)
+    fused = (deep % 10).compile()
+    assert fused.params == cs.SearchParams(1, 0.5, 50) and fused.num_results == 10
+    assert fused == small.retriever(num_results=10, ndocs=50) and (deep % 2000).compile() is deep
+    assert deep != small.retriever(num_results=1000, ndocs=60)
+    assert "ndocs=50" in repr(deep) and "residual2" not in repr(deep)
+
+
+def test_bad_parameters_are_named(both, tmp_path):
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+    from pyterrier_fandom_colbert.model.config import ColBERTConfig
+
+    fp16, small = both
+    with pytest.raises(ValueError, match="faiss='ivf'.*apply only to fp16 indexes"):
+        small.retriever(faiss="ivf")
+    with pytest.raises(ValueError, match="refine=2 apply only to fp16"):
+        small.retriever(refine=2)
+    with pytest.raises(ValueError, match="ncells=2.*apply only to compressed indexes"):
+        fp16.retriever(ncells=2)
+    with pytest.raises(ValueError, match="ndocs='many'"):
+        small.retriever(ndocs="many")
+    with pytest.raises(ValueError, match="ncells=0"):
+        small.retriever(ncells=0)
+    with pytest.raises(ValueError, match="residual2-compressed and stores no fp16 vectors"):
+        _ = small.vectors
+    with pytest.raises(ValueError, match="compression='residual3'"):
+        ColBERTIndex(tmp_path / "x").indexer(None, compression="residual3")
+    with pytest.raises(ValueError, match="dim=12 is not a multiple of 8"):
+        ColBERTIndex(tmp_path / "y").writer(ColBERTConfig(dim=12), "f", compression="residual1")
+    with pytest.raises(ValueError, match="num_centroids=500 but the corpus has only"):
+        with ColBERTIndex(tmp_path / "z").writer(ColBERTConfig(dim=16), "f",
+                                                 compression=compressed.CompressionSpec("residual2",
+                                                                                        num_centroids=500)) as w:
+            w.add("a", clustered(5), np.arange(5))
+            w.add("b", clustered(5, seed=1), np.arange(5))
+    assert not (tmp_path / "z").exists()  # the failed build left nothing
+
+
+def test_compressed_index_replaces_an_fp16_one(tmp_path):
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+    from pyterrier_fandom_colbert.model.config import ColBERTConfig
+
+    for compression in ("fp16", compressed.CompressionSpec("residual4", num_centroids=4), "fp16"):
+        with ColBERTIndex(tmp_path / "i").writer(ColBERTConfig(dim=16), "f", overwrite=True,
+                                                 compression=compression) as w:
+            for i in range(3):
+                w.add(f"d{i}", clustered(7, seed=i), np.arange(7))
+        assert ColBERTIndex(tmp_path / "i").compression == compressed.as_spec(compression).format
+
+
+def test_verify_checks_a_compressed_index(both, tmp_path):
+    import shutil
+
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+    from pyterrier_fandom_colbert.storage import DamagedFileError
+
+    _, small = both
+    report = small.verify()
+    assert {"codes.u16", "residuals.u8", "ivf_docs.i32", "centroids.f16", "codec.json"} <= set(report["files"])
+    assert "vectors.f16" not in report["files"]
+    damaged = tmp_path / "damaged"
+    shutil.copytree(small.path, damaged)
+    codes = np.memmap(damaged / "codes.u16", dtype=np.uint16, mode="r+")
+    codes[3] = 60000  # beyond the 16 centroids
+    codes.flush()
+    del codes
+    with pytest.raises(DamagedFileError, match="codes.u16"):
+        ColBERTIndex(damaged).verify()
+
+
+def test_long_documents_as_windows_compress_too(colbert, tmp_path):
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+
+    long_text = " ".join(PASSAGES[:12])  # beyond doc_maxlen=64: several windows
+    docs = records()[:10] + [{"docno": "long", "text": long_text}]
+    spec = compressed.CompressionSpec("residual4", num_centroids=8)
+    index = ColBERTIndex(tmp_path / "w").indexer(colbert, long_docs="windows", compression=spec).index(docs)
+    fp16 = ColBERTIndex(tmp_path / "w16").indexer(colbert, long_docs="windows").index(docs)
+    assert index.meta.num_parts == fp16.meta.num_parts > len(docs)
+    np.testing.assert_array_equal(index.part_offsets, fp16.part_offsets)
+    vecs, _ = index.doc_vectors("long")
+    assert len(vecs) == len(fp16.doc_vectors("long")[0])
+
+
+def test_ranked_frame_matches_rank_by_score():
+    import pandas as pd
+
+    from pyterrier_fandom_colbert.frames import rank_by_score, with_columns
+
+    rng = np.random.default_rng(9)
+    inp = pd.DataFrame({"qid": ["q2", "q1", "q2b", "q3"], "query": ["a", "b", "c", "d"], "extra": [1, 2, 3, 4]})
+    codes = np.array([0, 1, 2, 3])
+    found = [(rng.permutation(30)[:k], rng.integers(0, 4, k) / 4) for k in (12, 7, 0, 9)]  # many tied scores
+
+    def docnos_of(ids):
+        return np.array([f"doc{(7 * i) % 31}" for i in ids], dtype=object)
+
+    counts = [len(found[c][0]) for c in codes]
+    out = inp.iloc[np.repeat(np.arange(len(inp)), counts)].reset_index(drop=True)
+    ids = np.concatenate([found[c][0] for c in codes])
+    expected = rank_by_score(with_columns(out, {"docno": docnos_of(ids),
+                                                "score": np.concatenate([found[c][1] for c in codes])}))
+    pd.testing.assert_frame_equal(cs.ranked(inp, codes, found, docnos_of), expected)
