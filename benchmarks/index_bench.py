@@ -195,7 +195,7 @@ def exhaustive_top(index: ColBERTIndex, q, k: int = 10) -> np.ndarray:
     from pyterrier_fandom_colbert.index.search import score_docs, top_k
 
     ids = np.arange(len(index))
-    return top_k(ids, score_docs(index, q, ids), k)[0]
+    return ids[top_k(score_docs(index, q, ids), ids, k)]
 
 
 def bench_e2e(args) -> Dict:
