@@ -18,6 +18,10 @@ and fusions of tfidf and colbert-full: linear (min-max, fixed 0.5/0.5), rrf (k =
 package default, untuned), hybrid-tuned (pfc.Hybrid with its weight tuned on the SQuAD selection questions, also
 used out of domain) and hybrid-cv (out-of-domain sets: the weight tuned by 2-fold cross-validation on the set's
 own queries, each half scored with the weight tuned on the other half).
+SPLADE (docs/sparse.md; needs the [splade] extra, skipped with a message without it): splade (SPLADE-tiny,
+exhaustive exact scoring), splade-pisa (the same index in PISA, MaxScore; needs pyterrier-pisa), splade-colbert
+(SPLADE's top k re-scored from the ColBERT index) and hybrid-splade (pfc.Hybrid of SPLADE and ColBERT end to end,
+default weight).
 Each base system runs once per question set; the fusions combine those runs. The runs of tfidf and colbert-full
 are cached under <out>/cache/<data>/runs/ (keyed by the settings, the checkpoint and the questions): delete them
 to recompute.
@@ -33,14 +37,17 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-SINGLE = ["tfidf", "bm25", "biencoder", "maxsim-untrained", "colbert-rerank", "colbert-full"]
-FUSIONS = ["linear", "rrf", "hybrid", "hybrid-tuned", "hybrid-cv"]
+SINGLE = ["tfidf", "bm25", "biencoder", "maxsim-untrained", "colbert-rerank", "colbert-full", "splade",
+          "splade-pisa", "splade-colbert"]
+FUSIONS = ["linear", "rrf", "hybrid", "hybrid-tuned", "hybrid-cv", "hybrid-splade"]
 SYSTEMS = SINGLE + FUSIONS
 NAMES = {"tfidf": "TF-IDF", "bm25": "BM25 (bm25s)", "biencoder": "MiniLM bi-encoder",
          "maxsim-untrained": "MiniLM MaxSim, untrained", "colbert-rerank": "TF-IDF >> ColBERT",
          "colbert-full": "ColBERT end to end", "linear": "linear fusion 0.5/0.5 (min-max)", "rrf": "RRF (k = 60)",
          "hybrid": "Hybrid (default weight 0.2)", "hybrid-tuned": "Hybrid, weight tuned on SQuAD selection",
-         "hybrid-cv": "Hybrid, weight by 2-fold CV"}
+         "hybrid-cv": "Hybrid, weight by 2-fold CV", "splade": "SPLADE-tiny (exhaustive)",
+         "splade-pisa": "SPLADE-tiny (PISA MaxScore)", "splade-colbert": "SPLADE-tiny >> ColBERT",
+         "hybrid-splade": "Hybrid of SPLADE-tiny and ColBERT (default weight 0.2)"}
 TUNING_GRID = [round(0.05 * i, 2) for i in range(21)]
 
 
@@ -87,6 +94,32 @@ def load_beir(name: str, root: Path = DATA):
     qrels["label"] = qrels["label"].astype(int)
     topics = topics[topics["qid"].isin(set(qrels["qid"]))].reset_index(drop=True)
     return docs, {"all": (topics, qrels)}
+
+
+def load(name: str, root: Path = DATA):
+    """(docs, topics, qrels) of one question set, for the benchmarks: ``squad`` (the protocol's report questions
+    over all 1,393 paragraphs), ``squad-all`` (the 1,512 dev questions over the same paragraphs), ``squad-dev``
+    (the dev questions over the dev paragraphs only), or a BEIR folder name (``scifact``: the train claims with
+    judgements; others: the dev questions)."""
+    if name == "squad":
+        docs, parts, _ = load_squad(root)
+        return (docs, *parts["report"])
+    if name.startswith("squad"):
+        import pandas as pd
+
+        from pyterrier_fandom_colbert.data.irds import squad_dataset
+
+        docs, topics, qrels = [], None, None
+        for split in (["dev"] if name == "squad-dev" else ["train", "dev"]):
+            ds = squad_dataset(root / "squad-v1.1-split" / f"{split}-v1.1.json")
+            docs += [{"docno": f"{split}-{d.doc_id}", "text": d.text} for d in ds.docs_iter()]
+            if split == "dev":
+                topics = pd.DataFrame([{"qid": q.query_id, "query": q.text} for q in ds.queries_iter()])
+                qrels = pd.DataFrame([{"qid": r.query_id, "docno": f"dev-{r.doc_id}", "label": 1}
+                                      for r in ds.qrels_iter()])
+        return docs, topics, qrels
+    docs, parts = load_beir(name, root)
+    return (docs, *parts["all"])
 
 
 # -- baselines that are benchmarks only ------------------------------------------------------------------------
@@ -163,6 +196,10 @@ def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat
     wanted = list(names)
     if set(wanted) & set(FUSIONS):
         wanted += [n for n in ("tfidf", "colbert-full") if n not in wanted]
+    if "hybrid-splade" in wanted and "splade" not in wanted:
+        wanted.append("splade")
+    if "splade-colbert" in wanted and "colbert-rerank" not in wanted:
+        wanted.append("colbert-rerank")
     out = {}
     tfidf = pfc.TfidfIndex(cache / "tfidf")
     if not tfidf.built():
@@ -182,6 +219,8 @@ def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat
             raw = pfc.ColBERT.from_pretrained(default_backbone(), device=device, verbose=verbose,
                                               config=pfc.ColBERTConfig(dim=384, score_query_masks=False))
             out[system] = colbert_index(raw).retriever(raw, num_results=k, faiss=faiss, k_hat=k_hat)
+        elif system in ("splade", "splade-pisa", "splade-colbert"):
+            continue  # below, after the ColBERT systems
         elif system in ("colbert-rerank", "colbert-full"):
             colbert = colbert or pfc.ColBERT.from_pretrained(checkpoint, device=device, verbose=verbose)
             index = colbert_index(colbert)
@@ -191,6 +230,35 @@ def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat
             else:
                 out[system] = index.retriever(colbert, num_results=k, faiss=faiss, k_hat=k_hat)
                 out["colbert-fingerprint"] = colbert.fingerprint()
+    if {"splade", "splade-pisa", "splade-colbert"} & set(wanted):
+        out.update(splade_systems(docs, wanted, k, cache, device, verbose))
+    return out
+
+
+def splade_systems(docs, names, k: int, cache: Path, device, verbose):
+    """SPLADE-tiny over an index cached per encoder: exhaustive, and (pyterrier-pisa installed) PISA MaxScore."""
+    from pyterrier_fandom_colbert.sparse.encoder import Splade
+    from pyterrier_fandom_colbert.sparse.exact import SparseIndex
+    from pyterrier_fandom_colbert.sparse.pisa import build_pisa_index, pisa_available, pisa_retriever
+
+    try:
+        splade = Splade.from_pretrained(device=device, verbose=verbose)
+    except ModuleNotFoundError as err:
+        print(f"{err}: SPLADE skipped", file=sys.stderr)
+        return {}
+    index = SparseIndex(cache / f"splade-{splade.fingerprint()}")
+    if not index.built():
+        (splade.doc_encoder() >> index.indexer(verbose=verbose)).index(iter(docs))
+    out = {"splade": splade.query_encoder() >> index.retriever(num_results=k),
+           "splade-fingerprint": splade.fingerprint()}
+    if "splade-pisa" in names:
+        if not pisa_available():
+            print("pyterrier-pisa not installed (pip install pyterrier-pisa): SPLADE in PISA skipped", file=sys.stderr)
+        else:
+            path = cache / f"splade-pisa-{splade.fingerprint()}"
+            if not path.exists():
+                build_pisa_index(path, index.get_corpus_iter())
+            out["splade-pisa"] = splade.query_encoder() >> pisa_retriever(path, k)
     return out
 
 
@@ -289,6 +357,7 @@ def main(argv=None) -> int:
     import torch
     from ir_measures import RR, R, nDCG
 
+    import pyterrier_fandom_colbert as pfc
     from pyterrier_fandom_colbert.storage import read_json, write_json
 
     if args.threads:
@@ -317,7 +386,8 @@ def main(argv=None) -> int:
         singles = single_systems(docs, [n for n in names if n in SINGLE], args.k, args.checkpoint, cache, device,
                                  args.faiss, args.k_hat, args.verbose)
         keys = {"tfidf": f"tfidf-k{args.k}",
-                "colbert-full": f"colbert-{singles.get('colbert-fingerprint')}-k{args.k}-{args.faiss}-khat{args.k_hat}"}
+                "colbert-full": f"colbert-{singles.get('colbert-fingerprint')}-k{args.k}-{args.faiss}-khat{args.k_hat}",
+                "splade": f"splade-{singles.get('splade-fingerprint')}-k{args.k}"}
         # each base run once per question set; fusions (and the re-ranker's first stage) reuse it
         runs = {part: {s: cached_run(singles[s], topics, cache, keys[s]) for s in keys if s in singles}
                 for part, (topics, _) in parts.items()}
@@ -340,6 +410,7 @@ def main(argv=None) -> int:
         topics, qrels = parts[report]
         lex = pt.Transformer.from_df(runs[report]["tfidf"]) if "tfidf" in runs[report] else None
         neu = pt.Transformer.from_df(runs[report]["colbert-full"]) if "colbert-full" in runs[report] else None
+        sparse = pt.Transformer.from_df(runs[report]["splade"]) if "splade" in runs[report] else None
         if name != "squad" and "hybrid-cv" in names:
             cv, weights = cross_validated(lex, neu, topics, qrels, objective, args.folds)
             cv_note = f" (hybrid-cv weights per fold: {weights})"
@@ -349,6 +420,12 @@ def main(argv=None) -> int:
                 table_systems[s] = lex if s == "tfidf" else neu
             elif s == "colbert-rerank":
                 table_systems[s] = lex >> singles["colbert-scorer"] if lex is not None else singles[s]
+            elif s == "splade" and sparse is not None:
+                table_systems[s] = sparse
+            elif s == "splade-colbert" and sparse is not None:
+                table_systems[s] = sparse >> singles["colbert-scorer"]
+            elif s == "hybrid-splade" and sparse is not None and neu is not None:
+                table_systems[s] = pfc.Hybrid(sparse, neu)
             elif s in singles:
                 table_systems[s] = singles[s]
         table_systems.update(fusion_systems(fusions, lex, neu, tuned_weight, cv))

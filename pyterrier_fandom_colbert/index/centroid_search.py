@@ -365,11 +365,10 @@ def ranked(inp: pd.DataFrame, codes: np.ndarray, found: List[Tuple[np.ndarray, n
     rows, docnos, scores, qorder = rows[order], docnos[order], scores[order], qorder[order]
     firsts = np.flatnonzero(np.concatenate([[True], qorder[1:] != qorder[:-1]])) if len(rows) else np.zeros(0, int)
     rank = np.arange(len(rows)) - np.repeat(firsts, np.diff(np.append(firsts, len(rows))))
-    out = inp.iloc[rows].reset_index(drop=True)
-    out["docno"] = docnos
-    out["score"] = scores
-    out["rank"] = rank.astype(np.int64)
-    return out
+    # one DataFrame constructor: iloc + reset_index + three column assignments cost more than the search of a top 10
+    columns = {c: inp[c].array.take(rows) for c in inp.columns}  # .array keeps each column's dtype
+    columns.update(docno=docnos, score=scores, rank=rank.astype(np.int64))
+    return pd.DataFrame(columns)
 
 
 class CentroidRetriever(EqualByKey, pt.Transformer):

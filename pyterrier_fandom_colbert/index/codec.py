@@ -107,13 +107,18 @@ def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray, block: int = A
     import torch
 
     c = torch.as_tensor(np.asarray(centroids, dtype=np.float32))
-    half_norms = 0.5 * (c * c).sum(1)
+    c_t = c.T.contiguous()
+    neg_half_norms = -0.5 * (c * c).sum(1)
     out = np.empty(len(vectors), dtype=np.int64)
+    # one score buffer for all blocks: a fresh [block, C] matrix per block costs page faults that rival the matmul
+    buffer = torch.empty(min(block, len(vectors)), len(c), dtype=torch.float32)
+    ids = torch.empty(min(block, len(vectors)), dtype=torch.int64)
     for start in range(0, len(vectors), block):
         x = torch.as_tensor(np.asarray(vectors[start:start + block], dtype=np.float32))
-        scores = x @ c.T
-        scores -= half_norms
-        out[start:start + len(x)] = scores.argmax(1).numpy()
+        scores = buffer[:len(x)]
+        torch.addmm(neg_half_norms, x, c_t, out=scores)  # x·c − |c|²/2 in one pass
+        torch.argmax(scores, 1, out=ids[:len(x)])
+        out[start:start + len(x)] = ids[:len(x)].numpy()
     return out
 
 

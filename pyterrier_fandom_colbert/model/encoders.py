@@ -62,10 +62,13 @@ def query_tensors(frame: pd.DataFrame, dim: int, context: Any = None) -> Tuple[n
     qid and a query text share the vectors."""
     import torch
 
-    keys = frame["qid"].astype(str) + "\x00" + frame["query"].astype(str) if "query" in frame.columns \
-        else frame["qid"].astype(str)
-    codes, unique = pd.factorize(keys)
-    first = pd.Series(np.arange(len(frame))).groupby(codes).first().to_numpy()
+    if len(frame) == 1:  # one query (pt.Transformer.search): no grouping to do
+        codes, first = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    else:
+        keys = frame["qid"].astype(str) + "\x00" + frame["query"].astype(str) if "query" in frame.columns \
+            else frame["qid"].astype(str)
+        codes = pd.factorize(keys)[0]
+        first = np.unique(codes, return_index=True)[1]  # codes count up in order of first appearance
     vectors = query_vectors(frame.iloc[first], dim, context)
     return codes, [torch.from_numpy(v) for v in vectors]
 
