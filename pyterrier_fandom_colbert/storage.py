@@ -488,6 +488,28 @@ def raise_damaged(folder: PathLike, problems: List[Any], *, what: str, remedy: s
     raise cls(first, f"the {what} at {folder} is damaged: {listed}; {remedy}")
 
 
+def build_docno_inverse(path: PathLike) -> None:
+    """Write the docno → id half of an npids lookup whose forward half was built with ``build_inv=False``.
+
+    npids (0.1.3) picks a forward codec per block of docnos, starting a new block when a docno does not fit the
+    current one (numbers, then a longer or non-numeric docno). Its integer inverses assume one codec: for a
+    lookup of several blocks they silently lose the later docnos (``LookupError`` on lookup). Such a lookup gets
+    npids' hash inverse, which stores every docno; a one-block lookup gets npids' own choice.
+    """
+    import npids
+    from npids import codecs
+    from npids.builder import InvLookupBuilder
+    from npids.utils import FileManager
+
+    with npids.Lookup(path) as lookup:
+        blocks = len(lookup.fwd.codecs)
+    if blocks <= 1:
+        InvLookupBuilder.build(path)
+        return
+    with npids.Lookup(path) as lookup, FileManager(path, "a") as writer:
+        codecs.inv["hash"].build(lookup.fwd, writer)
+
+
 def open_npids(path: PathLike, num_docs: int, what: str) -> Any:
     """Open an npids docno lookup that should hold ``num_docs`` docnos; a file npids cannot read, or one of
     another length, raises :class:`DamagedFileError` naming it."""

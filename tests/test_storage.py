@@ -283,3 +283,37 @@ def test_artifacts_load_lazily_and_forget(build, meta_type, tmp_path):
     assert index.meta.num_docs == 4  # read once, kept
     index._forget()
     assert index.meta.num_docs == 3 and index.docnos.fwd[2] == "d2"
+
+
+# -- docno lookups of mixed forms -------------------------------------------------------------------------------
+#: npids starts a new codec block when a docno does not fit the first block's (zero-padded numbers, then a longer
+#: number); its integer inverses then lose the later docnos
+MIXED_DOCNOS = [f"{i:04d}" for i in range(300)] + ["123456789012345", "123456789012346", "123456789012347"]
+
+
+def test_docno_inverse_of_a_lookup_of_several_blocks_finds_every_docno(tmp_path):
+    import npids
+
+    path = tmp_path / "docnos.npids"
+    npids.Lookup.build(MIXED_DOCNOS, path, build_inv=False, return_self=False)
+    storage.build_docno_inverse(path)
+    with npids.Lookup(path) as lookup:
+        assert len(lookup.fwd.codecs) > 1  # the case this guards: several blocks
+        assert [int(lookup.inv[d]) for d in MIXED_DOCNOS] == list(range(len(MIXED_DOCNOS)))
+
+
+def test_indexes_find_docnos_of_mixed_forms(tmp_path):
+    docs = [{"docno": d, "text": f"passage {d} about topic{i}"} for i, d in enumerate(MIXED_DOCNOS)]
+    tfidf = TfidfIndex(tmp_path / "t.tfidf")
+    tfidf.indexer().index(docs)
+    res = tfidf.retriever(num_results=1)(pt.new.queries(["topic301", "topic302"], qid=["a", "b"]))
+    assert res.sort_values("qid").docno.tolist() == MIXED_DOCNOS[301:]
+    rng = np.random.default_rng(0)
+    config = pfc.ColBERTConfig(dim=8)
+    index = ColBERTIndex(tmp_path / "c.idx")
+    with index.writer(config, "fp") as w:
+        for d in MIXED_DOCNOS:
+            w.add(d, rng.normal(size=(3, 8)).astype(np.float32), np.arange(3))
+    index = ColBERTIndex(tmp_path / "c.idx")
+    assert index.doc_ids(MIXED_DOCNOS[-3:]).tolist() == [300, 301, 302]
+    assert index.docnos_of(np.array([300, 302])).tolist() == [MIXED_DOCNOS[300], MIXED_DOCNOS[302]]

@@ -22,7 +22,7 @@ from ..frames import check_record
 from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..model.tokenization import windows
 from ..progress import progress
-from ..storage import AtomicFolder, HashingFile, build_manifest
+from ..storage import AtomicFolder, HashingFile, build_docno_inverse, build_manifest
 from .codec import check_nbits
 from .compressed import CompressionSpec, as_spec, compress_spill, compressed_files
 from .layout import (
@@ -152,7 +152,9 @@ class IndexWriter:
                 raise ValueError("an index needs at least two documents: the docno lookup (npids 0.1.3) cannot "
                                  "store a single docno")
             with open(self._tmp / _DOCNOS_TEXT, encoding="utf-8") as lines:
-                npids.Lookup.build((line[:-1] for line in lines), self._tmp / DOCNOS_FILE, return_self=False)
+                npids.Lookup.build((line[:-1] for line in lines), self._tmp / DOCNOS_FILE, return_self=False,
+                                   build_inv=False)
+            build_docno_inverse(self._tmp / DOCNOS_FILE)
             _check_unique(self._tmp / DOCNOS_FILE, self.num_docs)
             (self._tmp / _DOCNOS_TEXT).unlink()
             self.config.save(self._tmp)

@@ -39,6 +39,7 @@ from ..storage import (
     JsonConfig,
     MissingFileError,
     atomic_folder,
+    build_docno_inverse,
     build_manifest,
     check_checksums,
     check_sizes,
@@ -186,7 +187,7 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
     text_out = HashingFile(folder / TEXT_FILE) if store_text else None
     bar = progress(desc="indexing (tf-idf)", unit="doc", enabled=verbose)
     try:
-        with npids.Lookup.builder(folder / DOCNOS_FILE) as docnos:
+        with npids.Lookup.builder(folder / DOCNOS_FILE, build_inv=False) as docnos:
             for position, doc in enumerate(docs):
                 docno, text = check_record(doc, position, text_field)
                 if docno in seen:
@@ -218,6 +219,7 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
         bar.close()
         if text_out is not None:
             text_out.close()
+    build_docno_inverse(folder / DOCNOS_FILE)
     tf_matrix = sp.csr_matrix((np.frombuffer(counts, np.int32), np.frombuffer(indices, np.int32),
                                np.frombuffer(indptr, np.int64)), shape=(len(doclens), len(vocab)))
     sp.save_npz(folder / TF_FILE, tf_matrix, compressed=False)

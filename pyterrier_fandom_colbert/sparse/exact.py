@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from ..frames import empty_output, require_columns
 from ..progress import progress
-from ..storage import atomic_folder, read_json, write_json, write_text
+from ..storage import atomic_folder, build_docno_inverse, read_json, write_json, write_text
 from .model import concat_slices, top_k
 
 Ranges = Sequence[Tuple[int, int]]
@@ -115,7 +115,7 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], field: str, verbo
     seen: set = set()
     bar = progress(desc="indexing (learned sparse)", unit="doc", enabled=verbose)
     try:
-        with npids.Lookup.builder(folder / "docnos.npids") as docnos:
+        with npids.Lookup.builder(folder / "docnos.npids", build_inv=False) as docnos:
             for position, doc in enumerate(docs):
                 docno = doc.get("docno") if isinstance(doc, Mapping) else None
                 if not isinstance(docno, str) or not docno:
@@ -142,6 +142,7 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], field: str, verbo
                                  "a single docno); index at least two documents")
     finally:
         bar.close()
+    build_docno_inverse(folder / "docnos.npids")
     matrix = sp.csr_matrix((np.frombuffer(weights, np.float32), np.frombuffer(indices, np.int32),
                             np.frombuffer(indptr, np.int64)), shape=(len(indptr) - 1, len(vocab)))
     sp.save_npz(folder / "weights.npz", matrix, compressed=False)
