@@ -152,7 +152,8 @@ def test_resume_takes_the_same_steps_as_an_uninterrupted_run(tiny_bert_dir, tmp_
     def fresh():
         return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(**TINY), device="cpu")
 
-    whole = Trainer(fresh(), cfg, data, tmp_path / "whole").train()
+    with pytest.warns(UserWarning, match="holds no training run yet"):  # nothing to resume: a new run, said
+        whole = Trainer(fresh(), cfg, data, tmp_path / "whole", resume=True).train()
     with pytest.raises(_Interrupted):
         _StopAfter(fresh(), cfg, data, tmp_path / "cut").train()
     with pytest.raises(FileExistsError):

@@ -20,6 +20,7 @@ import json
 import math
 import shutil
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
@@ -265,6 +266,9 @@ class Trainer:
         if self.resume and (self.out / STATE_FILE).exists():
             self._load_state()
         else:
+            if self.resume:  # nothing to continue: say so rather than start afresh in silence
+                warnings.warn(f"resume=True, but {self.out} holds no training run yet (no {STATE_FILE}); starting a "
+                              "new one", stacklevel=2)
             self.out.mkdir(parents=True, exist_ok=True)
             self.config.save(self.out)
             torch.manual_seed(self.config.seed)
