@@ -98,25 +98,29 @@ def _fixed_run(rows):
     return pt.Transformer.from_df(frame)
 
 
-def test_score_fusion_linear_and_rrf_by_hand():
-    from pyterrier_fandom_colbert.app.hybrid import FusionSettings, ScoreFusion
+def test_hybrid_system_linear_and_rrf_by_hand():
+    from pyterrier_fandom_colbert.app.hybrid import FusionSettings, hybrid_system
 
     a = _fixed_run([("1", "x", 9.0), ("1", "y", 5.0), ("1", "z", 1.0), ("2", "x", 2.0)])
     b = _fixed_run([("1", "z", 0.9), ("1", "w", 0.7), ("1", "y", 0.5), ("2", "w", 0.3)])
     queries = pd.DataFrame({"qid": ["1", "2", "3"], "query": ["one", "two", "three"], "extra": [1, 2, 3]})
-    linear = ScoreFusion([a, b], FusionSettings(weights=(0.25, 0.75)))(queries)
+    linear = hybrid_system(a, b, FusionSettings(weights=(0.25, 0.75)))(queries)
     got = {(q, d): s for q, d, s in zip(linear["qid"], linear["docno"], linear["score"])}
     # query 1: a min-max = x 1, y .5, z 0; b = z 1, w .5, y 0; query 2: single results normalise to 1
     assert got == pytest.approx({("1", "x"): 0.25, ("1", "y"): 0.125, ("1", "z"): 0.75, ("1", "w"): 0.375,
                                  ("2", "x"): 0.25, ("2", "w"): 0.75})
     assert linear[linear["qid"] == "1"].sort_values("rank")["docno"].tolist() == ["z", "w", "x", "y"]
-    assert linear["extra"].tolist() == [1] * 4 + [2] * 2  # query columns kept; query 3 matched nothing
-    rrf = ScoreFusion([a, b], FusionSettings(method="rrf", weights=(1, 1), rrf_k=0))(queries)
+    assert sorted(linear["extra"].tolist()) == [1] * 4 + [2] * 2  # query columns kept; query 3 matched nothing
+    rrf = hybrid_system(a, b, FusionSettings(method="rrf", weights=(1, 1), rrf_k=0))(queries)
     got = {(q, d): s for q, d, s in zip(rrf["qid"], rrf["docno"], rrf["score"])}
     assert got[("1", "z")] == pytest.approx(1 / 3 + 1 / 1) and got[("1", "y")] == pytest.approx(1 / 2 + 1 / 3)
-    empty = ScoreFusion([a, b])(queries.iloc[:0])
+    shallow = hybrid_system(a, b, FusionSettings(weights=(0.5, 0.5), depth=1))(queries)  # top 1 of each system
+    assert set(zip(shallow["qid"], shallow["docno"])) == {("1", "x"), ("1", "z"), ("2", "x"), ("2", "w")}
+    empty = hybrid_system(a, b, FusionSettings())(queries.iloc[:0])
     assert len(empty) == 0 and {"docno", "score", "rank", "extra"} <= set(empty.columns)
-    assert ScoreFusion([a, b]) == ScoreFusion([a, b]) and ScoreFusion([a, b]) != ScoreFusion([b, a])
+    settings = FusionSettings()
+    assert hybrid_system(a, b, settings) == hybrid_system(a, b, settings)
+    assert hybrid_system(a, b, settings) != hybrid_system(b, a, settings)
 
 
 # -- building a folder ---------------------------------------------------------------------------------------------
