@@ -30,6 +30,21 @@ def padded_blocks(lengths: np.ndarray, max_tokens: int) -> List[Tuple[int, int]]
     return blocks
 
 
+def length_sorted_blocks(offsets: np.ndarray, doc_ids: np.ndarray, max_tokens: int
+                         ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, List[Tuple[int, int]]]:
+    """``(starts, lengths, order, blocks)`` for scoring ``doc_ids`` shortest first: each document's first row and
+    length from ``offsets``, the stable order by length, and :func:`padded_blocks` of that order.
+
+    >>> starts, lengths, order, blocks = length_sorted_blocks(np.array([0, 4, 5, 7]), np.array([0, 1, 2]), 4)
+    >>> starts.tolist(), lengths.tolist(), order.tolist(), blocks
+    ([0, 4, 5], [4, 1, 2], [1, 2, 0], [(0, 2), (2, 3)])
+    """
+    starts = np.asarray(offsets[doc_ids], dtype=np.int64)
+    lengths = np.asarray(offsets[doc_ids + 1], dtype=np.int64) - starts
+    order = np.argsort(lengths, kind="stable")
+    return starts, lengths, order, padded_blocks(lengths[order], max_tokens)
+
+
 def refuse_non_finite_queries(frame: pd.DataFrame, codes: np.ndarray, queries: Sequence["torch.Tensor"],
                               context: Any) -> None:
     """Refuse query vectors with NaN or inf values, naming the qid (before they could score anything)."""

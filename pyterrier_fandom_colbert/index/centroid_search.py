@@ -275,16 +275,13 @@ def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
     import torch
 
     from ..model.scoring import reduce_query, token_similarities
-    from .blocks import padded_blocks
+    from .blocks import length_sorted_blocks
 
     doc_ids = np.asarray(doc_ids, dtype=np.int64)
     scores = np.empty(len(doc_ids), dtype=np.float64)
     if len(doc_ids) == 0:
         return scores
-    starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
-    lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
-    order = np.argsort(lengths, kind="stable")
-    blocks = padded_blocks(lengths[order], block_tokens or BLOCK_TOKENS)
+    starts, lengths, order, blocks = length_sorted_blocks(store.offsets, doc_ids, block_tokens or BLOCK_TOKENS)
     buffer = torch.empty(max(int(lengths[order[a:b]].sum()) for a, b in blocks), store.codec.dim)
     q = q.float()
     for a, b in blocks:

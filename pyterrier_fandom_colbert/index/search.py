@@ -32,7 +32,7 @@ from ..progress import progress
 from ..ranking import top_k
 from ..storage import DamagedFileError
 from .ann import FaissSpec
-from .blocks import padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
+from .blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
 from .layout import VECTORS_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -127,10 +127,7 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
     scores = np.empty(len(doc_ids), dtype=np.float64)
     if len(doc_ids) == 0:
         return scores
-    starts = np.asarray(index.offsets[doc_ids], dtype=np.int64)
-    lengths = np.asarray(index.offsets[doc_ids + 1], dtype=np.int64) - starts
-    order = np.argsort(lengths, kind="stable")
-    blocks = padded_blocks(lengths[order], block_tokens)
+    starts, lengths, order, blocks = length_sorted_blocks(index.offsets, doc_ids, block_tokens)
     size = max((end - start) * int(lengths[order[end - 1]]) for start, end in blocks)
     stored = index.vector_tensor
     gathered = torch.empty(size, stored.shape[1], dtype=stored.dtype)
