@@ -22,6 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_io import write_report  # noqa: E402
+
 
 def rss_mb():
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
@@ -81,10 +84,7 @@ def main(argv=None) -> int:
         print(json.dumps(row), file=sys.stderr)
         results.append(row)
     report = {"source": str(args.source), "threads": args.threads, "results": results}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
-    return 0
+    return write_report(args.out, report)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,15 @@ vectors (what pruning and compression lose together); search time excludes query
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_io import write_report  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
 
@@ -93,10 +95,7 @@ def main(argv=None) -> int:
               "num_tokens": fp16.meta.num_tokens, "compression": compressed.compression,
               "num_centroids": store.codec.num_centroids, "load_avg_1min": round(os.getloadavg()[0], 2),
               "results": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
-    return 0
+    return write_report(args.out, report)
 
 
 if __name__ == "__main__":

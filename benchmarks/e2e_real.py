@@ -30,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_io import write_report  # noqa: E402
 from evaluate import DATA, load  # noqa: E402
 from index_bench import exhaustive_top, overlap, search_settings, set_threads, timed_search  # noqa: E402
 
@@ -122,10 +123,7 @@ def main(argv=None) -> int:
               "exhaustive_relevant_in_top_10": hits_at_10(truth),
               "load_avg_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
               "results": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(json.dumps(result, indent=2))
-    return 0
+    return write_report(args.out, result)
 
 
 if __name__ == "__main__":
