@@ -20,7 +20,8 @@ What it does:
    cached (``--out``); ``--rebuild`` redoes them. An fp16 index of the package (the reference for exact search,
    built untimed in another process) is cached too.
 4. Both indexes are served by a worker process each; the queries (SciFact *train* claims) go to both, one after
-   the other, alternating which goes first, after ``--warmup`` untimed queries. Each worker times end to end
+   the other, alternating which goes first (``--isolated``: all to one server, then all to the other), after
+   ``--warmup`` untimed queries. Each worker times end to end
    (text in, top 10 out: this package's ``index.retriever(colbert, num_results=10)`` pipeline; colbert-ai's
    ``Searcher.search``) and search only (query vectors given).
 5. Exhaustive references, cached: each system's own exhaustive MaxSim over its stored (decompressed) vectors,
@@ -331,6 +332,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--search-params", default="{}",
                     help='JSON overrides for this package\'s retriever, e.g. \'{"ncells": 2, "ndocs": 512}\'')
+    ap.add_argument("--isolated", action="store_true",
+                    help="send every query to one server, then every query to the other (default: alternate)")
     ap.add_argument("--rebuild", action="store_true", help="rebuild both indexes (the fp16 reference is kept)")
     ap.add_argument("--max-docs", type=int, default=None, help="smoke test: only the first N passages")
     ap.add_argument("--build-only", action="store_true", help="build (or reuse) the indexes, then stop")
@@ -406,14 +409,18 @@ def main(argv=None) -> int:
         runs: Dict[str, Dict[str, List[str]]] = {"ours": {}, "plaid": {}}
         same = {"ours": 0, "plaid": 0}
         started = time.perf_counter()
-        for i, (qid, text) in enumerate(topics):
-            order = [("ours", ours), ("plaid", plaid)]
-            for name, worker in (order if i % 2 == 0 else order[::-1]):
-                reply = worker.ask(cmd="search", query=text, k=10)
-                timings[name]["e2e"].append(reply["e2e_ms"])
-                timings[name]["search"].append(reply["search_ms"])
-                same[name] += bool(reply["same"])
-                runs[name][qid] = reply["ids"] if name == "ours" else [docnos[p] for p in reply["ids"]]
+        order = [("ours", ours), ("plaid", plaid)]
+        if args.isolated:  # every query to one server, then every query to the other
+            schedule = [(name, worker, qid, text) for name, worker in order for qid, text in topics]
+        else:  # alternating, the first server of each query alternating too
+            schedule = [(name, worker, qid, text) for i, (qid, text) in enumerate(topics)
+                        for name, worker in (order if i % 2 == 0 else order[::-1])]
+        for name, worker, qid, text in schedule:
+            reply = worker.ask(cmd="search", query=text, k=10)
+            timings[name]["e2e"].append(reply["e2e_ms"])
+            timings[name]["search"].append(reply["search_ms"])
+            same[name] += bool(reply["same"])
+            runs[name][qid] = reply["ids"] if name == "ours" else [docnos[p] for p in reply["ids"]]
         search_wall = time.perf_counter() - started
         load_after = os.getloadavg()[0]
         serve_rss = {"ours": ours.ask(cmd="rss")["peak_rss_mb"], "plaid": plaid.ask(cmd="rss")["peak_rss_mb"]}
@@ -440,6 +447,7 @@ def main(argv=None) -> int:
         "machine": machine(), "threads": args.threads, "queries": len(topics), "query_set": "SciFact train claims",
         "load_avg_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
         "search_wall_seconds": round(search_wall, 1), "nbits": args.nbits, "search_params": ours.hello["params"],
+        "schedule": "isolated" if args.isolated else "alternating",
         "ours": {"build": ours_build, "bytes_per_token": round(ours_bytes / ours_build["num_tokens"], 2),
                  "index_bytes": ours_bytes, "num_tokens": ours_build["num_tokens"],
                  "e2e_ms": latency(timings["ours"]["e2e"]), "search_ms": latency(timings["ours"]["search"]),
@@ -457,7 +465,7 @@ def main(argv=None) -> int:
                   "ndcg10_own_exhaustive": round(ndcg10(ref_plaid, qrels), 4),
                   "agreement_own_exhaustive": round(agreement(runs["plaid"], ref_plaid), 4)},
     }
-    (out / "result.json").write_text(json.dumps(result, indent=2))
+    (out / ("result-isolated.json" if args.isolated else "result.json")).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
     print(table(result))
     return 0
