@@ -2,6 +2,7 @@
 
     python plaid_peer.py build CHECKPOINT COLLECTION_TSV ROOT NAME NBITS OUT_JSON
     python plaid_peer.py serve ROOT NAME          (JSON lines on stdin → JSON lines on the original stdout)
+    python plaid_peer.py encode CHECKPOINT QUERIES_JSONL_GZ COUNT   (query encoding alone, p50 ms)
 
 ``build`` indexes the passages of COLLECTION_TSV (colbert-ai's ``pid<TAB>text`` lines, pids 0, 1, ...) with
 colbert-ai's ``Indexer`` (PLAID, ``nbits`` residual bits), in this process (``avoid_fork_if_possible``), timing
@@ -131,8 +132,36 @@ def serve(root: str, name: str) -> int:
     return 0
 
 
+def encode(checkpoint: str, queries_jsonl_gz: str, count: str) -> int:
+    """p50 ms of colbert-ai's ``Checkpoint.queryFromText`` for one query at a time (after 20 warm-up queries)."""
+    import gzip
+
+    _threads()
+    _no_skiplist_patch()
+    import numpy as np
+    import torch
+    from colbert.infra import ColBERTConfig
+    from colbert.modeling.checkpoint import Checkpoint
+
+    ck = Checkpoint(checkpoint, colbert_config=ColBERTConfig())
+    with gzip.open(queries_jsonl_gz, "rt", encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f][:20 + int(count)]
+    times = []
+    with torch.inference_mode():
+        for i, text in enumerate(texts):
+            start = time.perf_counter()
+            ck.queryFromText([text])
+            if i >= 20:
+                times.append(time.perf_counter() - start)
+    print(json.dumps({"colbert_ai_query_encoding_ms_p50": round(1e3 * float(np.median(times)), 2),
+                      "queries": len(times)}))
+    return 0
+
+
 def main() -> int:
     mode = sys.argv[1]
+    if mode == "encode":
+        return encode(*sys.argv[2:5])
     if mode == "build":
         checkpoint, collection_tsv, root, name, nbits, out = sys.argv[2:8]
         return build(checkpoint, collection_tsv, root, name, int(nbits), out)
