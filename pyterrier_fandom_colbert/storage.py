@@ -27,9 +27,10 @@ import json
 import os
 import shutil
 import uuid
+import warnings
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Type, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: PyTerrier's artifact metadata file (type, format, package hint) in every artifact folder
@@ -467,6 +468,19 @@ def checksum_problem(folder: PathLike, name: str, entry: Dict[str, Any]) -> Opti
         return (f"{path} does not match its {algorithm} checksum (written {entry[algorithm]}, now {found}): its "
                 "content changed after it was written")
     return None
+
+
+def manifest_problems(folder: PathLike, files: Optional[Dict[str, Dict[str, Any]]], meta_file: PathLike,
+                      still_checked: str) -> List[Tuple[str, str]]:
+    """``(name, why)`` for every file of the manifest ``files`` that does not match it (:func:`checksum_problem`):
+    the checksum part of an artifact's ``verify()``. An artifact written before checksums were recorded
+    (``files`` None) gets a warning, naming ``meta_file`` and what ``verify()`` ``still_checked``, and no
+    problems."""
+    if files is None:
+        warnings.warn(f"{meta_file} records no checksums (the index was written by an older version): only "
+                      f"{still_checked} were checked; rebuild it to add them", stacklevel=3)
+        return []
+    return [(name, p) for name in files if (p := checksum_problem(folder, name, files[name]))]
 
 
 def check_checksums(folder: PathLike, files: Dict[str, Dict[str, Any]], names: Optional[Iterable[str]] = None, *,

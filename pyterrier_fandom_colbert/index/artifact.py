@@ -27,7 +27,7 @@ from ..storage import (
     DamagedFileError,
     check_checksums,
     check_sizes,
-    checksum_problem,
+    manifest_problems,
     open_npids,
     raise_damaged,
 )
@@ -194,14 +194,8 @@ class ColBERTIndex(pt.Artifact):
         started = time.perf_counter()
         self._require_built()
         meta = IndexMeta.load(self.path)
-        problems: List[Tuple[str, str]] = []
-        if meta.files is None:
-            warnings.warn(f"{self.path / META_FILE} records no checksums (the index was written by an older "
-                          "version): only its sizes, structure and vectors were checked; rebuild it to add them",
-                          stacklevel=2)
-        else:
-            problems += [(name, p) for name in meta.files if (p := checksum_problem(self.path, name,
-                                                                                     meta.files[name]))]
+        problems = manifest_problems(self.path, meta.files, self.path / META_FILE,
+                                     "its sizes, structure and vectors")
         problems += [(name, p) for name in self._layout(meta) if (p := self._size_problem(meta, name))]
         offsets = None
         if not any(name == OFFSETS_FILE for name, _ in problems):

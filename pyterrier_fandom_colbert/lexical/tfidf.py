@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import codecs
 import time
-import warnings
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
@@ -43,8 +42,8 @@ from ..storage import (
     build_manifest,
     check_checksums,
     check_sizes,
-    checksum_problem,
     is_artifact_folder,
+    manifest_problems,
     open_npids,
     parse_manifest,
     raise_damaged,
@@ -355,14 +354,7 @@ class TfidfIndex(pt.Artifact):
         structure checks and a warning."""
         started = time.perf_counter()
         meta = self.meta
-        problems: List[Tuple[str, str]] = []
-        if meta.files is None:
-            warnings.warn(f"{self._file(ARTIFACT_META_FILE)} records no checksums (the index was written by an "
-                          "older version): only sizes and structure were checked; rebuild it to add them",
-                          stacklevel=2)
-        else:
-            problems += [(name, p) for name in meta.files if (p := checksum_problem(self.path, name,
-                                                                                     meta.files[name]))]
+        problems = manifest_problems(self.path, meta.files, self._file(ARTIFACT_META_FILE), "sizes and structure")
         for name, load in [(LEXICON_FILE, self._load_vocab), (TF_FILE, self._load_postings),
                            (DOCNOS_FILE, self._load_docnos), (TEXT_OFFSETS_FILE, self._load_text_offsets),
                            (TEXT_FILE, self._check_text_encoding)]:
