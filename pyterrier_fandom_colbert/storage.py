@@ -516,12 +516,11 @@ def build_docno_inverse(path: PathLike) -> None:
     from npids.utils import FileManager
 
     with npids.Lookup(path) as lookup:
-        blocks = len(lookup.fwd.codecs)
-    if blocks <= 1:
-        InvLookupBuilder.build(path)
-        return
-    with npids.Lookup(path) as lookup, FileManager(path, "a") as writer:
-        codecs.inv["hash"].build(lookup.fwd, writer)
+        if len(lookup.fwd.codecs) > 1:
+            with FileManager(path, "a") as writer:
+                codecs.inv["hash"].build(lookup.fwd, writer)
+            return
+    InvLookupBuilder.build(path)
 
 
 def open_npids(path: PathLike, num_docs: int, what: str) -> Any:
