@@ -98,12 +98,13 @@ def load_beir(name: str, root: Path = DATA):
 
 def load(name: str, root: Path = DATA):
     """(docs, topics, qrels) of one question set, for the benchmarks: ``squad`` (the protocol's report questions
-    over all 1,393 paragraphs), ``squad-all`` (the 1,512 dev questions over the same paragraphs), ``squad-dev``
+    over all 1,393 paragraphs), ``squad-selection`` (its selection questions, which may choose parameters, over the
+    same paragraphs), ``squad-all`` (the 1,512 dev questions over the same paragraphs), ``squad-dev``
     (the dev questions over the dev paragraphs only), or a BEIR folder name (``scifact``: the train claims with
     judgements; others: the dev questions)."""
-    if name == "squad":
+    if name in ("squad", "squad-selection"):
         docs, parts, _ = load_squad(root)
-        return (docs, *parts["report"])
+        return (docs, *parts["report" if name == "squad" else "selection"])
     if name.startswith("squad"):
         import pandas as pd
 

@@ -189,3 +189,38 @@ def test_shipped_default_checkpoint_loads_offline_and_ranks_answers_first():
     run = colbert.text_scorer()(topics.merge(corpus, how="cross"))
     top = run[run["rank"] == 0].set_index("qid")["docno"]
     assert [top[str(i)] for i in range(len(QA))] == [f"d{a}" for _, a in QA]
+
+
+def test_fast_bert_inference_equals_transformers(tiny, monkeypatch):
+    """The BERT inference path (model/fast_bert.py) gives transformers' hidden states on every real token, with
+    and without padding; RoBERTa, and training passes, go through transformers."""
+    import torch
+
+    from pyterrier_fandom_colbert.model import fast_bert
+
+    model = tiny.model
+    is_bert = type(model.backbone).__name__ == "BertModel"
+    assert model.fast_inference == fast_bert.supports(model.backbone) == is_bert
+    docs = tiny.tokenizer.documents(PASSAGES)
+    assert not bool(torch.as_tensor(docs.attention_mask).all())  # the padded case is exercised
+    calls = []
+    original = fast_bert.forward
+    monkeypatch.setattr(fast_bert, "forward", lambda *a: calls.append(1) or original(*a))
+    for batch in (tiny.tokenizer.queries(["who forged the blade", "when"]), docs):
+        ids, attn = torch.as_tensor(batch.input_ids), torch.as_tensor(batch.attention_mask)
+        with torch.inference_mode():
+            reference = model.backbone(input_ids=ids, attention_mask=attn).last_hidden_state
+            used = len(calls)
+            model(ids, attn)
+            assert len(calls) == used + is_bert
+            if is_bert:
+                fast = original(model.backbone, ids, attn)
+                real = attn.bool()
+                torch.testing.assert_close(fast[real], reference[real], atol=1e-5, rtol=1e-5)
+    model.train()
+    try:
+        used = len(calls)
+        model(ids, attn)
+        assert len(calls) == used  # dropout on: transformers' forward
+    finally:
+        model.eval()

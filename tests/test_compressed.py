@@ -156,6 +156,16 @@ def test_without_pruning_search_is_exhaustive_maxsim_over_decompressed_vectors(r
         np.testing.assert_allclose(scores, ref[expected], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("block_tokens", [3, 7, 4096])  # blocks and chunks smaller than a document, and one
+def test_exact_scores_match_brute_force_in_any_blocks(block_tokens):
+    store, decompressed, _ = make_store(reduction="sum")
+    ref = brute_force_scores(store, decompressed, queries(1)[0])
+    docs = np.array([5, 0, 119, 42, 42, 7])  # any order, repeats allowed
+    got = cs.exact_scores(store, queries(1)[0], docs, block_tokens)
+    np.testing.assert_allclose(got, ref[docs], rtol=1e-5, atol=1e-6)
+    assert cs.exact_scores(store, queries(1)[0], np.zeros(0, np.int64)).shape == (0,)
+
+
 def reference_pipeline(store, codes, decompressed, q, k, params):
     """PLAID's stages written out document by document."""
     sims = np.asarray(torch.from_numpy(store.codec.centroids) @ torch.nn.functional.normalize(q, dim=-1).T)
@@ -193,10 +203,36 @@ def test_pruned_search_follows_the_stages(params):
         assert stats["scored"] <= params.scored(5) and stats["pruned"] <= params.ndocs
 
 
+@pytest.mark.parametrize("num_listed", [3, 400])  # the sorting and the dense branch of distinct_docs
+def test_distinct_docs_is_unique_and_a_mask(num_listed):
+    docs = np.random.default_rng(num_listed).integers(0, 1000, num_listed)
+    candidates, member = cs.distinct_docs(docs, 1000)
+    assert candidates.tolist() == np.unique(docs).tolist()
+    assert np.flatnonzero(member).tolist() == candidates.tolist()
+
+
+def test_stages_3_and_4_match_their_definitions():
+    """The scatter-max and padded-gather interactions against sets of centroid ids, document by document."""
+    store, _, codes = make_store(num_docs=60)
+    scores = torch.from_numpy(np.random.default_rng(1).normal(size=(store.codec.num_centroids, 5)).astype(np.float32))
+    S = scores.numpy()
+    docs_codes = [sorted(set(codes[s:e].tolist())) for s, e in zip(store.offsets[:-1], store.offsets[1:])]
+    candidates, member = cs.distinct_docs(np.arange(0, 60, 3), 60)
+    docs, approx = cs.pruned_interaction(scores, 1.0, candidates, member, store)
+    active = set(np.flatnonzero(S.max(1) >= 1.0).tolist())
+    expected = {d: S[[c for c in docs_codes[d] if c in active]].max(0).sum()
+                for d in candidates if active & set(docs_codes[d])}
+    assert docs.tolist() == sorted(expected)
+    np.testing.assert_allclose(approx, [expected[d] for d in docs], rtol=1e-6)
+    full = cs.interaction(scores, candidates, store)
+    np.testing.assert_allclose(full, [S[docs_codes[d]].max(0).sum() for d in candidates], rtol=1e-6)
+    assert cs.interaction(scores, np.zeros(0, np.int64), store).shape == (0,)
+
+
 def test_search_params_defaults_and_refusals():
     assert cs.SearchParams.for_k(100) == cs.SearchParams(2, 0.45, 1024)
     assert cs.SearchParams.for_k(2000).ndocs == 8000
-    assert cs.SearchParams.for_k(10).scored(10) == 64
+    assert cs.SearchParams.for_k(10).scored(10) == 128 and cs.SearchParams.for_k(10, ndocs=256).scored(10) == 64
     with pytest.raises(ValueError, match="ndocs=0"):
         cs.SearchParams.for_k(10, ndocs=0)
     with pytest.raises(ValueError, match="threshold=nan"):

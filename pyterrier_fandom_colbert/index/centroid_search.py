@@ -70,10 +70,14 @@ class SearchParams:
               ndocs: Union[int, str, None] = "auto", nscore: Optional[int] = None) -> "SearchParams":
         """PLAID's defaults for a top ``k`` (``k ≤ 10``: 1 cell, threshold 0.5, 256 documents; ``k ≤ 100``: 2,
         0.45, 1,024; deeper: 4, 0.4, ``max(4k, 4096)``), overridden by the arguments given (``ndocs="auto"``: the
-        default; None: no pruning).
+        default; None: no pruning). For ``k ≤ 10`` with the default ``ndocs``, 128 documents are scored exactly
+        rather than PLAID's 64: chosen on the tuning questions (SQuAD selection part, WikiQA dev) as the
+        fewest that keep nDCG@10 within half a point of exact search (docs/index.md, "Pruning against quality").
 
         >>> SearchParams.for_k(10)
-        SearchParams(ncells=1, threshold=0.5, ndocs=256, nscore=None)
+        SearchParams(ncells=1, threshold=0.5, ndocs=256, nscore=128)
+        >>> SearchParams.for_k(10, ndocs=512)
+        SearchParams(ncells=1, threshold=0.5, ndocs=512, nscore=None)
         >>> SearchParams.for_k(1000, ncells=8, ndocs=None)
         SearchParams(ncells=8, threshold=0.4, ndocs=None, nscore=None)
         >>> SearchParams.for_k(10, ncells=0)
@@ -87,9 +91,12 @@ class SearchParams:
             defaults = (2, 0.45, 1024)
         else:
             defaults = (4, 0.4, max(4 * k, 4096))
+        auto = isinstance(ndocs, str) and ndocs == "auto"
+        if auto and nscore is None and k <= 10:
+            nscore = 128
         params = cls(ncells if ncells is not None else defaults[0],
                      threshold if threshold is not None else defaults[1],
-                     defaults[2] if isinstance(ndocs, str) and ndocs == "auto" else ndocs, nscore)
+                     defaults[2] if auto else ndocs, nscore)
         params.check()
         return params
 
@@ -212,7 +219,8 @@ def centroid_scores(centroids: "torch.Tensor", q: "torch.Tensor", similarity: st
 
 
 def probe(scores: np.ndarray, ncells: int) -> np.ndarray:
-    """The distinct centroids among each query vector's ``ncells`` best (all when ``ncells ≥ C``).
+    """The distinct centroids among each query vector's ``ncells`` best (all when ``ncells ≥ C``); ties go to the
+    lower centroid id.
 
     >>> probe(np.array([[0.9, 0.1], [0.2, 0.8], [0.5, 0.7]]), 1).tolist()
     [0, 1]
@@ -220,6 +228,8 @@ def probe(scores: np.ndarray, ncells: int) -> np.ndarray:
     num_centroids = scores.shape[0]
     if ncells >= num_centroids:
         return np.arange(num_centroids)
+    if ncells == 1:  # the common case (k ≤ 10): one argmax per query vector, no partition of [C, n]
+        return np.unique(scores.argmax(0))
     best = np.argpartition(-scores, ncells - 1, axis=0)[:ncells]
     return np.unique(best)
 
@@ -231,35 +241,67 @@ def list_docs(cells: np.ndarray, ivf_offsets: np.ndarray, ivf_docs: np.ndarray) 
     return docs, np.repeat(cells, ends - starts)
 
 
-def pruned_interaction(scores: np.ndarray, threshold: float, candidates: np.ndarray, store: CompressedStore,
-                       ) -> Tuple[np.ndarray, np.ndarray]:
-    """Stage 3: ``(documents, scores)`` of the candidates holding an active centroid (``max_i S[c, i] ≥
-    threshold``), scored ``Σ_i max`` over their active centroids only.
+def distinct_docs(docs: np.ndarray, num_docs: int) -> Tuple[np.ndarray, np.ndarray]:
+    """``(candidates, member)``: the distinct ``docs`` ascending, and a boolean mask over all ``num_docs`` that
+    is True at them. A dense pass over the mask when the collection is at most 8x the listed documents (no sort),
+    ``np.unique`` otherwise; the mask is calloc'd, so only its touched pages cost anything.
 
-    Found through the active centroids' inverted lists: ``(centroid, document)`` pairs with the document among
-    ``candidates`` (ascending), sorted by document, max-reduced per document.
+    >>> c, m = distinct_docs(np.array([4, 1, 4]), 6)
+    >>> c.tolist(), m.tolist()
+    ([1, 4], [False, True, False, False, True, False])
     """
-    active = np.flatnonzero(scores.max(1) >= threshold)
+    member = np.zeros(num_docs, dtype=bool)
+    if num_docs <= 8 * len(docs):
+        member[docs] = True
+        return np.flatnonzero(member), member
+    candidates = np.unique(docs)
+    member[candidates] = True
+    return candidates, member
+
+
+def pruned_interaction(scores: "torch.Tensor", threshold: float, candidates: np.ndarray, member: np.ndarray,
+                       store: CompressedStore) -> Tuple[np.ndarray, np.ndarray]:
+    """Stage 3: ``(documents, scores)`` of the candidates holding an active centroid (``max_i S[c, i] ≥
+    threshold``), scored ``Σ_i max`` over their active centroids only; documents ascending.
+
+    ``scores`` is ``S [C, n]`` as a tensor, ``member`` the candidates' mask over all documents
+    (:func:`distinct_docs`). Found through the active centroids' inverted lists: the ``(centroid, document)``
+    pairs with a candidate document, whose ``S`` rows are max-scattered into one ``[candidates, n]`` matrix (no
+    sort: the work is proportional to the active lists).
+    """
+    import torch
+
+    active = torch.nonzero(scores.amax(1) >= threshold).view(-1).numpy()
     docs, cells = list_docs(active, store.ivf_offsets, store.ivf_docs)
-    where = np.searchsorted(candidates, docs)
-    keep = (where < len(candidates)) & (candidates[np.minimum(where, len(candidates) - 1)] == docs)
+    keep = member[docs]
     docs, cells = docs[keep], cells[keep]
     if len(docs) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    order = np.argsort(docs, kind="stable")
-    docs, cells = docs[order], cells[order]
-    starts = np.flatnonzero(np.concatenate([[True], docs[1:] != docs[:-1]]))
-    best = np.maximum.reduceat(scores[cells], starts, axis=0)  # [docs, n]
-    return docs[starts], best.sum(1)
+    position = np.empty(len(member), dtype=np.int64)  # uninitialised: only the candidates' entries are read
+    position[candidates] = np.arange(len(candidates))
+    rows = torch.from_numpy(position[docs])
+    n = scores.shape[1]
+    best = torch.full((len(candidates), n), -np.inf)
+    best.scatter_reduce_(0, rows.unsqueeze(1).expand(-1, n), scores.index_select(0, torch.from_numpy(cells)), "amax")
+    approx = best.sum(1).numpy()
+    touched = np.flatnonzero(approx > -np.inf)
+    return candidates[touched], approx[touched]
 
 
-def interaction(scores: np.ndarray, doc_ids: np.ndarray, store: CompressedStore) -> np.ndarray:
-    """Stage 4: ``Σ_i max_{c ∈ codes(d)} S[c, i]`` for each of ``doc_ids`` (over the tokens' centroid ids)."""
+def interaction(scores: "torch.Tensor", doc_ids: np.ndarray, store: CompressedStore) -> np.ndarray:
+    """Stage 4: ``Σ_i max_{c ∈ codes(d)} S[c, i]`` for each of ``doc_ids`` (over the tokens' centroid ids), from
+    one gather of ``S`` rows into ``[docs, longest, n]``, shorter documents padded by repeating their last token
+    (which cannot change a maximum)."""
+    import torch
+
     starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
-    ends = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64)
-    codes = np.asarray(store.codes[ranges(starts, ends)], dtype=np.int64)
-    firsts = np.concatenate([[0], np.cumsum(ends - starts)[:-1]])
-    return np.maximum.reduceat(scores[codes], firsts, axis=0).sum(1)
+    lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
+    if len(doc_ids) == 0:
+        return np.zeros(0, np.float32)
+    width = int(lengths.max())
+    padded = starts[:, None] + np.minimum(np.arange(width), lengths[:, None] - 1)
+    codes = torch.from_numpy(np.asarray(store.codes[padded.reshape(-1)], dtype=np.int64))
+    return scores.index_select(0, codes).view(len(doc_ids), width, -1).amax(1).sum(1).numpy()
 
 
 def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
@@ -267,34 +309,48 @@ def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
     """Stage 5: exact MaxSim (float64) of ``doc_ids`` for one query's ``q [n, d]``, over their decompressed
     vectors.
 
-    Documents go shortest first, in blocks of about ``block_tokens`` (padded) rows: a block's real tokens are
-    decompressed once and compared with ``q`` (``[t, n]`` similarities), then each document's rows of that small
-    matrix are gathered, padded to the block's longest document by repeating its last token (which cannot change
-    a maximum), and max-reduced.
+    The documents' token rows are decompressed and compared with ``q`` in blocks of ``block_tokens`` rows (into
+    a ``[tokens, n]`` similarity matrix), then max-scattered into ``[documents, n]`` by each row's document and
+    reduced over the query vectors: no padding, no sort by length. Documents go in chunks of about
+    ``8 · block_tokens`` tokens, so that memory stays bounded when every document is scored.
     """
     import torch
-
-    from ..model.scoring import reduce_query, token_similarities
-    from .blocks import length_sorted_blocks
 
     doc_ids = np.asarray(doc_ids, dtype=np.int64)
     scores = np.empty(len(doc_ids), dtype=np.float64)
     if len(doc_ids) == 0:
         return scores
-    starts, lengths, order, blocks = length_sorted_blocks(store.offsets, doc_ids, block_tokens or BLOCK_TOKENS)
-    buffer = torch.empty(max(int(lengths[order[a:b]].sum()) for a, b in blocks), store.codec.dim)
+    block_tokens = block_tokens or BLOCK_TOKENS
+    starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
+    lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
+    ends = np.cumsum(lengths)
     q = q.float()
-    for a, b in blocks:
-        docs = order[a:b]
-        rows = ranges(starts[docs], starts[docs] + lengths[docs])
-        tokens = store.decompress_rows(rows, buffer[:len(rows)])
-        sims = token_similarities(tokens, q, store.similarity)  # [t, n]
-        firsts = np.concatenate([[0], np.cumsum(lengths[docs])[:-1]])
-        width = int(lengths[docs[-1]])
-        padded = firsts[:, None] + np.minimum(np.arange(width), lengths[docs, None] - 1)  # repeat the last token
-        best = sims.index_select(0, torch.from_numpy(padded.reshape(-1))).view(len(docs), width, -1).amax(1)
-        scores[docs] = reduce_query(best, None, store.reduction).numpy()
+    buffer = torch.empty(min(block_tokens, int(ends[-1])), store.codec.dim)
+    lo = 0
+    while lo < len(doc_ids):
+        done = int(ends[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, done + 8 * block_tokens, side="right")))
+        scores[lo:hi] = _exact_chunk(store, q, starts[lo:hi], lengths[lo:hi], block_tokens, buffer)
+        lo = hi
     return scores
+
+
+def _exact_chunk(store: CompressedStore, q: "torch.Tensor", starts: np.ndarray, lengths: np.ndarray,
+                 block_tokens: int, buffer: "torch.Tensor") -> np.ndarray:
+    import torch
+
+    from ..model.scoring import reduce_query, token_similarities
+
+    rows = ranges(starts, starts + lengths)
+    n = q.shape[0]
+    sims = torch.empty(len(rows), n)
+    for a in range(0, len(rows), block_tokens):
+        b = min(a + block_tokens, len(rows))
+        sims[a:b] = token_similarities(store.decompress_rows(rows[a:b], buffer[:b - a]), q, store.similarity)
+    owner = torch.from_numpy(np.repeat(np.arange(len(starts)), lengths))
+    best = torch.full((len(starts), n), -np.inf)
+    best.scatter_reduce_(0, owner.unsqueeze(1).expand(-1, n), sims, "amax")
+    return reduce_query(best, None, store.reduction).double().numpy()
 
 
 def search_one(store: CompressedStore, centroids: "torch.Tensor", q: "torch.Tensor", k: int,
@@ -304,15 +360,18 @@ def search_one(store: CompressedStore, centroids: "torch.Tensor", q: "torch.Tens
     ``centroids`` is the codec's centroids as a tensor; ``stats``, when given, receives the number of documents
     at each stage.
     """
-    scores = centroid_scores(centroids, q, store.similarity)
+    import torch
+
+    scores = torch.from_numpy(centroid_scores(centroids, q, store.similarity))
     if params.ncells >= scores.shape[0]:
-        candidates = np.arange(store.num_docs)
+        candidates, member = np.arange(store.num_docs), np.ones(store.num_docs, dtype=bool)
     else:
-        candidates = np.unique(list_docs(probe(scores, params.ncells), store.ivf_offsets, store.ivf_docs)[0])
+        listed = list_docs(probe(scores.numpy(), params.ncells), store.ivf_offsets, store.ivf_docs)[0]
+        candidates, member = distinct_docs(listed, store.num_docs)
     survivors = candidates
     scored = params.scored(k)
     if params.ndocs is not None and len(candidates) > params.ndocs:
-        docs, approx = pruned_interaction(scores, params.threshold, candidates, store)
+        docs, approx = pruned_interaction(scores, params.threshold, candidates, member, store)
         survivors = docs[top_k(approx, docs, params.ndocs)]
         if len(survivors) < params.ndocs:  # too few with an active centroid: fill up with the other candidates
             rest = np.setdiff1d(candidates, survivors, assume_unique=True)
@@ -357,7 +416,7 @@ def ranked(inp: pd.DataFrame, codes: np.ndarray, found: List[Tuple[np.ndarray, n
     ids = np.concatenate([found[c][0] for c in codes]) if len(rows) else np.zeros(0, np.int64)
     scores = np.concatenate([found[c][1] for c in codes]).astype(np.float64) if len(rows) else np.zeros(0)
     docnos = docnos_of(ids)
-    qorder = pd.factorize(inp["qid"])[0][rows]
+    qorder = np.zeros(len(rows), np.int64) if len(inp) == 1 else pd.factorize(inp["qid"])[0][rows]
     order = np.lexsort((docnos.astype(str), -scores, qorder))
     rows, docnos, scores, qorder = rows[order], docnos[order], scores[order], qorder[order]
     firsts = np.flatnonzero(np.concatenate([[True], qorder[1:] != qorder[:-1]])) if len(rows) else np.zeros(0, int)
@@ -365,7 +424,7 @@ def ranked(inp: pd.DataFrame, codes: np.ndarray, found: List[Tuple[np.ndarray, n
     # one DataFrame constructor: iloc + reset_index + three column assignments cost more than the search of a top 10
     columns = {c: inp[c].array.take(rows) for c in inp.columns}  # .array keeps each column's dtype
     columns.update(docno=docnos, score=scores, rank=rank.astype(np.int64))
-    return pd.DataFrame(columns)
+    return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))  # a given index: no inference from the columns
 
 
 class CentroidRetriever(EqualByKey, pt.Transformer):

@@ -133,19 +133,24 @@ class ColBERT:
                                                     enabled=self.device.type == "cuda" and self.amp_dtype is not None):
             return self.model(ids, attn)
 
-    def encode_queries(self, texts: Sequence[str]) -> Tuple["torch.Tensor", "torch.Tensor"]:
-        """Query vectors ``[B, N_q, d]`` and their score mask ``[B, N_q]`` (False for unscored [MASK]s)."""
+    def encode_queries(self, texts: Sequence[str], with_ids: bool = False) -> Tuple:
+        """Query vectors ``[B, N_q, d]`` and their score mask ``[B, N_q]`` (False for unscored [MASK]s); with
+        ``with_ids``, also the token ids ``[B, N_q]`` (a numpy array) they were computed from."""
         import torch
 
-        embs, masks = [], []
+        embs, masks, ids = [], [], []
         for start in range(0, len(texts), self.batch_size):
             batch = self.tokenizer.queries(texts[start:start + self.batch_size])
             embs.append(self._forward(batch).float())
             masks.append(torch.as_tensor(batch.score_mask, device=self.device))
+            ids.append(np.asarray(batch.input_ids))
         if not embs:
-            return (torch.zeros(0, self.config.query_maxlen, self.config.dim, device=self.device),
-                    torch.zeros(0, self.config.query_maxlen, dtype=torch.bool, device=self.device))
-        return torch.cat(embs), torch.cat(masks)
+            n = self.config.query_maxlen
+            empty = (torch.zeros(0, n, self.config.dim, device=self.device),
+                     torch.zeros(0, n, dtype=torch.bool, device=self.device))
+            return empty + (np.zeros((0, n), dtype=np.int64),) if with_ids else empty
+        out = (torch.cat(embs), torch.cat(masks))
+        return out + (np.concatenate(ids),) if with_ids else out
 
     def doc_batches(self, texts: Sequence[str], offsets: bool = False, chunk: int = 8) -> Iterator[DocBatch]:
         """Encode documents in length-bucketed batches (``chunk`` batches are tokenised and sorted at once).

@@ -34,9 +34,12 @@ QUERY_COLUMNS = ["query_embs", "query_toks"]
 def encode_query_frame(colbert: "ColBERT", texts: Sequence[str]) -> Tuple[List[np.ndarray], List[List[str]]]:
     """Scoring vectors (``[n, d]`` float32, no unscored [MASK]s) and their token strings per query text; each
     distinct text is encoded once."""
-    unique, inverse = np.unique(np.array(list(texts), dtype=object), return_inverse=True)
-    embs, masks = colbert.encode_queries(list(unique))
-    ids = colbert.tokenizer.queries(list(unique)).input_ids
+    texts = list(texts)
+    if len(texts) == 1:  # one query (pt.Transformer.search): nothing to deduplicate
+        unique, inverse = texts, [0]
+    else:
+        unique, inverse = np.unique(np.array(texts, dtype=object), return_inverse=True)
+    embs, masks, ids = colbert.encode_queries(list(unique), with_ids=True)
     embs, masks = embs.float().cpu().numpy(), masks.cpu().numpy()
     vecs = [embs[i][masks[i]] for i in range(len(unique))]
     toks = [colbert.tokenizer.tokens(ids[i][masks[i]]) for i in range(len(unique))]

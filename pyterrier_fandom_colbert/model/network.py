@@ -60,6 +60,10 @@ class ColBERTModel(nn.Module):
         self.config = config
         self.backbone = backbone
         self.projection = nn.Linear(backbone.config.hidden_size, config.dim, bias=False)
+        from . import fast_bert
+
+        #: whether evaluation passes skip transformers' module overhead (:mod:`.fast_bert`; BERT backbones only)
+        self.fast_inference = fast_bert.supports(backbone)
 
     def init_projection(self, seed: int = 0) -> None:
         """A fresh projection: orthonormal rows keep the backbone's angles (as far as ``dim`` allows)."""
@@ -75,7 +79,12 @@ class ColBERTModel(nn.Module):
             self.projection.weight.copy_(w.to(self.projection.weight.dtype))
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        if self.fast_inference and not self.training:
+            from . import fast_bert
+
+            hidden = fast_bert.forward(self.backbone, input_ids, attention_mask)
+        else:
+            hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         out = self.projection(hidden.to(self.projection.weight.dtype))
         if self.config.normalise:
             out = nn.functional.normalize(out, p=2.0, dim=-1)

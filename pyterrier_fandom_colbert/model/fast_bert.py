@@ -1,0 +1,83 @@
+"""An inference forward pass for BERT backbones without transformers' per-module overhead.
+
+transformers' ``BertModel.forward`` wraps every one of its ~110 submodule calls per pass in hooks, output capturing
+and mask preparation; for one 32-token query on a 2-core CPU that Python work is about a sixth of the encoder's
+time. :func:`forward` computes the same arithmetic (embeddings, then per layer: self-attention through
+``scaled_dot_product_attention``, output projection and layer norm, GELU feed-forward and layer norm) straight from
+the module's weights, with the same results (``tests/test_colbert.py`` compares them).
+
+It is used only where that is exactly BertModel's evaluation arithmetic: a ``BertModel`` whose configuration has
+absolute position embeddings, exact GELU and no decoder, outside training (no dropout). Every other backbone
+(RoBERTa, other position embeddings, training) goes through transformers as before; :func:`supports` says which.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_LAYER_PARTS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+                "attention.output.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm")
+
+
+def supports(backbone: nn.Module) -> bool:
+    """Whether :func:`forward` computes exactly what ``backbone`` computes in evaluation mode."""
+    try:
+        from transformers import BertModel
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        return False
+    if type(backbone) is not BertModel:
+        return False
+    config = backbone.config
+    if getattr(config, "position_embedding_type", "absolute") not in (None, "absolute") \
+            or getattr(config, "hidden_act", None) != "gelu" or getattr(config, "is_decoder", False):
+        return False
+    embeddings = backbone.embeddings
+    if not all(hasattr(embeddings, name) for name in ("word_embeddings", "position_embeddings",
+                                                       "token_type_embeddings", "LayerNorm")):
+        return False
+    return all(_has(layer, part) for layer in backbone.encoder.layer for part in _LAYER_PARTS)
+
+
+def _has(module: nn.Module, dotted: str) -> bool:
+    for name in dotted.split("."):
+        module = getattr(module, name, None)
+        if module is None:
+            return False
+    return True
+
+
+def _layer_norm(x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+    return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+
+
+def _linear(x: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
+    return F.linear(x, layer.weight, layer.bias)
+
+
+def forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """The last hidden states ``[B, L, hidden]`` of a :func:`supports`-ed BERT backbone (token type 0, positions
+    from 0; ``attention_mask`` 1 for tokens attended to, None or all ones for no masking)."""
+    config = backbone.config
+    e = backbone.embeddings
+    batch, length = input_ids.shape
+    positions = torch.arange(length, device=input_ids.device)
+    x = e.word_embeddings(input_ids) + e.position_embeddings(positions).unsqueeze(0) \
+        + e.token_type_embeddings.weight[0]
+    x = _layer_norm(x, e.LayerNorm)
+    mask = None
+    if attention_mask is not None and not bool(attention_mask.all()):
+        mask = attention_mask.bool()[:, None, None, :]  # [B, 1, 1, L]: True where attended
+    heads = config.num_attention_heads
+    width = x.shape[-1] // heads
+    for layer in backbone.encoder.layer:
+        attention = layer.attention
+        q, k, v = (_linear(x, part).view(batch, length, heads, width).transpose(1, 2)
+                   for part in (attention.self.query, attention.self.key, attention.self.value))
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(batch, length, -1)
+        x = _layer_norm(_linear(context, attention.output.dense) + x, attention.output.LayerNorm)
+        hidden = F.gelu(_linear(x, layer.intermediate.dense))
+        x = _layer_norm(_linear(hidden, layer.output.dense) + x, layer.output.LayerNorm)
+    return x
