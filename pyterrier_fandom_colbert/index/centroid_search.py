@@ -154,8 +154,10 @@ class CompressedStore:
                 self._tensors["residuals"] = torch.from_numpy(self.residuals)
         return self._tensors["codes"], self._tensors["residuals"]
 
-    def decompress_rows(self, rows: np.ndarray, out: "torch.Tensor") -> "torch.Tensor":
-        """Exact decompression of token ``rows`` into ``out [len(rows), d]`` float32."""
+    def decompress_rows(self, rows: np.ndarray, out: "torch.Tensor",
+                        scratch: Optional["torch.Tensor"] = None) -> "torch.Tensor":
+        """Exact decompression of token ``rows`` into ``out [len(rows), d]`` float32 (``scratch``: see
+        :meth:`~.codec.ResidualCodec.decompress_into`)."""
         import torch
 
         codes, residuals = self.tensors()
@@ -163,7 +165,7 @@ class CompressedStore:
         row_codes = codes.index_select(0, index)
         if codes.dtype == torch.int16:  # uint16 ids stored as int16 (torch has no uint16 indexing)
             row_codes = row_codes.long() & 0xFFFF
-        return self.codec.decompress_into(row_codes, residuals.index_select(0, index), out)
+        return self.codec.decompress_into(row_codes, residuals.index_select(0, index), out, scratch)
 
 
 def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -289,19 +291,32 @@ def pruned_interaction(scores: "torch.Tensor", threshold: float, candidates: np.
 
 
 def interaction(scores: "torch.Tensor", doc_ids: np.ndarray, store: CompressedStore) -> np.ndarray:
-    """Stage 4: ``Σ_i max_{c ∈ codes(d)} S[c, i]`` for each of ``doc_ids`` (over the tokens' centroid ids), from
-    one gather of ``S`` rows into ``[docs, longest, n]``, shorter documents padded by repeating their last token
-    (which cannot change a maximum)."""
+    """Stage 4: ``Σ_i max_{c ∈ codes(d)} S[c, i]`` for each of ``doc_ids`` (over the tokens' centroid ids): the
+    ``S`` rows of all their tokens' codes, max-scattered into ``[documents, n]`` by document."""
     import torch
 
-    starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
-    lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
     if len(doc_ids) == 0:
         return np.zeros(0, np.float32)
-    width = int(lengths.max())
-    padded = starts[:, None] + np.minimum(np.arange(width), lengths[:, None] - 1)
-    codes = torch.from_numpy(np.asarray(store.codes[padded.reshape(-1)], dtype=np.int64))
-    return scores.index_select(0, codes).view(len(doc_ids), width, -1).amax(1).sum(1).numpy()
+    starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
+    lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
+    codes = torch.from_numpy(np.asarray(store.codes[ranges(starts, starts + lengths)], dtype=np.int64))
+    return max_by_owner(scores.index_select(0, codes), lengths).sum(1).numpy()
+
+
+def max_by_owner(rows: "torch.Tensor", lengths: np.ndarray) -> "torch.Tensor":
+    """``[len(lengths), n]``: the column-wise maximum of each consecutive group of ``lengths[j]`` rows of ``rows
+    [Σ lengths, n]`` (``-inf`` for an empty group).
+
+    >>> import torch
+    >>> max_by_owner(torch.tensor([[1., 5.], [3., 2.], [0., 0.]]), np.array([2, 1])).tolist()
+    [[3.0, 5.0], [0.0, 0.0]]
+    """
+    import torch
+
+    n = rows.shape[1]
+    owner = torch.from_numpy(np.repeat(np.arange(len(lengths)), lengths))
+    best = torch.full((len(lengths), n), -np.inf, dtype=rows.dtype)
+    return best.scatter_reduce_(0, owner.unsqueeze(1).expand(-1, n), rows, "amax")
 
 
 def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
@@ -325,7 +340,7 @@ def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
     lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
     ends = np.cumsum(lengths)
     q = q.float()
-    buffer = torch.empty(min(block_tokens, int(ends[-1])), store.codec.dim)
+    buffer = torch.empty(2, min(block_tokens, int(ends[-1])), store.codec.dim)  # decompressed; gathered residuals
     lo = 0
     while lo < len(doc_ids):
         done = int(ends[lo - 1]) if lo else 0
@@ -346,11 +361,9 @@ def _exact_chunk(store: CompressedStore, q: "torch.Tensor", starts: np.ndarray, 
     sims = torch.empty(len(rows), n)
     for a in range(0, len(rows), block_tokens):
         b = min(a + block_tokens, len(rows))
-        sims[a:b] = token_similarities(store.decompress_rows(rows[a:b], buffer[:b - a]), q, store.similarity)
-    owner = torch.from_numpy(np.repeat(np.arange(len(starts)), lengths))
-    best = torch.full((len(starts), n), -np.inf)
-    best.scatter_reduce_(0, owner.unsqueeze(1).expand(-1, n), sims, "amax")
-    return reduce_query(best, None, store.reduction).double().numpy()
+        tokens = store.decompress_rows(rows[a:b], buffer[0, :b - a], scratch=buffer[1])
+        sims[a:b] = token_similarities(tokens, q, store.similarity)
+    return reduce_query(max_by_owner(sims, lengths), None, store.reduction).double().numpy()
 
 
 def search_one(store: CompressedStore, centroids: "torch.Tensor", q: "torch.Tensor", k: int,

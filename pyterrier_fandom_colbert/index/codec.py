@@ -278,16 +278,19 @@ class ResidualCodec:
         ids = unpack_bits(packed, self.nbits)
         return self.centroids[np.asarray(codes, dtype=np.int64)] + self.weights[np.arange(self.dim), ids]
 
-    def decompress_into(self, codes: "torch.Tensor", packed: "torch.Tensor", out: "torch.Tensor") -> "torch.Tensor":
+    def decompress_into(self, codes: "torch.Tensor", packed: "torch.Tensor", out: "torch.Tensor",
+                        scratch: Optional["torch.Tensor"] = None) -> "torch.Tensor":
         """:meth:`decompress` in torch, into ``out [n, d]`` float32 (CPU), with one table gather per packed
-        byte: the fast path of scoring."""
+        byte: the fast path of scoring. ``scratch``, float32 with at least ``n · d`` elements, receives the gathered
+        residuals (a block-sized buffer reused across calls saves an allocation per call)."""
         import torch
 
         table, centroids, shift = self._torch_tables()
         n, nbytes = packed.shape
-        rows = packed.to(torch.int64).add_(shift[:nbytes])  # [n, B]: the row of each byte in the flattened table
+        rows = packed.to(torch.int32).add_(shift[:nbytes])  # [n, B]: the row of each byte in the flattened table
         torch.index_select(centroids, 0, codes.long(), out=out)
-        out.view(-1).add_(table.index_select(0, rows.view(-1)).view(-1))
+        gathered = None if scratch is None else scratch.view(-1)[:out.numel()].view(-1, table.shape[1])
+        out.view(-1).add_(torch.index_select(table, 0, rows.view(-1), out=gathered).view(-1))
         return out
 
     def _torch_tables(self) -> Tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]:
@@ -295,7 +298,7 @@ class ResidualCodec:
 
         if "torch" not in self._tables:
             table = torch.from_numpy(decode_table(self.weights, self.nbits))
-            shift = torch.arange(table.shape[0]) * 256
+            shift = (torch.arange(table.shape[0]) * 256).to(torch.int32)
             self._tables["torch"] = (table.reshape(-1, table.shape[-1]), torch.from_numpy(self.centroids), shift)
         return self._tables["torch"]
 
