@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import platform
@@ -289,13 +290,18 @@ def run_cached(result: Path, command: List[str], log: Path, rebuild: bool, env=N
     return json.loads(result.read_text())
 
 
-def cached_references(path: Path, worker: Worker, cmd: str, topics, key: str) -> Dict[str, List]:
+def cached_references(path: Path, worker: Worker, cmd: str, topics, key: str, built: Path) -> Dict[str, List]:
+    """Each topic's reference top 10 from ``worker``, cached in ``path`` for the build recorded in ``built`` (a
+    rebuilt index, whose codec may differ, starts the cache afresh)."""
+    build = hashlib.sha256(built.read_bytes()).hexdigest()[:16]
     cache = json.loads(path.read_text()) if path.exists() else {}
+    if cache.pop("_build", None) != build:
+        cache = {}
     todo = [(qid, text) for qid, text in topics if qid not in cache]
     for i, (qid, text) in enumerate(todo):
         cache[qid] = worker.ask(cmd=cmd, query=text, k=10)[key]
         if i % 50 == 49 or i == len(todo) - 1:
-            path.write_text(json.dumps(cache))
+            path.write_text(json.dumps({"_build": build, **cache}))
             print(f"{path.name}: {i + 1}/{len(todo)}", file=sys.stderr)
     return cache
 
@@ -425,10 +431,12 @@ def main(argv=None) -> int:
         load_after = os.getloadavg()[0]
         serve_rss = {"ours": ours.ask(cmd="rss")["peak_rss_mb"], "plaid": plaid.ask(cmd="rss")["peak_rss_mb"]}
         # exhaustive references (cached)
-        ref_ours = cached_references(out / f"exhaustive-ours-{fmt}.json", ours, "exhaustive", topics, "ids")
-        ref_exact = cached_references(out / "exact-ours-fp16.json", ours, "exact", topics, "ids")
+        ref_ours = cached_references(out / f"exhaustive-ours-{fmt}.json", ours, "exhaustive", topics, "ids",
+                                     out / f"build-ours-{fmt}.json")
+        ref_exact = cached_references(out / "exact-ours-fp16.json", ours, "exact", topics, "ids",
+                                      out / "build-ours-fp16.json")
         ref_plaid = cached_references(out / f"exhaustive-plaid-nbits{args.nbits}.json", plaid, "exhaustive", topics,
-                                      "ids")
+                                      "ids", out / f"build-plaid-nbits{args.nbits}.json")
     finally:
         ours.close()
         plaid.close()

@@ -5,8 +5,9 @@ directly (``colbert.encode_queries`` + ``centroid_search.search_one``), interlea
 
     .venv/bin/python benchmarks/query_side.py --index runs/plaid_compare/ours-residual2.colbert
 
-Topics: SciFact's train claims (the first ``--queries`` after 20 warm-up ones). Prints p50 ms of both and of
-query encoding alone. colbert-ai's query encoding alone, for comparison, from its own environment:
+Topics: SciFact's train claims (the first ``--queries`` after 20 warm-up ones). Prints p50 ms of both, of
+query encoding alone, and of query encoding through transformers' own forward (``model.fast_inference`` off: the
+path other backbones take). colbert-ai's query encoding alone, for comparison, from its own environment:
 ``/tmp/peers-venv/bin/python benchmarks/plaid_peer.py encode runs/plaid_compare/checkpoint-colbert-ai
 ../shared/data/scifact/queries-train.jsonl.gz 200``.
 """
@@ -54,7 +55,8 @@ def main(argv=None) -> int:
     pipeline = index.retriever(colbert, num_results=10)
     store, params = index.store, cs.SearchParams.for_k(10)
     centroids = torch.from_numpy(store.codec.centroids)
-    times = {"pipeline": [], "direct": [], "encoding": []}
+    times = {"pipeline": [], "direct": [], "encoding": [], "encoding_transformers": []}
+    fast = colbert.model.fast_inference
     with torch.inference_mode():
         for i, text in enumerate(texts):
             for first in (i % 2 == 0, i % 2 == 1):  # alternate which path meets the query first (cold caches)
@@ -68,7 +70,13 @@ def main(argv=None) -> int:
                     encoded = time.perf_counter() - start
                     cs.search_one(store, centroids, Q[0][mask[0]], 10, params)
                     direct = time.perf_counter() - start
+            colbert.model.fast_inference = False  # the same encoding through transformers' BertModel.forward
+            start = time.perf_counter()
+            colbert.encode_queries([text])
+            through_transformers = time.perf_counter() - start
+            colbert.model.fast_inference = fast
             if i >= 20:
+                times["encoding_transformers"].append(through_transformers)
                 times["pipeline"].append(piped)
                 times["direct"].append(direct)
                 times["encoding"].append(encoded)
