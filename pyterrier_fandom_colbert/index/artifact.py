@@ -512,8 +512,9 @@ class ColBERTIndex(pt.Artifact):
         A compressed index retrieves by centroid search (:class:`~.centroid_search.CentroidRetriever`: the
         documents of each query vector's ``ncells`` best centroids, pruned by centroid interaction to ``ndocs`` and
         then ``nscore`` documents, which are scored exactly over their decompressed vectors; defaults follow
-        ``num_results`` as PLAID's do, ``ndocs=None`` scores every candidate). The other arguments are for fp16
-        indexes: token neighbours, exact MaxSim.
+        ``num_results`` as PLAID's do, except that a top 10 scores 128 documents exactly rather than 64
+        (:meth:`~.centroid_search.SearchParams.for_k`); ``ndocs=None`` scores every candidate). The other arguments
+        are for fp16 indexes: token neighbours, exact MaxSim.
 
         Composes through columns: ``colbert.query_encoder() >> index.retriever()``. Given the encoder,
         ``index.retriever(colbert)`` checks that it built this index and returns exactly that pipeline.
