@@ -30,6 +30,17 @@ def padded_blocks(lengths: np.ndarray, max_tokens: int) -> List[Tuple[int, int]]
     return blocks
 
 
+def doc_spans(offsets: np.ndarray, doc_ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``(starts, lengths)`` int64: each of ``doc_ids``' first token row and token count, from ``offsets``.
+
+    >>> starts, lengths = doc_spans(np.array([0, 4, 5, 7]), np.array([2, 0]))
+    >>> starts.tolist(), lengths.tolist()
+    ([5, 0], [2, 4])
+    """
+    starts = np.asarray(offsets[doc_ids], dtype=np.int64)
+    return starts, np.asarray(offsets[doc_ids + 1], dtype=np.int64) - starts
+
+
 def length_sorted_blocks(offsets: np.ndarray, doc_ids: np.ndarray, max_tokens: int
                          ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, List[Tuple[int, int]]]:
     """``(starts, lengths, order, blocks)`` for scoring ``doc_ids`` shortest first: each document's first row and
@@ -39,8 +50,7 @@ def length_sorted_blocks(offsets: np.ndarray, doc_ids: np.ndarray, max_tokens: i
     >>> starts.tolist(), lengths.tolist(), order.tolist(), blocks
     ([0, 4, 5], [4, 1, 2], [1, 2, 0], [(0, 2), (2, 3)])
     """
-    starts = np.asarray(offsets[doc_ids], dtype=np.int64)
-    lengths = np.asarray(offsets[doc_ids + 1], dtype=np.int64) - starts
+    starts, lengths = doc_spans(offsets, doc_ids)
     order = np.argsort(lengths, kind="stable")
     return starts, lengths, order, padded_blocks(lengths[order], max_tokens)
 

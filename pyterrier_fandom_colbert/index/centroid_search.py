@@ -39,6 +39,7 @@ from ..frames import (
 from ..model.encoders import query_tensors
 from ..progress import progress
 from ..ranking import top_k
+from .blocks import doc_spans, refuse_non_finite_queries
 from .codec import ResidualCodec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,7 +73,7 @@ class SearchParams:
         0.45, 1,024; deeper: 4, 0.4, ``max(4k, 4096)``), overridden by the arguments given (``ndocs="auto"``: the
         default; None: no pruning). For ``k ≤ 10`` with the default ``ndocs``, 128 documents are scored exactly
         rather than PLAID's 64: chosen on the tuning questions (SQuAD selection part, WikiQA dev) as the
-        fewest that keep nDCG@10 within half a point of exact search (docs/index.md, "Pruning against quality").
+        fewest that keep nDCG@10 within half a point of exact search (docs/index.md, "Choosing `nscore`").
 
         >>> SearchParams.for_k(10)
         SearchParams(ncells=1, threshold=0.5, ndocs=256, nscore=128)
@@ -281,10 +282,7 @@ def pruned_interaction(scores: "torch.Tensor", threshold: float, candidates: np.
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
     position = np.empty(len(member), dtype=np.int64)  # uninitialised: only the candidates' entries are read
     position[candidates] = np.arange(len(candidates))
-    rows = torch.from_numpy(position[docs])
-    n = scores.shape[1]
-    best = torch.full((len(candidates), n), -np.inf)
-    best.scatter_reduce_(0, rows.unsqueeze(1).expand(-1, n), scores.index_select(0, torch.from_numpy(cells)), "amax")
+    best = scatter_max(scores.index_select(0, torch.from_numpy(cells)), position[docs], len(candidates))
     approx = best.sum(1).numpy()
     touched = np.flatnonzero(approx > -np.inf)
     return candidates[touched], approx[touched]
@@ -297,26 +295,35 @@ def interaction(scores: "torch.Tensor", doc_ids: np.ndarray, store: CompressedSt
 
     if len(doc_ids) == 0:
         return np.zeros(0, np.float32)
-    starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
-    lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
+    starts, lengths = doc_spans(store.offsets, doc_ids)
     codes = torch.from_numpy(np.asarray(store.codes[ranges(starts, starts + lengths)], dtype=np.int64))
     return max_by_owner(scores.index_select(0, codes), lengths).sum(1).numpy()
 
 
+def scatter_max(rows: "torch.Tensor", owner: np.ndarray, size: int) -> "torch.Tensor":
+    """``[size, n]``: for each ``j``, the column-wise maximum of the rows of ``rows [m, n]`` whose ``owner`` is
+    ``j`` (``-inf`` where none is).
+
+    >>> import torch
+    >>> scatter_max(torch.tensor([[1., 5.], [3., 2.], [0., 0.]]), np.array([2, 0, 2]), 3).tolist()
+    [[3.0, 2.0], [-inf, -inf], [1.0, 5.0]]
+    """
+    import torch
+
+    n = rows.shape[1]
+    index = torch.from_numpy(np.asarray(owner, dtype=np.int64)).unsqueeze(1).expand(-1, n)
+    return torch.full((size, n), -np.inf, dtype=rows.dtype).scatter_reduce_(0, index, rows, "amax")
+
+
 def max_by_owner(rows: "torch.Tensor", lengths: np.ndarray) -> "torch.Tensor":
-    """``[len(lengths), n]``: the column-wise maximum of each consecutive group of ``lengths[j]`` rows of ``rows
-    [Σ lengths, n]`` (``-inf`` for an empty group).
+    """:func:`scatter_max` of consecutive groups: ``[len(lengths), n]``, the column-wise maximum of each group of
+    ``lengths[j]`` rows of ``rows [Σ lengths, n]``.
 
     >>> import torch
     >>> max_by_owner(torch.tensor([[1., 5.], [3., 2.], [0., 0.]]), np.array([2, 1])).tolist()
     [[3.0, 5.0], [0.0, 0.0]]
     """
-    import torch
-
-    n = rows.shape[1]
-    owner = torch.from_numpy(np.repeat(np.arange(len(lengths)), lengths))
-    best = torch.full((len(lengths), n), -np.inf, dtype=rows.dtype)
-    return best.scatter_reduce_(0, owner.unsqueeze(1).expand(-1, n), rows, "amax")
+    return scatter_max(rows, np.repeat(np.arange(len(lengths)), lengths), len(lengths))
 
 
 def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
@@ -336,8 +343,7 @@ def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
     if len(doc_ids) == 0:
         return scores
     block_tokens = block_tokens or BLOCK_TOKENS
-    starts = np.asarray(store.offsets[doc_ids], dtype=np.int64)
-    lengths = np.asarray(store.offsets[doc_ids + 1], dtype=np.int64) - starts
+    starts, lengths = doc_spans(store.offsets, doc_ids)
     ends = np.cumsum(lengths)
     q = q.float()
     buffer = torch.empty(2, min(block_tokens, int(ends[-1])), store.codec.dim)  # decompressed; gathered residuals
@@ -477,8 +483,6 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
         return input_columns + ["docno", "score", "rank"]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        from .blocks import refuse_non_finite_queries
-
         require_columns(inp.columns, ["qid", "query_embs"], self)
         inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:

@@ -38,6 +38,7 @@ from ..storage import (
     read_json,
     write_json,
 )
+from . import fast_bert
 from .config import CONFIG_FILE, ColBERTConfig, default_backbone
 from .tokenization import ColBERTTokenizer
 
@@ -60,8 +61,6 @@ class ColBERTModel(nn.Module):
         self.config = config
         self.backbone = backbone
         self.projection = nn.Linear(backbone.config.hidden_size, config.dim, bias=False)
-        from . import fast_bert
-
         #: whether evaluation passes skip transformers' module overhead (:mod:`.fast_bert`; BERT backbones only)
         self.fast_inference = fast_bert.supports(backbone)
 
@@ -80,8 +79,6 @@ class ColBERTModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if self.fast_inference and not self.training:
-            from . import fast_bert
-
             hidden = fast_bert.forward(self.backbone, input_ids, attention_mask)
         else:
             hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
