@@ -1,4 +1,5 @@
-"""Training: losses go down, QQP negatives, in-batch masks, exact resumption, checkpoints, self-supervised pairs."""
+"""Training: losses go down, QQP negatives, in-batch masks, exact resumption, checkpoints, self-supervised pairs,
+frozen lower layers with cached outputs, hard negatives mined by a ColBERT."""
 import json
 
 import numpy as np
@@ -7,11 +8,13 @@ import pytest
 import torch
 
 import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.model import fast_bert
 from pyterrier_fandom_colbert.training import data as D
-from pyterrier_fandom_colbert.training.evaluation import evaluate
+from pyterrier_fandom_colbert.training.evaluation import colbert_rankings, evaluate
+from pyterrier_fandom_colbert.training.frozen import FrozenLower
 from pyterrier_fandom_colbert.training.losses import cross_entropy, pairwise_scores
 from pyterrier_fandom_colbert.training.selfsup import SelfSupConfig, selfsup_collection
-from pyterrier_fandom_colbert.training.trainer import PRESETS, STATE_FILE, TrainConfig, Trainer
+from pyterrier_fandom_colbert.training.trainer import COLBERT_NEGATIVES_FILE, PRESETS, STATE_FILE, TrainConfig, Trainer
 
 TINY = dict(dim=16, query_maxlen=12, doc_maxlen=40)
 PLACES = ["Vel Amara", "Ørnvik", "Emberfall", "Dunmere", "Kaldor", "Sunspire", "Greywater", "Halvard"]
@@ -145,9 +148,10 @@ class _StopAfter(Trainer):
             raise _Interrupted
 
 
-def test_resume_takes_the_same_steps_as_an_uninterrupted_run(tiny_bert_dir, tmp_path):
+@pytest.mark.parametrize("freeze", [0, 1])
+def test_resume_takes_the_same_steps_as_an_uninterrupted_run(tiny_bert_dir, tmp_path, freeze):
     data = _collection(n_docs=8, per_doc=2)  # 16 examples / batch 4 = 4 steps
-    cfg = _config(eval_every=1, dropout=0.1, lr=1e-3, backbone_lr=5e-4, warmup=0.25)
+    cfg = _config(eval_every=1, dropout=0.1, lr=1e-3, backbone_lr=5e-4, warmup=0.25, freeze_layers=freeze)
 
     def fresh():
         return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(**TINY), device="cpu")
@@ -243,3 +247,124 @@ def test_cli_trains_on_a_squad_file(tiny_bert_dir, tmp_path, capsys):
     assert summary["steps"] == 2 and set(summary["start"]) == {"RR@10", "R@1", "R@10"}
     assert pfc.ColBERT.from_pretrained(out / "best").config.dim == 16
     assert "at the start; best" in capsys.readouterr().out
+
+
+# -- levers: frozen lower layers, ColBERT-mined negatives ------------------------------------------------------
+
+def _batch(colbert, texts):
+    tok = colbert.tokenizer.documents(texts)
+    return torch.as_tensor(tok.input_ids), torch.as_tensor(tok.attention_mask)
+
+
+TEXTS = ["The castle of Vel Amara was built by the river folk.", "Ørnvik", "A bridge, a crown and a blade."]
+
+
+def test_layers_split_anywhere_compose_to_the_whole_forward(colbert):
+    backbone = colbert.model.backbone.eval()
+    ids, attn = _batch(colbert, TEXTS)
+    whole = fast_bert.forward(backbone, ids, attn)
+    n = len(backbone.encoder.layer)
+    for cut in range(n + 1):
+        lower = fast_bert.layers(backbone, fast_bert.embed(backbone, ids), attn, 0, cut)
+        upper = fast_bert.layers(backbone, lower, attn, cut, None)
+        real = attn.bool()
+        torch.testing.assert_close(upper[real], whole[real], atol=1e-5, rtol=1e-5)
+
+
+def test_frozen_forward_without_dropout_equals_the_model(colbert):
+    model = colbert.model
+    ids, attn = _batch(colbert, TEXTS)
+    frozen = FrozenLower(model, 1)
+    model.eval()
+    with torch.no_grad():
+        expected = model(ids, attn)
+        got = frozen(ids, attn, dropout=0.0)
+    real = attn.bool()
+    torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=1e-5)
+    assert (frozen.misses, frozen.hits) == (3, 0)
+    # the same texts in another batch (other padding, other order): cache hits, bit-identical rows
+    ids2, attn2 = _batch(colbert, [TEXTS[2], TEXTS[0]])
+    with torch.no_grad():
+        again = frozen(ids2, attn2, dropout=0.0)
+    assert (frozen.misses, frozen.hits) == (3, 2)
+    n0 = int(attn[0].sum())
+    torch.testing.assert_close(again[1, :n0], got[0, :n0], atol=1e-5, rtol=1e-5)
+
+
+def test_frozen_layers_get_no_gradient_and_upper_layers_do(colbert):
+    model = colbert.model.train()
+    frozen = FrozenLower(model, 1)
+    ids, attn = _batch(colbert, TEXTS)
+    frozen(ids, attn, dropout=0.1).sum().backward()
+    backbone = model.backbone
+    lower = [backbone.embeddings, backbone.encoder.layer[0]]
+    assert all(p.grad is None and not p.requires_grad for m in lower for p in m.parameters())
+    upper = backbone.encoder.layer[1:]
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for m in upper for p in m.parameters())
+    assert model.projection.weight.grad.abs().sum() > 0
+
+
+def test_cache_cap_recomputes_instead_of_storing(colbert):
+    frozen = FrozenLower(colbert.model, 1, max_cache_bytes=0)
+    ids, attn = _batch(colbert, TEXTS)
+    with torch.no_grad():
+        frozen(ids, attn)
+        frozen(ids, attn)
+    assert (frozen.misses, frozen.hits, frozen.uncached, len(frozen.cache)) == (6, 0, 6, 0)
+
+
+def test_freezing_refuses_bad_layer_counts_and_non_bert_backbones(colbert, tiny_roberta_dir):
+    n = len(colbert.model.backbone.encoder.layer)
+    with pytest.raises(ValueError, match=f"freeze_layers={n + 1}; the backbone has {n} layers"):
+        FrozenLower(colbert.model, n + 1)
+    roberta = pfc.ColBERT.from_pretrained(tiny_roberta_dir, config=pfc.ColBERTConfig(**TINY), device="cpu")
+    with pytest.raises(ValueError, match="RobertaModel"):
+        FrozenLower(roberta.model, 1)
+    with pytest.raises(ValueError, match="freeze_layers=-1"):
+        TrainConfig(freeze_layers=-1)
+
+
+def test_trainer_with_frozen_layers_moves_only_the_upper_part(colbert, tmp_path):
+    data = _collection()
+    before = {k: v.clone() for k, v in colbert.model.state_dict().items()}
+    trainer = Trainer(colbert, _config(freeze_layers=1), data, tmp_path / "run")
+    optimised = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}
+    assert not any(id(p) in optimised for p in colbert.model.backbone.embeddings.parameters())
+    trainer.train()
+    after = colbert.model.state_dict()
+    lower = [k for k in after if k.startswith(("backbone.embeddings.", "backbone.encoder.layer.0."))]
+    upper = [k for k in after if k.startswith("backbone.encoder.layer.1.") and "weight" in k]
+    assert lower and upper
+    assert all(torch.equal(before[k], after[k]) for k in lower)
+    assert all(not torch.equal(before[k], after[k]) for k in upper)
+    assert not torch.equal(before["projection.weight"], after["projection.weight"])
+    cache = trainer.history[-1]["frozen_cache"]
+    assert cache["misses"] == len(data.docs) + len(data.qrels)   # every distinct text once
+    assert cache["hits"] > 0 and cache["uncached"] == 0
+
+
+def test_colbert_rankings_match_brute_force_and_feed_negatives(colbert, tmp_path):
+    data = _collection(n_docs=6, per_doc=1)
+    rankings = colbert_rankings(colbert, data, depth=3)
+    scorer = colbert.text_scorer()
+    for qid in sorted(data.qrels):
+        frame = pd.DataFrame([{"qid": qid, "query": data.queries[qid], "docno": d, "text": t}
+                              for d, t in data.docs.items()])
+        scored = scorer(frame).sort_values("score", ascending=False)
+        assert rankings[qid] == list(scored["docno"])[:4]   # depth + one answer
+    cfg = _config(negative_source="colbert", negatives=1, negative_depth=3)
+    trainer = Trainer(colbert, cfg, data, tmp_path / "run")
+    saved = (tmp_path / "run" / COLBERT_NEGATIVES_FILE)
+    assert saved.exists()
+    for ex in trainer.source.epoch(0):
+        pool = [d for d in rankings[ex.qid] if d not in data.qrels[ex.qid]][:3]
+        assert set(ex.negatives) <= set(pool)
+    # a run folder keeps its pools; asking for other ones there is refused
+    with pytest.raises(ValueError, match="depth=3"):
+        Trainer(colbert, cfg.replace(negative_depth=2), data, tmp_path / "run")
+
+
+def test_negative_checkpoint_needs_colbert_negatives():
+    with pytest.raises(ValueError, match="negative_checkpoint"):
+        TrainConfig(negative_checkpoint="runs/x/best")
+    assert np.isfinite(TrainConfig(negative_source="colbert").lr)

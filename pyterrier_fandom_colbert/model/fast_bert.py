@@ -60,24 +60,42 @@ def _linear(x: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
 def forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
     """The last hidden states ``[B, L, hidden]`` of a :func:`supports`-ed BERT backbone (token type 0, positions
     from 0; ``attention_mask`` 1 for tokens attended to, None or all ones for no masking)."""
-    config = backbone.config
+    return layers(backbone, embed(backbone, input_ids), attention_mask)
+
+
+def embed(backbone: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
+    """The embedding layer's output ``[B, L, hidden]`` (word + position + token type 0, layer norm)."""
     e = backbone.embeddings
-    batch, length = input_ids.shape
-    positions = torch.arange(length, device=input_ids.device)
+    positions = torch.arange(input_ids.shape[1], device=input_ids.device)
     x = e.word_embeddings(input_ids) + e.position_embeddings(positions).unsqueeze(0) \
         + e.token_type_embeddings.weight[0]
-    x = _layer_norm(x, e.LayerNorm)
+    return _layer_norm(x, e.LayerNorm)
+
+
+def layers(backbone: nn.Module, x: torch.Tensor, attention_mask: Optional[torch.Tensor], start: int = 0,
+           stop: Optional[int] = None, dropout: float = 0.0) -> torch.Tensor:
+    """Encoder layers ``start … stop - 1`` applied to hidden states ``x [B, L, hidden]``.
+
+    ``dropout > 0`` applies BERT's training-time dropouts (attention probabilities, and each sub-layer's output
+    before its residual connection) with that probability; it is differentiable either way, so a training pass
+    can start from cached hidden states of the lower layers (:mod:`..training.frozen`)."""
+    batch, length, _ = x.shape
     mask = None
     if attention_mask is not None and not bool(attention_mask.all()):
         mask = attention_mask.bool()[:, None, None, :]  # [B, 1, 1, L]: True where attended
-    heads = config.num_attention_heads
+    heads = backbone.config.num_attention_heads
     width = x.shape[-1] // heads
-    for layer in backbone.encoder.layer:
+    for layer in backbone.encoder.layer[start:stop]:
         attention = layer.attention
         q, k, v = (_linear(x, part).view(batch, length, heads, width).transpose(1, 2)
                    for part in (attention.self.query, attention.self.key, attention.self.value))
-        context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(batch, length, -1)
-        x = _layer_norm(_linear(context, attention.output.dense) + x, attention.output.LayerNorm)
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        context = context.transpose(1, 2).reshape(batch, length, -1)
+        x = _layer_norm(_dropout(_linear(context, attention.output.dense), dropout) + x, attention.output.LayerNorm)
         hidden = F.gelu(_linear(x, layer.intermediate.dense))
-        x = _layer_norm(_linear(hidden, layer.output.dense) + x, layer.output.LayerNorm)
+        x = _layer_norm(_dropout(_linear(hidden, layer.output.dense), dropout) + x, layer.output.LayerNorm)
     return x
+
+
+def _dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    return F.dropout(x, p) if p > 0 else x

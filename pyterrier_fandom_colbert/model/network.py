@@ -82,6 +82,10 @@ class ColBERTModel(nn.Module):
             hidden = fast_bert.forward(self.backbone, input_ids, attention_mask)
         else:
             hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.head(hidden)
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The backbone's last hidden states ``[B, L, hidden]`` → token embeddings ``[B, L, dim]``."""
         out = self.projection(hidden.to(self.projection.weight.dtype))
         if self.config.normalise:
             out = nn.functional.normalize(out, p=2.0, dim=-1)

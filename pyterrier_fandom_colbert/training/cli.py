@@ -26,7 +26,11 @@ _HELP = {
     "form": "qpp ⟨q, d+, d-…⟩ or qqp ⟨q+, q-, d+⟩", "loss": "ce (N_q-scaled cross-entropy) or mse",
     "lr": "learning rate of the projection head", "backbone_lr": "learning rate of the encoder (default: --lr)",
     "warmup": "warm-up fraction of all steps", "negatives": "QPP negatives per example",
-    "negative_source": "tfidf or random", "negative_depth": "sample TF-IDF negatives from this many top passages",
+    "negative_source": "tfidf, colbert (mined by --negative-checkpoint, default the starting model) or random",
+    "negative_depth": "sample TF-IDF/ColBERT negatives from this many top passages",
+    "negative_checkpoint": "ColBERT checkpoint that mines the colbert negatives (default: the starting model)",
+    "freeze_layers": "freeze the embeddings and this many lower layers, caching their outputs (BERT backbones; "
+    "several times faster on a CPU)",
     "in_batch": "score every candidate of the batch", "distill_weight": "weight of KL distillation from the "
     "backbone as a bi-encoder (0: off)", "amp_dtype": "autocast dtype on GPU: bfloat16, float16 or none",
     "eval_every": "optimizer steps between dev evaluations (0: every epoch)",
@@ -131,6 +135,11 @@ def _check_args(args) -> None:
         _check_collection(args.dev, "--dev")
     for value in args.selfsup:
         require_dataset(value, "--selfsup", needs=("docs",))
+    if args.negative_checkpoint is not None:
+        require_model_path(args.negative_checkpoint, "--negative-checkpoint", "a ColBERT checkpoint folder that mines "
+                                                                             "the colbert negatives")
+        if args.negative_source != "colbert":
+            raise UserError("--negative-checkpoint is only used with --negative-source colbert")
     require_model_path(args.init, "--init", "a ColBERT checkpoint or transformers model folder, or leave --init "
                                             "out for a fresh ColBERT over all-MiniLM-L6-v2")
 
@@ -152,7 +161,10 @@ def _main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(PRESETS["study"])
                  if getattr(args, f.name) is not None}
-    config = PRESETS[args.preset].replace(**overrides)
+    try:
+        config = PRESETS[args.preset].replace(**overrides)
+    except ValueError as err:  # a setting out of range: the user's, said in one line
+        raise UserError(str(err)) from err
     train, dev = _load_data(args)
     if args.init and detect(args.init) is not None:
         colbert = ColBERT.from_pretrained(args.init, device=args.device, verbose=args.verbose)
@@ -164,7 +176,10 @@ def _main(argv: Sequence[str]) -> int:
                                           verbose=args.verbose)
     print(f"training on {len(train.pairs())} (question, passage) pairs, {len(train.docnos)} passages; "
           f"device {colbert.device.type}; {json.dumps(config.to_dict(), sort_keys=True)}", flush=True)
-    trainer = Trainer(colbert, config, train, args.out, dev=dev, resume=args.resume, verbose=args.verbose)
+    try:
+        trainer = Trainer(colbert, config, train, args.out, dev=dev, resume=args.resume, verbose=args.verbose)
+    except ValueError as err:  # settings this model cannot take (e.g. --freeze-layers beyond its depth)
+        raise UserError(str(err)) from err
     result = trainer.train()
     summary = {"start": result.start, "best": result.best, "best_step": result.best_step, "steps": result.steps,
                "train_seconds": round(result.seconds, 1),

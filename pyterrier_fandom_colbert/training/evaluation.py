@@ -1,10 +1,11 @@
-"""Dev-set evaluation during training: exhaustive MaxSim of every dev question against every dev passage.
+"""Dev-set evaluation during training (exhaustive MaxSim of every dev question against every dev passage), and
+the same exhaustive ranking as a source of ColBERT-mined hard negatives.
 
 Small corpora only (the dev split of a QA collection); full-scale evaluation is ``pipelines/evaluate.py``.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -31,22 +32,39 @@ def ranking_metrics(top: np.ndarray, docnos: Sequence[str], qids: Sequence[str],
     return {f"RR@{k}": float(np.mean(rr)), "R@1": float(np.mean(r1)), f"R@{k}": float(np.mean(rk))}
 
 
-def evaluate(colbert, dev: QAData, k: int = 10, query_chunk: int = 64) -> Dict[str, float]:
-    """Exhaustive MaxSim of every dev question against every dev passage (small corpora) → RR@k, R@1, R@k."""
+def exhaustive_top(colbert, queries: Sequence[str], docs: Sequence[str], k: int, query_chunk: int = 64
+                   ) -> np.ndarray:
+    """Indices ``[len(queries), min(k, len(docs))]`` of each query's best documents by exhaustive MaxSim (small
+    corpora: every query is scored against every document), best first."""
     was_training = colbert.model.training
     colbert.model.eval()
     try:
-        qids = sorted(dev.qrels)
-        docnos = list(dev.docnos)
-        q, qm = colbert.encode_queries([dev.queries[x] for x in qids])
-        scores = torch.full((len(qids), len(docnos)), float("-inf"))
-        for batch in colbert.doc_batches([dev.docs[d] for d in docnos]):
+        q, qm = colbert.encode_queries(list(queries))
+        scores = torch.full((len(queries), len(docs)), float("-inf"))
+        for batch in colbert.doc_batches(list(docs)):
             pos = torch.as_tensor(batch.positions)
-            for a in range(0, len(qids), query_chunk):
+            for a in range(0, len(queries), query_chunk):
                 s = pairwise_scores(q[a:a + query_chunk], qm[a:a + query_chunk], batch.embs.float(), batch.mask,
                                     colbert.config.similarity, colbert.config.reduction)
                 scores[a:a + query_chunk, pos] = s.cpu()
-        top = scores.topk(min(k, len(docnos)), dim=1).indices.numpy()
-        return ranking_metrics(top, docnos, qids, dev.qrels, k)
+        return scores.topk(min(k, len(docs)), dim=1).indices.numpy()
     finally:
         colbert.model.train(was_training)
+
+
+def evaluate(colbert, dev: QAData, k: int = 10, query_chunk: int = 64) -> Dict[str, float]:
+    """Exhaustive MaxSim of every dev question against every dev passage (small corpora) → RR@k, R@1, R@k."""
+    qids = sorted(dev.qrels)
+    docnos = list(dev.docnos)
+    top = exhaustive_top(colbert, [dev.queries[x] for x in qids], [dev.docs[d] for d in docnos], k, query_chunk)
+    return ranking_metrics(top, docnos, qids, dev.qrels, k)
+
+
+def colbert_rankings(colbert, data: QAData, depth: int = 10) -> Dict[str, List[str]]:
+    """Each training question's ``depth + (its number of answers)`` best passages of ``data``'s corpus by this
+    ColBERT (exhaustive MaxSim): the pool that ``negative_source="colbert"`` samples hard negatives from."""
+    qids = sorted(data.qrels)
+    docnos = list(data.docnos)
+    most = max(len(v) for v in data.qrels.values())
+    top = exhaustive_top(colbert, [data.queries[q] for q in qids], [data.docs[d] for d in docnos], depth + most)
+    return {q: [docnos[i] for i in row] for q, row in zip(qids, top)}

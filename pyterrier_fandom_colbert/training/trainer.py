@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import shutil
 import time
@@ -31,13 +32,18 @@ import torch
 from ..storage import JsonConfig, atomic_path, write_json
 from .data import Batch, QAData, QPPSource, QQPSource, collate, tfidf_rankings
 from .evaluation import evaluate
+from .frozen import FrozenLower
 from .losses import LOSSES, aligned_scores, cross_entropy, kl_distillation, mse_to_targets, pairwise_scores
 from .teacher import BiEncoderTeacher
+
+_log = logging.getLogger(__name__)
 
 CONFIG_FILE = "train_config.json"
 STATE_FILE = "trainer_state.pt"
 HISTORY_FILE = "history.json"
 METRIC = "RR@10"
+COLBERT_NEGATIVES_FILE = "colbert_negatives.json"
+NEGATIVE_SOURCES = ("tfidf", "colbert", "random")
 
 
 @dataclass(frozen=True)
@@ -56,8 +62,9 @@ class TrainConfig(JsonConfig):
     batch_size: int = 32                  # examples per forward pass
     grad_accumulation: int = 1            # forward passes per optimizer step
     negatives: int = 9                    # QPP negatives per example
-    negative_source: str = "tfidf"        # "tfidf" (top ``negative_depth`` minus positives) or "random"
+    negative_source: str = "tfidf"        # "tfidf" / "colbert" (top ``negative_depth`` minus positives) or "random"
     negative_depth: int = 10
+    negative_checkpoint: Optional[str] = None  # "colbert" negatives: mined by this checkpoint (None: the start)
     in_batch: bool = False                # also score every other candidate of the batch
     distill_weight: float = 0.0           # + weight · KL(bi-encoder teacher ‖ student)
     distill_temperature: float = 0.05     # teacher cosine / T
@@ -67,12 +74,16 @@ class TrainConfig(JsonConfig):
     max_grad_norm: Optional[float] = 1.0
     eval_every: int = 0                   # optimizer steps between dev evaluations (0: every epoch)
     eval_k: int = 10
+    freeze_layers: int = 0                # embeddings + this many lower layers frozen, their outputs cached
 
     def __post_init__(self) -> None:
         checks = [(self.form in ("qpp", "qqp"), f"form={self.form!r}; expected 'qpp' or 'qqp'"),
                   (self.loss in LOSSES, f"loss={self.loss!r}; expected one of {LOSSES}"),
-                  (self.negative_source in ("tfidf", "random"),
-                   f"negative_source={self.negative_source!r}; expected 'tfidf' or 'random'"),
+                  (self.negative_source in NEGATIVE_SOURCES,
+                   f"negative_source={self.negative_source!r}; expected one of {NEGATIVE_SOURCES}"),
+                  (self.negative_checkpoint is None or self.negative_source == "colbert",
+                   "negative_checkpoint is only used with negative_source='colbert'"),
+                  (self.freeze_layers >= 0, f"freeze_layers={self.freeze_layers}; expected 0 or more"),
                   (self.amp_dtype in (None, "bfloat16", "float16"),
                    f"amp_dtype={self.amp_dtype!r}; expected 'bfloat16', 'float16' or None"),
                   (self.lr > 0 and (self.backbone_lr is None or self.backbone_lr >= 0), "lr must be > 0"),
@@ -147,6 +158,7 @@ class Trainer:
             if isinstance(module, torch.nn.Dropout):
                 module.p = config.dropout
         self.teacher = BiEncoderTeacher(colbert) if config.distill_weight > 0 else None
+        self.frozen = FrozenLower(self.model, config.freeze_layers) if config.freeze_layers else None
         self.optimizer = self._optimizer()
         use_amp = self.device.type == "cuda" and config.amp_dtype is not None
         self.amp = getattr(torch, config.amp_dtype) if use_amp else None
@@ -171,12 +183,48 @@ class Trainer:
         if c.negative_source == "tfidf" and c.negatives:
             self.out.mkdir(parents=True, exist_ok=True)
             rankings = tfidf_rankings(self.data, self.out / "tfidf", c.negative_depth, verbose=self.verbose)
+        elif c.negative_source == "colbert" and c.negatives:
+            rankings = self._colbert_rankings()
         return QPPSource(self.data, c.negatives, c.seed, rankings, c.negative_depth)
+
+    def _colbert_rankings(self) -> Dict[str, List[str]]:
+        """The ColBERT-mined negative pools: read from the run folder if there (a resumed run, whose model has
+        moved on), else mined now by ``negative_checkpoint`` (or the model as it starts) and written there."""
+        from ..storage import read_json
+        from .evaluation import colbert_rankings
+
+        path = self.out / COLBERT_NEGATIVES_FILE
+        if path.exists():
+            saved = read_json(path)
+            if saved.get("checkpoint") != self.config.negative_checkpoint or saved.get("depth") != \
+                    self.config.negative_depth:
+                raise ValueError(f"{path} was mined with checkpoint={saved.get('checkpoint')!r}, depth="
+                                 f"{saved.get('depth')}; this run asks for {self.config.negative_checkpoint!r}, "
+                                 f"{self.config.negative_depth}: use another --out")
+            return saved["rankings"]
+        if self.resume and (self.out / STATE_FILE).exists():
+            raise FileNotFoundError(f"{path} is missing: the ColBERT negatives of this run were mined by the model as "
+                                    "it started, which a resumed run no longer has")
+        miner = self.colbert
+        if self.config.negative_checkpoint is not None:
+            from ..model.colbert import ColBERT
+
+            miner = ColBERT.from_pretrained(self.config.negative_checkpoint, device=self.colbert.device)
+        if self.verbose:
+            _log.info("mining ColBERT negatives for %d questions over %d passages", len(self.data.qrels),
+                      len(self.data.docnos))
+        rankings = colbert_rankings(miner, self.data, self.config.negative_depth)
+        self.out.mkdir(parents=True, exist_ok=True)
+        write_json(path, {"checkpoint": self.config.negative_checkpoint, "depth": self.config.negative_depth,
+                          "rankings": rankings})
+        return rankings
 
     def _optimizer(self) -> torch.optim.Optimizer:
         c = self.config
         groups: Dict[tuple, List[torch.nn.Parameter]] = {}
         for name, p in self.model.named_parameters():
+            if not p.requires_grad:
+                continue
             head = name.startswith("projection.")
             decay = not (name.endswith(".bias") or "LayerNorm" in name or "layer_norm" in name)
             groups.setdefault((head, decay), []).append(p)
@@ -199,7 +247,10 @@ class Trainer:
         ids = torch.as_tensor(tokenized.input_ids, device=self.device)
         attn = torch.as_tensor(tokenized.attention_mask, device=self.device)
         with torch.autocast(self.device.type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
-            embs = self.model(ids, attn)
+            if self.frozen is not None and self.model.training:
+                embs = self.frozen(ids, attn, self.config.dropout)
+            else:
+                embs = self.model(ids, attn)
         return embs.float(), torch.as_tensor(tokenized.score_mask, device=self.device)
 
     def loss(self, batch: Batch) -> torch.Tensor:
@@ -305,6 +356,13 @@ class Trainer:
         """Dev metrics (if any), history, best checkpoint, latest checkpoint and state, in that order."""
         entry: Dict[str, Any] = {"step": self.step, "epoch": self.step / self.steps_per_epoch, "loss": loss,
                                  "train_seconds": round(self.seconds, 3), "examples": self.examples}
+        if self.frozen is not None:
+            f = self.frozen
+            entry["frozen_cache"] = {"hits": f.hits, "misses": f.misses, "uncached": f.uncached,
+                                     "megabytes": round(f.cache_bytes / 2**20, 1)}
+            if f.uncached:
+                _log.warning("frozen-layer cache full (%.0f MB): %d texts recomputed", f.cache_bytes / 2**20,
+                             f.uncached)
         self.colbert.weights_changed()
         if self.dev is not None:
             metrics = evaluate(self.colbert, self.dev, self.config.eval_k)
