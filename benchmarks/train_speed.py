@@ -23,13 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SQUAD = ROOT.parent / "shared" / "data" / "squad-v1.1-split"
 
 
-def _train_part(data: Path, folder: Path) -> Path:
-    from pyterrier_fandom_colbert.data.protocol import squad_protocol, write_squad_subset
-
-    split = squad_protocol(data / "train-v1.1.json", data / "dev-v1.1.json")
-    return write_squad_subset(data / "train-v1.1.json", split.train, folder / "train-part.json")
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=SQUAD)
@@ -45,13 +38,15 @@ def main(argv=None) -> int:
     import torch
 
     from pyterrier_fandom_colbert import ColBERT, ColBERTConfig
+    from pyterrier_fandom_colbert.data.protocol import squad_protocol, write_training_parts
     from pyterrier_fandom_colbert.training import PRESETS, Trainer, load_collection
     from pyterrier_fandom_colbert.training.data import collate
 
     torch.set_num_threads(args.threads)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        train = load_collection(str(_train_part(args.data, Path(tmp))))
+        split = squad_protocol(args.data / "train-v1.1.json", args.data / "dev-v1.1.json")
+        train = load_collection(str(write_training_parts(split, tmp)[0]))
         config = PRESETS["fresh"]
         settings = [("autocast", None), ("autocast", torch.bfloat16)] if args.autocast else \
             [("freeze", n) for n in args.freeze]

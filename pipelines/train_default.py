@@ -53,17 +53,8 @@ def reference_rr10(dev_json: Path, backbone, dev_limit) -> float:
     return evaluate(colbert, dev)["RR@10"]
 
 
-def protocol_parts(data: Path, folder: Path):
-    """The protocol's train and selection parts (docs/fusion.md) written as SQuAD files into ``folder``."""
-    from pyterrier_fandom_colbert.data.protocol import squad_protocol, write_squad_subset
-
-    split = squad_protocol(data / "train-v1.1.json", data / "dev-v1.1.json")
-    folder.mkdir(parents=True, exist_ok=True)
-    return (write_squad_subset(data / "train-v1.1.json", split.train, folder / "train-part.json"),
-            write_squad_subset(data / "train-v1.1.json", split.selection, folder / "selection-part.json"))
-
-
 def main(argv=None) -> int:
+    from pyterrier_fandom_colbert.data.protocol import squad_protocol, write_training_parts
     from pyterrier_fandom_colbert.training.cli import main as train
 
     own = argparse.ArgumentParser(add_help=False)
@@ -73,7 +64,8 @@ def main(argv=None) -> int:
     for name in ("train-v1.1.json", "dev-v1.1.json"):
         if not (args.data / name).is_file():
             raise SystemExit(f"{args.data / name} not found; pass --data DIR")
-    train_part, selection_part = protocol_parts(args.data, ROOT / "runs" / "protocol")
+    split = squad_protocol(args.data / "train-v1.1.json", args.data / "dev-v1.1.json")
+    train_part, selection_part = write_training_parts(split, ROOT / "runs" / "protocol")
     passthrough = ["--dataset", str(train_part), "--dev", str(selection_part)]
     if not args.no_reference:
         peek = argparse.ArgumentParser(add_help=False)

@@ -433,7 +433,12 @@ def _squad_file(path, titles):
 def test_protocol_split_is_by_article_seeded_and_disjoint(tmp_path):
     import json
 
-    from pyterrier_fandom_colbert.data.protocol import selection_articles, squad_protocol, write_squad_subset
+    from pyterrier_fandom_colbert.data.protocol import (
+        selection_articles,
+        squad_protocol,
+        write_squad_subset,
+        write_training_parts,
+    )
 
     train = _squad_file(tmp_path / "train.json", [f"T{i}" for i in range(10)])
     dev = _squad_file(tmp_path / "dev.json", ["D0", "D1"])
@@ -445,6 +450,10 @@ def test_protocol_split_is_by_article_seeded_and_disjoint(tmp_path):
     assert squad_protocol(train, dev, n_selection=3, seed=8).selection != split.selection
     subset = write_squad_subset(train, split.train, tmp_path / "train-part.json")
     assert [a["title"] for a in json.loads(subset.read_text())["data"]] == list(split.train)
+    parts = write_training_parts(split, tmp_path / "new" / "parts")
+    assert [p.name for p in parts] == ["train-part.json", "selection-part.json"]
+    assert [[a["title"] for a in json.loads(p.read_text())["data"]] for p in parts] == \
+        [list(split.train), [f"T{i}" for i in range(10) if f"T{i}" in split.selection]]   # in the file's order
     with pytest.raises(ValueError, match="in both"):
         squad_protocol(train, train)
     with pytest.raises(ValueError, match="no article"):

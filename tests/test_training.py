@@ -289,6 +289,8 @@ def test_frozen_forward_without_dropout_equals_the_model(colbert):
     assert (frozen.misses, frozen.hits) == (3, 2)
     n0 = int(attn[0].sum())
     torch.testing.assert_close(again[1, :n0], got[0, :n0], atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="right-padded"):  # a left-padded row would cache the padding
+        frozen(ids, attn.flip(1))
 
 
 def test_frozen_layers_get_no_gradient_and_upper_layers_do(colbert):

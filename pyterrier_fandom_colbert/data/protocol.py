@@ -90,6 +90,15 @@ def write_squad_subset(source: Union[str, Path], titles: Sequence[str], target: 
     return write_json(target, {**{k: v for k, v in data.items() if k != "data"}, "data": articles})
 
 
+def write_training_parts(split: ProtocolSplit, folder: Union[str, Path]) -> Tuple[Path, Path]:
+    """The train and selection parts of ``split`` written as SQuAD-format files ``train-part.json`` and
+    ``selection-part.json`` in ``folder`` (created if missing), for ``pfc-train --dataset`` / ``--dev``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return (write_squad_subset(split.train_file, split.train, folder / "train-part.json"),
+            write_squad_subset(split.train_file, split.selection, folder / "selection-part.json"))
+
+
 def part_counts(split: ProtocolSplit) -> Dict[str, Dict[str, int]]:
     """Articles, paragraphs and questions of each part (reads the two files)."""
     counts: Dict[str, Dict[str, int]] = {}

@@ -17,14 +17,11 @@ the trainer logs how often that happened.
 """
 from __future__ import annotations
 
-import logging
 from typing import Dict, Tuple
 
 import torch
 
 from ..model import fast_bert
-
-_log = logging.getLogger(__name__)
 
 #: default cap of the cache (4 GiB of fp32 hidden states)
 MAX_CACHE_BYTES = 4 << 30
@@ -60,11 +57,12 @@ class FrozenLower:
         return fast_bert.layers(backbone, x, None, 0, self.n_layers)[0]
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, dropout: float = 0.0) -> torch.Tensor:
-        lengths = attention_mask.sum(1).tolist()
+        lengths = attention_mask.sum(1)
+        positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+        if not torch.equal(attention_mask.bool(), positions[None] < lengths[:, None]):
+            raise ValueError("FrozenLower expects right-padded batches (attention mask 1…1 0…0)")
         rows = []
-        for row, n in zip(input_ids, lengths):
-            if not bool(attention_mask[len(rows), :n].all()):
-                raise ValueError("FrozenLower expects right-padded batches (attention mask 1…1 0…0)")
+        for row, n in zip(input_ids, lengths.tolist()):
             key = tuple(row[:n].tolist())
             states = self.cache.get(key)
             if states is None:
