@@ -3,8 +3,8 @@
     python benchmarks/fusion_adaptive.py --threads 1        # SQuAD selection part, SciFact, WikiQA
 
 Never touches the SQuAD report part. Reuses the runs that ``pipelines/evaluate.py`` caches (same --out, --k,
---faiss, --k-hat), computing the missing ones. Each row fuses the same two runs; the lexical weight of a row is a
-constant or a per-query function of signals that need no relevance labels:
+--faiss, --k-hat, --long-docs), computing the missing ones. Each row fuses the same two runs; the lexical weight
+of a row is a constant or a per-query function of signals that need no relevance labels:
 
 * agreement: the share of the two top-10 lists the systems have in common;
 * lexical peak: how far TF-IDF's top score stands above its top 20 (z of the first among the first 20);
@@ -90,6 +90,7 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=1000)
     ap.add_argument("--faiss", default="ivfpq")
     ap.add_argument("--k-hat", type=int, default=100)
+    ap.add_argument("--long-docs", choices=["windows", "truncate"], default="windows")
     ap.add_argument("--out", type=Path, default=Path("runs/evaluate"))
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--data-root", type=Path, default=ev.DATA)
@@ -119,10 +120,11 @@ def main(argv=None) -> int:
             (topics, qrels), measure = parts["all"], "nDCG@10"
         cache = args.out / "cache" / name
         singles = ev.single_systems(docs, ["tfidf", "colbert-full"], args.k, args.checkpoint, cache, "cpu",
-                                    args.faiss, args.k_hat, False)
+                                    args.faiss, args.k_hat, False, args.long_docs)
         lexical = ev.cached_run(singles["tfidf"], topics, cache, f"tfidf-k{args.k}")
         neural = ev.cached_run(singles["colbert-full"], topics, cache,
-                               f"colbert-{singles['colbert-fingerprint']}-k{args.k}-{args.faiss}-khat{args.k_hat}")
+                               ev.colbert_key(singles["colbert-fingerprint"], args.k, args.faiss, args.k_hat,
+                                              args.long_docs))
         aligned = {norm: align(topics, [lexical, neural], norm) for norm in ("minmax", "zscore")}
         values = {}
         for label, (norm, weight) in variants().items():

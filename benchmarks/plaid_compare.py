@@ -178,7 +178,7 @@ def worker_build(args) -> int:
     colbert.piece_batches = timed_piece_batches
     started = time.perf_counter()
     index = pfc.ColBERTIndex(args.index).indexer(colbert, compression=args.compression, overwrite=True,
-                                                 ann=None).index(docs)
+                                                 ann=None, long_docs="truncate").index(docs)  # as PLAID
     total = time.perf_counter() - started
     result = {"build_seconds": round(total, 1), "encode_seconds": round(encoding["seconds"], 1),
               "after_encoding_seconds": round(total - encoding["seconds"], 1),

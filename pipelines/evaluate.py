@@ -183,15 +183,16 @@ def biencoder(docs, k: int, device: str):
 
 
 # -- systems ---------------------------------------------------------------------------------------------------
-def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat, verbose):
-    """The single (non-fusion) systems asked for, plus tfidf and colbert-full whenever a fusion needs them."""
+def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat, verbose, long_docs="windows"):
+    """The single (non-fusion) systems asked for, plus tfidf and colbert-full whenever a fusion needs them.
+    ColBERT indexes are cached per checkpoint and ``long_docs`` setting."""
     import pyterrier_fandom_colbert as pfc
     from pyterrier_fandom_colbert.model.config import default_backbone
 
     def colbert_index(colbert):
-        index = pfc.ColBERTIndex(cache / f"colbert-{colbert.fingerprint()}")
+        index = pfc.ColBERTIndex(cache / f"colbert-{long_docs}-{colbert.fingerprint()}")
         if not index.built():
-            index.indexer(colbert, verbose=verbose).index(docs)
+            index.indexer(colbert, verbose=verbose, long_docs=long_docs).index(docs)
         return index
 
     wanted = list(names)
@@ -261,6 +262,11 @@ def splade_systems(docs, names, k: int, cache: Path, device, verbose):
                 build_pisa_index(path, index.get_corpus_iter())
             out["splade-pisa"] = splade.query_encoder() >> pisa_retriever(path, k)
     return out
+
+
+def colbert_key(fingerprint: str, k: int, faiss: str, k_hat: int, long_docs: str) -> str:
+    """The cache key of an end-to-end ColBERT run: the checkpoint, the index's ``long_docs`` and the search."""
+    return f"colbert-{long_docs}-{fingerprint}-k{k}-{faiss}-khat{k_hat}"
 
 
 def cached_run(system, topics, cache: Path, key: str):
@@ -346,6 +352,8 @@ def main(argv=None) -> int:
     ap.add_argument("--faiss", default="ivfpq", help="FAISS kind of the end-to-end retrievers (flat = exact)")
     ap.add_argument("--k-hat", type=int, default=100,
                     help="document-token neighbours per query vector of the end-to-end retrievers (candidates)")
+    ap.add_argument("--long-docs", choices=["windows", "truncate"], default="windows",
+                    help="how the ColBERT index stores texts longer than doc_maxlen (the indexer's default: windows)")
     ap.add_argument("--folds", type=int, default=2, help="cross-validation folds of hybrid-cv")
     ap.add_argument("--out", type=Path, default=Path("runs/evaluate"))
     ap.add_argument("--device", default=None)
@@ -385,9 +393,10 @@ def main(argv=None) -> int:
             metrics, objective = [nDCG @ 10, R @ 100, RR @ 10], "nDCG@10"
         cache = args.out / "cache" / name
         singles = single_systems(docs, [n for n in names if n in SINGLE], args.k, args.checkpoint, cache, device,
-                                 args.faiss, args.k_hat, args.verbose)
+                                 args.faiss, args.k_hat, args.verbose, args.long_docs)
         keys = {"tfidf": f"tfidf-k{args.k}",
-                "colbert-full": f"colbert-{singles.get('colbert-fingerprint')}-k{args.k}-{args.faiss}-khat{args.k_hat}",
+                "colbert-full": colbert_key(singles.get("colbert-fingerprint"), args.k, args.faiss, args.k_hat,
+                                            args.long_docs),
                 "splade": f"splade-{singles.get('splade-fingerprint')}-k{args.k}"}
         # each base run once per question set; fusions (and the re-ranker's first stage) reuse it
         runs = {part: {s: cached_run(singles[s], topics, cache, keys[s]) for s in keys if s in singles}
@@ -434,7 +443,8 @@ def main(argv=None) -> int:
         table = pt.Experiment(list(ordered.values()), topics, qrels, metrics, names=list(ordered),
                               verbose=args.verbose)
         where = "report part" if name == "squad" else "all queries"
-        print(f"\n{name} ({where}): {len(docs):,} passages, {len(topics):,} questions{cv_note}")
+        print(f"\n{name} ({where}): {len(docs):,} passages, {len(topics):,} questions, ColBERT index long_docs="
+              f"{args.long_docs!r}{cv_note}")
         print(table.to_string(index=False, float_format="{:.4f}".format))
         table.to_csv(args.out / f"{name}.csv", index=False)
     return 0

@@ -77,7 +77,7 @@ def systems_for(corpus_iter, names: Sequence[str], cache: Path, k: int, checkpoi
             add_text = pt.apply.generic(lambda frame: frame.assign(text=frame["docno"].map(texts)))
             systems["splade-colbert"] = systems["splade"] >> add_text >> colbert.text_scorer()
         if "colbert-full" in names:
-            index = pfc.ColBERTIndex(cache / f"colbert-{colbert.fingerprint()[:16]}")
+            index = pfc.ColBERTIndex(cache / f"colbert-windows-{colbert.fingerprint()[:16]}")
             if not index.built():
                 index.indexer(colbert, verbose=verbose).index(corpus_iter())
             systems["colbert-full"] = index.retriever(colbert, num_results=k, verbose=verbose)

@@ -53,15 +53,27 @@ def test_truncated_documents_are_counted_stored_and_warned(colbert, tmp_path):
     longer = sum(len(pieces(colbert, t)) > 13 for t in TEXTS)
     assert 0 < longer < len(TEXTS)
     with pytest.warns(UserWarning, match=f"{longer} of {len(TEXTS)} documents .* truncated.*long_docs='windows'"):
-        index = pfc.ColBERTIndex(tmp_path / "t").indexer(colbert).index(corpus())
+        index = pfc.ColBERTIndex(tmp_path / "t").indexer(colbert, long_docs="truncate").index(corpus())
     meta = pfc.ColBERTIndex(tmp_path / "t").meta  # read back from pt_meta.json
     assert (meta.truncated_docs, meta.windowed_docs, meta.long_docs, meta.num_parts) == (longer, 0, "truncate", 6)
     assert not (index.path / "parts.i64").exists()
     np.testing.assert_array_equal(index.part_offsets, index.offsets)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing truncated: nothing to say
-        short = pfc.ColBERTIndex(tmp_path / "s").indexer(colbert).index(corpus()[:2])
+        short = pfc.ColBERTIndex(tmp_path / "s").indexer(colbert, long_docs="truncate").index(corpus()[:2])
     assert short.meta.truncated_docs == 0
+
+
+def test_the_default_indexer_keeps_long_texts_whole_without_a_warning(colbert, windowed, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing is cut, so nothing to warn about
+        index = pfc.ColBERTIndex(tmp_path / "d").indexer(colbert).index(corpus())
+    meta = index.meta
+    assert (meta.long_docs, meta.truncated_docs, meta.windowed_docs) == ("windows", 0, windowed.meta.windowed_docs)
+    assert meta.stride == 8  # two thirds of a 13-piece window, rounded down
+    with pytest.warns(UserWarning, match="truncated"):
+        truncated = pfc.ColBERTIndex(tmp_path / "t").indexer(colbert, long_docs="truncate").index(corpus())
+    assert meta.num_tokens > truncated.meta.num_tokens  # every piece of the long texts is stored
 
 
 def test_windows_hold_every_piece_encoded_window_by_window(colbert, windowed):
@@ -95,7 +107,7 @@ def test_windows_hold_every_piece_encoded_window_by_window(colbert, windowed):
 
 def test_short_texts_are_stored_alike_in_both_modes(colbert, windowed, tmp_path):
     short = [d for d in corpus() if len(pieces(colbert, d["text"])) <= 13]
-    a = pfc.ColBERTIndex(tmp_path / "a").indexer(colbert).index(short)
+    a = pfc.ColBERTIndex(tmp_path / "a").indexer(colbert, long_docs="truncate").index(short)
     b = pfc.ColBERTIndex(tmp_path / "b").indexer(colbert, long_docs="windows").index(short)
     np.testing.assert_array_equal(np.asarray(a.vectors), np.asarray(b.vectors))
     np.testing.assert_array_equal(np.asarray(a.offsets), np.asarray(b.part_offsets))
@@ -119,7 +131,8 @@ def test_a_windowed_document_is_one_result_scored_over_all_its_windows(colbert, 
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(stride=5), "stride=5 applies only to long_docs='windows'"),
+    (dict(long_docs="truncate", stride=5), "stride=5 applies only to long_docs='windows'"),
+    (dict(stride=14), r"stride=14; expected 1 to 13 word pieces"),  # windows by default
     (dict(long_docs="windows", stride=14), r"stride=14; expected 1 to 13 word pieces"),
     (dict(long_docs="windows", stride=0), "stride=0"),
     (dict(long_docs="chunks"), "long_docs='chunks'; expected one of"),

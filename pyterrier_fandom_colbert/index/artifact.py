@@ -467,16 +467,17 @@ class ColBERTIndex(pt.Artifact):
 
     # -- factories -----------------------------------------------------------------------------------------
     def indexer(self, colbert: "ColBERT", *, text_field: str = "text", batch_size: int = 1024,
-                overwrite: bool = False, verbose: bool = False, long_docs: str = "truncate",
+                overwrite: bool = False, verbose: bool = False, long_docs: str = "windows",
                 stride: Optional[int] = None, ann: Union[str, "FaissSpec", None] = "default",
                 compression: Union[str, "CompressionSpec"] = "fp16") -> "ColBERTIndexer":
         """A ``pt.Indexer`` encoding ``docno``/``text`` records with ``colbert`` into this index.
 
         ``batch_size`` documents are read, length-bucketed and encoded at a time: memory is bounded by that,
-        not by the corpus. Texts longer than ``doc_maxlen`` tokens are truncated and counted
-        (``meta.truncated_docs``, a warning), or with ``long_docs="windows"`` stored whole as overlapping
-        windows ``stride`` word pieces apart (default two thirds of a window), each document still one row of
-        the retriever's and scorer's results (docs/index.md, "Long documents").
+        not by the corpus. Texts longer than ``doc_maxlen`` tokens are stored whole as overlapping windows
+        ``stride`` word pieces apart (default two thirds of a window; ``meta.windowed_docs`` counts them), each
+        document still one row of the retriever's and scorer's results; ``long_docs="truncate"`` keeps only their
+        first ``doc_maxlen`` tokens instead (counted in ``meta.truncated_docs``, with a warning): a third of the
+        storage on collections of long texts, and worse rankings there (docs/index.md, "Long documents").
 
         ``ann``: the neighbour index built right after indexing (:meth:`build_ann`): ``"default"`` the one the
         default retriever uses (none below 100,000 tokens, where it searches exactly), a kind name or a

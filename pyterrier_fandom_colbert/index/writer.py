@@ -217,10 +217,11 @@ def _check_unique(docnos_path: Path, num_docs: int, chunk: int = 100_000) -> Non
 class ColBERTIndexer(pt.Indexer):
     """Encodes a corpus (dicts with ``docno`` and text, a generator, or a DataFrame) into a :class:`ColBERTIndex`.
 
-    Texts longer than one document (``doc_maxlen - 3`` word pieces) are counted: ``long_docs="truncate"`` keeps
-    their first pieces (the count is stored as ``meta.truncated_docs``, shown on the progress bar and warned
-    about); ``long_docs="windows"`` stores them whole as windows of ``doc_maxlen - 3`` pieces starting every
-    ``stride`` pieces (default two thirds of a window), scored as one document (docs/index.md).
+    Texts longer than one document (``doc_maxlen - 3`` word pieces) are counted: ``long_docs="windows"`` (the
+    default) stores them whole as windows of ``doc_maxlen - 3`` pieces starting every ``stride`` pieces (default
+    two thirds of a window), scored as one document (the count is ``meta.windowed_docs``);
+    ``long_docs="truncate"`` keeps their first pieces (the count is stored as ``meta.truncated_docs``, shown on the
+    progress bar and warned about). See docs/index.md, "Long documents".
 
     ``ann``: the neighbour index built once the documents are written (``index.build_ann(ann)``): ``"default"``
     the default retriever's (nothing below 100,000 tokens, where it searches exactly), a kind or a ``FaissSpec``,
@@ -231,7 +232,7 @@ class ColBERTIndexer(pt.Indexer):
 
     def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, text_field: str = "text",
                  batch_size: int = 1024, overwrite: bool = False, verbose: bool = False,
-                 long_docs: str = "truncate", stride: Optional[int] = None,
+                 long_docs: str = "windows", stride: Optional[int] = None,
                  ann: Union[str, "FaissSpec", None] = "default",
                  compression: Union[str, CompressionSpec] = "fp16"):
         from .ann import FaissSpec
@@ -321,7 +322,7 @@ class ColBERTIndexer(pt.Indexer):
         return out
 
     def __repr__(self) -> str:
-        extra = f", long_docs='windows', stride={self.stride}" if self.long_docs == "windows" else ""
+        extra = f", stride={self.stride}" if self.long_docs == "windows" else ", long_docs='truncate'"
         extra += f", compression={self.compression.format!r}" if self.compression.compressed else ""
         return f"{self.index_ref!r}.indexer({self.colbert!r}{extra})"
 
