@@ -140,3 +140,52 @@ def test_a_windowed_document_is_one_result_scored_over_all_its_windows(colbert, 
 def test_bad_long_document_options_are_refused(colbert, tmp_path, options, message):
     with pytest.raises(ValueError, match=message):
         pfc.ColBERTIndex(tmp_path / "x").indexer(colbert, **options)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(long_docs="truncate", stride=5), "stride=5 applies only to long_docs='windows'"),
+    (dict(stride=14), r"stride=14; expected 1 to 13 word pieces"),
+    (dict(long_docs="chunks"), "long_docs='chunks'; expected one of"),
+])
+def test_bad_text_scorer_options_are_refused(colbert, options, message):
+    with pytest.raises(ValueError, match=message):
+        colbert.text_scorer(**options)
+
+
+def candidates():
+    """Every (topic, document) pair with the document's text: a re-ranker's input."""
+    frame = TOPICS.merge(pd.DataFrame(corpus()), how="cross")
+    return frame[["qid", "query", "docno", "text"]]
+
+
+def test_text_scorer_reads_long_texts_whole_as_the_windowed_index_stores_them(colbert, windowed):
+    """From text, window by window (batches of 4 windows here), the same scores as the windowed index's scorer gives
+    from its stored (fp16) vectors; truncated, the same as a truncating index; and the two modes differ exactly on
+    the texts longer than one window."""
+    frame = candidates()
+    by_text = colbert.text_scorer(stride=5)(frame).set_index(["qid", "docno"])["score"]
+    by_index = windowed.scorer(colbert)(frame.drop(columns="text")).set_index(["qid", "docno"])["score"]
+    np.testing.assert_allclose(by_text.loc[by_index.index], by_index, atol=2e-3)
+
+    with pytest.warns(UserWarning, match="truncated"):
+        cut_index = pfc.ColBERTIndex(windowed.path.parent / "cut").indexer(colbert, long_docs="truncate").index(
+            corpus())
+    cut_text = colbert.text_scorer(long_docs="truncate")(frame).set_index(["qid", "docno"])["score"]
+    cut = cut_index.scorer(colbert)(frame.drop(columns="text")).set_index(["qid", "docno"])["score"]
+    np.testing.assert_allclose(cut_text.loc[cut.index], cut, atol=2e-3)
+
+    long = {f"d{i}" for i, t in enumerate(TEXTS) if len(pieces(colbert, t)) > 13}
+    for (qid, docno), score in by_text.items():
+        if docno in long:  # more tokens to match: MaxSim over a superset of the first window's tokens
+            assert score >= cut_text[qid, docno] - 1e-5
+        else:
+            assert score == pytest.approx(cut_text[qid, docno], abs=2e-3)
+    assert any(by_text[q, d] > cut_text[q, d] + 1e-4 for q, d in by_text.index if d in long)
+
+
+def test_text_scorer_settings_are_part_of_its_identity(colbert):
+    default = colbert.text_scorer()
+    assert default == colbert.text_scorer(stride=8) and default.stride == 8  # two thirds of 13 pieces
+    assert default != colbert.text_scorer(long_docs="truncate") and default != colbert.text_scorer(stride=5)
+    assert "long_docs='truncate'" in repr(colbert.text_scorer(long_docs="truncate")) and "stride=8" in repr(default)
+    assert colbert.text_scorer()(candidates().iloc[:0]).empty

@@ -40,6 +40,7 @@ from typing import Any, Dict, Optional, Union
 import numpy as np
 
 from ..model.config import CONFIG_FILE
+from ..model.tokenization import LONG_DOCS
 from ..storage import (
     ARTIFACT_META_FILE,
     JsonConfig,
@@ -64,8 +65,6 @@ DOCNOS_FILE = "docnos.npids"
 #: token ids) only have their sizes checked then, and their checksums in ``verify()``
 CHECKED_ON_OPEN = (CONFIG_FILE, OFFSETS_FILE, DOCNOS_FILE)
 PARTS_FILE = "parts.i64"
-#: how the indexer treats texts longer than one document (``doc_maxlen`` tokens)
-LONG_DOCS = ("truncate", "windows")
 CODEC_FILE = "codec.json"
 CENTROIDS_FILE = "centroids.f16"
 CUTOFFS_FILE = "bucket_cutoffs.f32"

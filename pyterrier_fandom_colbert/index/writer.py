@@ -9,7 +9,6 @@ replaces only an existing ColBERT index. The size and checksum of every file go 
 """
 from __future__ import annotations
 
-import math
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -20,14 +19,13 @@ import pyterrier as pt
 
 from ..frames import check_record
 from ..model.config import CONFIG_FILE, ColBERTConfig
-from ..model.tokenization import windows
+from ..model.tokenization import LONG_DOCS, check_long_docs, default_stride  # noqa: F401 (default_stride: API)
 from ..progress import progress
 from ..storage import AtomicFolder, HashingFile, build_docno_inverse, build_manifest
 from .codec import check_nbits
 from .compressed import CompressionSpec, as_spec, compress_spill, compressed_files
 from .layout import (
     DOCNOS_FILE,
-    LONG_DOCS,
     OFFSETS_FILE,
     PARTS_FILE,
     TOKEN_IDS_FILE,
@@ -243,16 +241,7 @@ class ColBERTIndexer(pt.Indexer):
                              "and has no neighbour index to build; leave ann at its default")
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size}; expected a positive number of documents")
-        if long_docs not in LONG_DOCS:
-            raise ValueError(f"long_docs={long_docs!r}; expected one of {LONG_DOCS}")
-        window = colbert.tokenizer.max_doc_pieces
-        if stride is not None and long_docs != "windows":
-            raise ValueError(f"stride={stride} applies only to long_docs='windows'")
-        if long_docs == "windows":
-            stride = default_stride(window) if stride is None else stride
-            if not isinstance(stride, (int, np.integer)) or not 1 <= stride <= window:
-                raise ValueError(f"stride={stride!r}; expected 1 to {window} word pieces (doc_maxlen="
-                                 f"{colbert.config.doc_maxlen} leaves {window} per window)")
+        stride = check_long_docs(long_docs, stride, colbert.tokenizer.max_doc_pieces, colbert.config.doc_maxlen)
         self.index_ref = index
         self.colbert = colbert
         self.text_field = text_field
@@ -260,7 +249,7 @@ class ColBERTIndexer(pt.Indexer):
         self.overwrite = overwrite
         self.verbose = verbose
         self.long_docs = long_docs
-        self.stride = None if stride is None else int(stride)
+        self.stride = stride
         # a bad kind name fails here, before hours of encoding
         self.ann = ann if ann is None or ann == "default" or isinstance(ann, FaissSpec) else FaissSpec(ann)
         if self.compression.compressed:
@@ -298,43 +287,15 @@ class ColBERTIndexer(pt.Indexer):
         return self.index_ref
 
     def _encode(self, pieces: List[List[int]]) -> List[Tuple[np.ndarray, np.ndarray, Optional[List[int]]]]:
-        """(fp16 vectors, token ids, rows per window or None) per text, in input order; all the texts' windows
-        are length-bucketed at once."""
-        if self.long_docs == "windows":
-            window = self.colbert.tokenizer.max_doc_pieces
-            spans = [windows(len(p), window, self.stride) for p in pieces]
-            parts = [p[a:b] for p, w in zip(pieces, spans) for a, b in w]
-        else:
-            spans, parts = [[(0, len(p))] for p in pieces], pieces
-        encoded: List[Any] = [None] * len(parts)
-        chunk = math.ceil(len(parts) / self.colbert.batch_size)
-        for batch in self.colbert.piece_batches(parts, chunk=chunk):
-            for pos, vecs, ids in batch.per_document():
-                encoded[pos] = (vecs.astype(np.float16), ids)
-        if self.long_docs != "windows":
-            return [(vecs, ids, None) for vecs, ids in encoded]
-        bounds = np.cumsum([0] + [len(w) for w in spans])
-        out = []
-        for start, end in zip(bounds[:-1], bounds[1:]):
-            own = encoded[start:end]
-            out.append((np.concatenate([v for v, _ in own]), np.concatenate([i for _, i in own]),
-                        [len(v) for v, _ in own]))
-        return out
+        """(fp16 vectors, token ids, rows per window or None) per text, in input order."""
+        encoded = self.colbert.encode_pieces(pieces, self.stride)
+        return [(vecs.astype(np.float16), ids, parts if self.long_docs == "windows" else None)
+                for vecs, ids, parts in encoded]
 
     def __repr__(self) -> str:
         extra = f", stride={self.stride}" if self.long_docs == "windows" else ", long_docs='truncate'"
         extra += f", compression={self.compression.format!r}" if self.compression.compressed else ""
         return f"{self.index_ref!r}.indexer({self.colbert!r}{extra})"
-
-
-def default_stride(window: int) -> int:
-    """Word pieces between window starts when the user gives no ``stride``: two thirds of a window, so each
-    piece near a window edge is also seen a third of a window inside the next one.
-
-    >>> default_stride(177)
-    118
-    """
-    return max(1, window * 2 // 3)
 
 
 def truncation_warning(truncated: int, total: int, doc_maxlen: int) -> str:

@@ -172,6 +172,34 @@ class ColBERT:
                   for start in range(0, len(pieces), span))
         return self._encode_chunks(chunks, len(pieces), False)
 
+    def encode_pieces(self, pieces: Sequence[Sequence[int]], stride: Optional[int] = None
+                      ) -> List[Tuple[np.ndarray, np.ndarray, List[int]]]:
+        """``(vectors [n, d] float32, token ids [n], rows per window)`` of each text given as word pieces
+        (``tokenizer.document_pieces``), in input order, scoring tokens only.
+
+        ``stride=None``: a text's first ``doc_maxlen - 3`` pieces, one window. A stride: the whole text, as windows
+        of ``doc_maxlen - 3`` pieces starting every ``stride`` pieces (:func:`~.tokenization.windows`), each
+        encoded on its own as ``[CLS] [D] … [SEP]``, their rows back to back. All the windows are length-bucketed
+        at once, so hold a bounded number of texts per call.
+        """
+        from .tokenization import windows
+
+        size = self.tokenizer.max_doc_pieces
+        spans = [windows(len(p), size, stride) if stride is not None else [(0, len(p))] for p in pieces]
+        parts = [p[a:b] for p, w in zip(pieces, spans) for a, b in w]
+        encoded: List[Tuple[np.ndarray, np.ndarray]] = [None] * len(parts)  # type: ignore[list-item]
+        for batch in self.piece_batches(parts, chunk=max(1, -(-len(parts) // self.batch_size))):
+            for pos, vecs, ids in batch.per_document():
+                encoded[pos] = (vecs, ids)
+        bounds = np.cumsum([0] + [len(w) for w in spans])
+        out = []
+        for start, end in zip(bounds[:-1], bounds[1:]):
+            own = encoded[start:end]
+            out.append((np.concatenate([v for v, _ in own]) if len(own) > 1 else own[0][0],
+                        np.concatenate([i for _, i in own]) if len(own) > 1 else own[0][1],
+                        [len(v) for v, _ in own]))
+        return out
+
     def _encode_chunks(self, chunks, total: int, offsets: bool) -> Iterator[DocBatch]:
         """Encode ``(start, content ids, offsets)`` chunks in length-sorted batches (see :meth:`doc_batches`)."""
         import torch
@@ -235,12 +263,15 @@ class ColBERT:
 
         return DocEncoder(self)
 
-    def text_scorer(self, *, strict: bool = False) -> "TextScorer":
+    def text_scorer(self, *, strict: bool = False, long_docs: str = "windows",
+                    stride: Optional[int] = None) -> "TextScorer":
         """qid, query, docno, text → + score, rank (MaxSim of freshly encoded texts). Empty or non-text queries get
-        no rows and one warning (``strict=True``: an error)."""
+        no rows and one warning (``strict=True``: an error). Long texts are read whole as overlapping windows
+        (``long_docs="windows"``, ``stride`` pieces apart, default two thirds of a window), as the indexer stores
+        them, or truncated (``long_docs="truncate"``)."""
         from .encoders import TextScorer
 
-        return TextScorer(self, strict=strict)
+        return TextScorer(self, strict=strict, long_docs=long_docs, stride=stride)
 
     def scorer(self) -> "EmbeddingScorer":
         """query_embs, doc_embs → + score, rank (for frames already encoded)."""

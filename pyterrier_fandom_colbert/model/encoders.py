@@ -6,7 +6,7 @@ Stages compose through columns: :class:`QueryEncoder` adds ``query_embs`` (each 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -163,15 +163,26 @@ class TextScorer(EqualByKey, pt.Transformer):
     else each distinct query is encoded here. Each distinct text is encoded once; documents are scored batch by
     batch as they are encoded, so memory does not grow with the number of candidates. Rows of empty or non-text
     queries are left out with a warning (``strict=True``: refused), as by every retriever and scorer.
+
+    Texts longer than one document (``doc_maxlen - 3`` word pieces) are read whole, as the indexer stores them:
+    ``long_docs="windows"`` (the default) encodes overlapping windows ``stride`` pieces apart and scores MaxSim
+    over the tokens of all of them, so ``first_stage >> colbert.text_scorer()`` ranks as ``first_stage >>
+    index.scorer(colbert)`` over an index built with the same settings; ``long_docs="truncate"`` reads only the
+    first ``doc_maxlen`` tokens.
     """
 
-    def __init__(self, colbert: "ColBERT", text_field: str = "text", *, strict: bool = False):
+    def __init__(self, colbert: "ColBERT", text_field: str = "text", *, strict: bool = False,
+                 long_docs: str = "windows", stride: Optional[int] = None):
+        from .tokenization import check_long_docs
+
+        self.stride = check_long_docs(long_docs, stride, colbert.tokenizer.max_doc_pieces, colbert.config.doc_maxlen)
         self.colbert = colbert
         self.text_field = text_field
         self.strict = strict
+        self.long_docs = long_docs
 
     def _key(self) -> Tuple[Any, ...]:
-        return (self.colbert.fingerprint(), self.text_field, self.strict)
+        return (self.colbert.fingerprint(), self.text_field, self.strict, self.long_docs, self.stride)
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query", "docno", self.text_field], self)
@@ -192,14 +203,32 @@ class TextScorer(EqualByKey, pt.Transformer):
         rows_of_text = pd.Series(np.arange(len(inp))).groupby(t_codes).indices
         scores = np.empty(len(inp), dtype=np.float64)
         cfg = self.colbert.config
-        for batch in self.colbert.doc_batches(list(t_unique)):
-            local = np.concatenate([np.full(len(rows_of_text[p]), j) for j, p in enumerate(batch.positions)])
-            rows = np.concatenate([rows_of_text[p] for p in batch.positions])
+        for positions, embs, mask in self._documents(list(t_unique)):
+            local = np.concatenate([np.full(len(rows_of_text[p]), j) for j, p in enumerate(positions)])
+            rows = np.concatenate([rows_of_text[p] for p in positions])
             qi = torch.as_tensor(q_codes[rows], device=Q.device)
-            li = torch.as_tensor(local, device=batch.embs.device)
-            s = maxsim(Q[qi], batch.embs[li].float(), q_mask[qi], batch.mask[li], cfg.similarity, cfg.reduction)
+            li = torch.as_tensor(local, device=embs.device)
+            s = maxsim(Q[qi], embs[li].float(), q_mask[qi], mask[li], cfg.similarity, cfg.reduction)
             scores[rows] = s.cpu().numpy()
         return rank_by_score(with_columns(inp, {"score": scores}))
+
+    def _documents(self, texts: List[str]) -> Iterator[Tuple[np.ndarray, "torch.Tensor", "torch.Tensor"]]:
+        """(positions in ``texts``, padded vectors [b, L, d], mask [b, L]) of batches of the texts, each text read
+        whole (windows) or truncated."""
+        import torch
+
+        if self.stride is None:
+            for batch in self.colbert.doc_batches(texts):
+                yield batch.positions, batch.embs, batch.mask
+            return
+        size, span = self.colbert.batch_size, 8 * self.colbert.batch_size  # texts whose windows are bucketed at once
+        for start in range(0, len(texts), span):
+            chunk = texts[start:start + span]
+            encoded = self.colbert.encode_pieces(self.colbert.tokenizer.document_pieces(chunk), self.stride)
+            for b in range(0, len(encoded), size):
+                embs, mask = pad_vectors([torch.from_numpy(v) for v, _, _ in encoded[b:b + size]])
+                yield (np.arange(start + b, start + b + len(embs)), embs.to(self.colbert.device),
+                       mask.to(self.colbert.device))
 
     def _queries(self, inp: pd.DataFrame) -> Tuple[np.ndarray, "torch.Tensor", "torch.Tensor"]:
         """(query of each row, padded query vectors [n, L, d], their mask [n, L]) on the encoder's device."""
@@ -212,7 +241,9 @@ class TextScorer(EqualByKey, pt.Transformer):
         return codes, Q.float(), mask
 
     def __repr__(self) -> str:
-        return f"{self.colbert!r}.text_scorer({'strict=True' if self.strict else ''})"
+        options = (["strict=True"] if self.strict else []) + (
+            ["long_docs='truncate'"] if self.stride is None else [f"stride={self.stride}"])
+        return f"{self.colbert!r}.text_scorer({', '.join(options)})"
 
 
 class EmbeddingScorer(EqualByKey, pt.Transformer):

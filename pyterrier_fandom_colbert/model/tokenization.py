@@ -188,6 +188,40 @@ class ColBERTTokenizer:
 
 
 
+#: how an encoder treats texts longer than one document (``doc_maxlen`` tokens): keep the first pieces, or all
+#: of them as overlapping windows
+LONG_DOCS = ("truncate", "windows")
+
+
+def default_stride(window: int) -> int:
+    """Word pieces between window starts when the user gives no ``stride``: two thirds of a window, so each
+    piece near a window edge is also seen a third of a window inside the next one.
+
+    >>> default_stride(177)
+    118
+    """
+    return max(1, window * 2 // 3)
+
+
+def check_long_docs(long_docs: str, stride, window: int, doc_maxlen: int) -> Optional[int]:
+    """The stride that ``long_docs`` and ``stride`` ask for (None: truncate), or a ``ValueError`` naming the bad one.
+
+    >>> check_long_docs("windows", None, 177, 180), check_long_docs("truncate", None, 177, 180)
+    (118, None)
+    """
+    if long_docs not in LONG_DOCS:
+        raise ValueError(f"long_docs={long_docs!r}; expected one of {LONG_DOCS}")
+    if stride is not None and long_docs != "windows":
+        raise ValueError(f"stride={stride} applies only to long_docs='windows'")
+    if long_docs != "windows":
+        return None
+    stride = default_stride(window) if stride is None else stride
+    if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) or not 1 <= stride <= window:
+        raise ValueError(f"stride={stride!r}; expected 1 to {window} word pieces (doc_maxlen={doc_maxlen} leaves "
+                         f"{window} per window)")
+    return int(stride)
+
+
 def windows(length: int, size: int, stride: int) -> List[tuple]:
     """``(start, end)`` piece ranges covering ``length`` pieces with windows of at most ``size`` pieces, starting
     every ``stride`` pieces; the last window ends at ``length`` and is moved back to be full (so it may overlap
