@@ -121,7 +121,7 @@ def main(argv=None) -> int:
         cache = args.out / "cache" / name
         singles = ev.single_systems(docs, ["tfidf", "colbert-full"], args.k, args.checkpoint, cache, "cpu",
                                     args.faiss, args.k_hat, False, args.long_docs)
-        lexical = ev.cached_run(singles["tfidf"], topics, cache, f"tfidf-k{args.k}")
+        lexical = ev.cached_run(singles["tfidf"], topics, cache, f"{ev.tfidf_key()}-k{args.k}")
         neural = ev.cached_run(singles["colbert-full"], topics, cache,
                                ev.colbert_key(singles["colbert-fingerprint"], args.k, args.faiss, args.k_hat,
                                               args.long_docs))

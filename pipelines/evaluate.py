@@ -203,7 +203,7 @@ def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat
     if "splade-colbert" in wanted and "colbert-rerank" not in wanted:
         wanted.append("colbert-rerank")
     out = {}
-    tfidf = pfc.TfidfIndex(cache / "tfidf")
+    tfidf = pfc.TfidfIndex(cache / tfidf_key())
     if not tfidf.built():
         tfidf.indexer(verbose=verbose).index(docs)
     colbert = None
@@ -262,6 +262,17 @@ def splade_systems(docs, names, k: int, cache: Path, device, verbose):
                 build_pisa_index(path, index.get_corpus_iter())
             out["splade-pisa"] = splade.query_encoder() >> pisa_retriever(path, k)
     return out
+
+
+def tfidf_key() -> str:
+    """The cache name of the TF-IDF index and its runs: the package's default TF-IDF settings, hashed, so an index
+    cached under older defaults (e.g. another stopword list) is never reused for the current ones."""
+    import hashlib
+
+    from pyterrier_fandom_colbert.lexical.tfidf import TfidfConfig
+
+    settings = json.dumps(TfidfConfig().to_dict(), sort_keys=True)
+    return f"tfidf-{hashlib.sha256(settings.encode()).hexdigest()[:8]}"
 
 
 def colbert_key(fingerprint: str, k: int, faiss: str, k_hat: int, long_docs: str) -> str:
@@ -394,7 +405,7 @@ def main(argv=None) -> int:
         cache = args.out / "cache" / name
         singles = single_systems(docs, [n for n in names if n in SINGLE], args.k, args.checkpoint, cache, device,
                                  args.faiss, args.k_hat, args.verbose, args.long_docs)
-        keys = {"tfidf": f"tfidf-k{args.k}",
+        keys = {"tfidf": f"{tfidf_key()}-k{args.k}",
                 "colbert-full": colbert_key(singles.get("colbert-fingerprint"), args.k, args.faiss, args.k_hat,
                                             args.long_docs),
                 "splade": f"splade-{singles.get('splade-fingerprint')}-k{args.k}"}
