@@ -267,12 +267,9 @@ def splade_systems(docs, names, k: int, cache: Path, device, verbose):
 def tfidf_key() -> str:
     """The cache name of the TF-IDF index and its runs: the package's default TF-IDF settings, hashed, so an index
     cached under older defaults (e.g. another stopword list) is never reused for the current ones."""
-    import hashlib
-
     from pyterrier_fandom_colbert.lexical.tfidf import TfidfConfig
 
-    settings = json.dumps(TfidfConfig().to_dict(), sort_keys=True)
-    return f"tfidf-{hashlib.sha256(settings.encode()).hexdigest()[:8]}"
+    return f"tfidf-{TfidfConfig().settings_digest()[:8]}"
 
 
 def colbert_key(fingerprint: str, k: int, faiss: str, k_hat: int, long_docs: str) -> str:

@@ -62,9 +62,10 @@ def systems_for(corpus_iter, names: Sequence[str], cache: Path, k: int, checkpoi
     if "hybrid" in names:  # fuses the two single systems
         names += [n for n in ("tfidf", "colbert-full") if n not in names]
     if {"tfidf", "colbert-rerank"} & set(names):
-        tfidf = pfc.TfidfIndex(cache / "tfidf")
+        config = pfc.TfidfConfig()  # cached per settings: an index built under other defaults is not reused
+        tfidf = pfc.TfidfIndex(cache / f"tfidf-{config.settings_digest()}")
         if not tfidf.built():
-            tfidf.indexer(store_text=True, verbose=verbose).index(corpus_iter())
+            tfidf.indexer(config=config, store_text=True, verbose=verbose).index(corpus_iter())
         systems["tfidf"] = tfidf.retriever(num_results=k, text=True, verbose=verbose)
     if {"splade", "splade-colbert"} & set(names):
         systems["splade"] = splade_first_stage(corpus_iter, cache, k, splade, verbose)
@@ -77,9 +78,10 @@ def systems_for(corpus_iter, names: Sequence[str], cache: Path, k: int, checkpoi
             add_text = pt.apply.generic(lambda frame: frame.assign(text=frame["docno"].map(texts)))
             systems["splade-colbert"] = systems["splade"] >> add_text >> colbert.text_scorer()
         if "colbert-full" in names:
-            index = pfc.ColBERTIndex(cache / f"colbert-windows-{colbert.fingerprint()[:16]}")
+            long_docs = "windows"
+            index = pfc.ColBERTIndex(cache / f"colbert-{long_docs}-{colbert.fingerprint()[:16]}")
             if not index.built():
-                index.indexer(colbert, verbose=verbose).index(corpus_iter())
+                index.indexer(colbert, verbose=verbose, long_docs=long_docs).index(corpus_iter())
             systems["colbert-full"] = index.retriever(colbert, num_results=k, verbose=verbose)
     if "hybrid" in names:
         systems["hybrid"] = pfc.Hybrid(systems["tfidf"], systems["colbert-full"], num_results=k)

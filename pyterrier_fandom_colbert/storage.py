@@ -269,6 +269,17 @@ class JsonConfig:
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload]
 
+    def settings_digest(self) -> str:
+        """A short hash of the settings (their sorted JSON): a cache name that changes whenever they do.
+
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Settings(JsonConfig):
+        ...     k: int = 10
+        >>> Settings().settings_digest() == Settings(k=10).settings_digest() != Settings(k=11).settings_digest()
+        True
+        """
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
     @classmethod
     def from_dict(cls: Type[C], values: Dict[str, Any], source: Optional[PathLike] = None) -> C:
         where = f"{source}: " if source is not None else ""

@@ -313,7 +313,8 @@ def test_compare_writes_table_curve_and_plot(tmp_path, tiny_bert_dir):
     curve = pd.read_csv(tmp_path / "recall_at_k.csv").set_index("name")
     assert list(curve.columns) == [f"R@{c}" for c in range(1, 11)]
     assert (np.diff(curve.to_numpy(), axis=1) >= 0).all()  # recall never falls as k grows
-    assert pt.Artifact.load(str(tmp_path / "cache" / "toy--test" / "tfidf")).meta.num_docs == 4
+    cached = tmp_path / "cache" / "toy--test" / f"tfidf-{TfidfConfig().settings_digest()}"  # named by the settings
+    assert pt.Artifact.load(str(cached)).meta.num_docs == 4
 
 
 def test_main_job_takes_the_question_text_as_query(capsys):

@@ -19,7 +19,7 @@ import pyterrier as pt
 
 from ..frames import check_record
 from ..model.config import CONFIG_FILE, ColBERTConfig
-from ..model.tokenization import LONG_DOCS, check_long_docs, default_stride  # noqa: F401 (default_stride: API)
+from ..model.tokenization import LONG_DOCS, check_long_docs
 from ..progress import progress
 from ..storage import AtomicFolder, HashingFile, build_docno_inverse, build_manifest
 from .codec import check_nbits
