@@ -12,8 +12,9 @@ Each sampled SQuAD question is explained against its gold paragraph (``pfc.Expla
 
 Baselines are position-matched and exact (the average over every possible placement, i.e. over infinitely many
 random seeds): a random content token; a random run of as many consecutive words as the KDE span, anywhere in
-the same passage. Questions whose every gold answer lies beyond the encoded part (``doc_maxlen``) are left out
-and counted. Skips (exit 0) when the SQuAD data is absent.
+the same passage. Paragraphs longer than one window are explained whole (``--long-docs windows``, the
+``Explainer``'s default); with ``--long-docs truncate``, questions whose every gold answer lies beyond the encoded
+part (``doc_maxlen``) are left out and counted. Skips (exit 0) when the SQuAD data is absent.
 """
 from __future__ import annotations
 
@@ -100,6 +101,8 @@ def main(argv=None) -> int:
     ap.add_argument("--k-tilde", type=int, default=2)
     ap.add_argument("--bandwidth", nargs="+", default=["scott"], help="'scott', 'silverman' or token counts")
     ap.add_argument("--span-threshold", type=float, default=0.5)
+    ap.add_argument("--long-docs", choices=["windows", "truncate"], default="windows",
+                    help="paragraphs longer than one window: explained whole (the Explainer's default) or cut")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -123,7 +126,8 @@ def main(argv=None) -> int:
     questions = load_questions(args.squad, args.n, args.seed)
     frame = pd.DataFrame([{"qid": q, "query": text, "docno": d, "text": ctx} for q, text, d, ctx, _ in questions])
     started = time.perf_counter()
-    out = Explainer(colbert, k_tilde=args.k_tilde, bandwidth=bandwidths[0], span_threshold=args.span_threshold)(frame)
+    out = Explainer(colbert, k_tilde=args.k_tilde, bandwidth=bandwidths[0], span_threshold=args.span_threshold,
+                    long_docs=args.long_docs)(frame)
     seconds = time.perf_counter() - started
 
     results = {}
@@ -147,7 +151,8 @@ def main(argv=None) -> int:
     report = {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
               "model": args.checkpoint or "from_pretrained() default", "fingerprint": colbert.fingerprint(),
               "score_query_masks": colbert.config.score_query_masks, "k_tilde": args.k_tilde, "n": args.n,
-              "seed": args.seed, "span_threshold": args.span_threshold, "explain_seconds": round(seconds, 1),
+              "seed": args.seed, "span_threshold": args.span_threshold, "long_docs": args.long_docs,
+              "explain_seconds": round(seconds, 1),
               "device": args.device, "threads": args.threads, "results": results}
     print(render_markdown(report))
     if args.json:
@@ -157,7 +162,8 @@ def main(argv=None) -> int:
 
 def render_markdown(report) -> str:
     lines = [f"model: {report['model']} ({report['fingerprint']}), score_query_masks={report['score_query_masks']}, "
-             f"k̃={report['k_tilde']}, span threshold {report['span_threshold']}, explain time "
+             f"k̃={report['k_tilde']}, span threshold {report['span_threshold']}, long texts "
+             f"{report.get('long_docs', 'truncate')}, explain time "
              f"{report['explain_seconds']} s for {report['n']} questions", ""]
     for bw, r in report["results"].items():
         lines += [f"bandwidth {bw}: {r['questions']} questions ({r['left_out']} left out: answer not encoded); "

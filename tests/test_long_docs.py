@@ -189,3 +189,110 @@ def test_text_scorer_settings_are_part_of_its_identity(colbert):
     assert default != colbert.text_scorer(long_docs="truncate") and default != colbert.text_scorer(stride=5)
     assert "long_docs='truncate'" in repr(colbert.text_scorer(long_docs="truncate")) and "stride=8" in repr(default)
     assert colbert.text_scorer()(candidates().iloc[:0]).empty
+
+
+# -- explanations of long texts -------------------------------------------------------------------------------------
+def explain_frame(docs=None):
+    docs = corpus() if docs is None else docs
+    return TOPICS.merge(pd.DataFrame(docs), how="cross")[["qid", "query", "docno", "text"]]
+
+
+def test_explainer_lays_every_window_over_the_whole_text(colbert):
+    """Each layout position's similarity is its best window's, computed here window by window; every piece of the
+    text is explained, and the explanation's MaxSim is the text scorer's score of the whole text."""
+    from pyterrier_fandom_colbert.explain.transformer import Explainer
+    from pyterrier_fandom_colbert.model.scoring import similarity_matrix
+
+    frame = explain_frame()
+    out = Explainer(colbert, stride=5)(frame)
+    scores = colbert.text_scorer(stride=5)(frame).set_index(["qid", "docno"])["score"]
+    tok = colbert.tokenizer
+    for _, row in out.iterrows():
+        p = pieces(colbert, row["text"])
+        assert len(row["expl_tokens"]) == len(p) + 3          # [CLS] [D] every piece [SEP]
+        q, q_mask = colbert.encode_queries([row["query"]])
+        q = q[0][q_mask[0]]
+        want = np.full((len(q), len(p) + 3), -np.inf)
+        for a, b in spans(len(p), 13, 5):
+            (vecs, ids, _), = colbert.encode_pieces([p[a:b]])
+            packed = tok.pack_documents([p[a:b]])
+            where = np.array([0, 1, *range(2 + a, 2 + b), len(p) + 2])[packed.score_mask[0, :b - a + 3]]
+            np.testing.assert_array_equal(packed.input_ids[0, :b - a + 3][packed.score_mask[0, :b - a + 3]], ids)
+            sim = similarity_matrix(q, torch.from_numpy(vecs), colbert.config.similarity).numpy()
+            for r, pos in enumerate(where):
+                want[:, pos] = np.maximum(want[:, pos], sim[:, r])
+        shown = np.where(np.isinf(want), np.nan, want)
+        np.testing.assert_allclose(row["expl_sim"], shown, atol=1e-5)
+        maxsim_mean = np.nanmax(row["expl_sim"], axis=1).mean()
+        assert maxsim_mean == pytest.approx(scores[row["qid"], row["docno"]], abs=1e-5)
+        np.testing.assert_array_equal(row["expl_offsets"][2:-1],
+                                      tok.hf(row["text"], add_special_tokens=False,
+                                             return_offsets_mapping=True)["offset_mapping"])
+
+
+def test_explainer_truncating_reads_the_first_window_only(colbert):
+    from pyterrier_fandom_colbert.explain.transformer import Explainer
+
+    frame = explain_frame()
+    out = Explainer(colbert, long_docs="truncate")(frame)
+    cut = colbert.text_scorer(long_docs="truncate")(frame).set_index(["qid", "docno"])["score"]
+    for _, row in out.iterrows():
+        assert len(row["expl_tokens"]) == min(len(pieces(colbert, row["text"])), 13) + 3
+        assert np.nanmax(row["expl_sim"], axis=1).mean() == pytest.approx(cut[row["qid"], row["docno"]], abs=1e-5)
+
+
+def test_explainer_over_a_windowed_index_equals_the_text_path(colbert, windowed, tmp_path):
+    """The index's settings are followed (its vectors are what is explained): stored fp16 windows give the text
+    path's similarities; options that disagree with the index are refused, naming both."""
+    from pyterrier_fandom_colbert.explain.transformer import Explainer
+
+    frame = explain_frame()
+    from_index = Explainer(colbert, index=windowed)(frame)
+    from_text = Explainer(colbert, stride=5)(frame)
+    for (_, a), (_, b) in zip(from_index.iterrows(), from_text.iterrows()):
+        assert a["expl_tokens"] == b["expl_tokens"]
+        np.testing.assert_allclose(a["expl_sim"], b["expl_sim"], atol=5e-3)
+    assert Explainer(colbert, index=windowed) == Explainer(colbert, index=windowed, long_docs="windows", stride=5)
+    with pytest.raises(ValueError, match=r"long_docs='truncate'.*disagree with the index.*long_docs='windows', "
+                                         r"stride=5"):
+        Explainer(colbert, index=windowed, long_docs="truncate")
+    with pytest.raises(ValueError, match="stride=7.*disagree"):
+        Explainer(colbert, index=windowed, stride=7)
+    with pytest.warns(UserWarning, match="truncated"):
+        cut = pfc.ColBERTIndex(tmp_path / "cut").indexer(colbert, long_docs="truncate").index(corpus())
+    truncated = Explainer(colbert, index=cut)(frame)
+    plain = Explainer(colbert, long_docs="truncate")(frame)
+    for (_, a), (_, b) in zip(truncated.iterrows(), plain.iterrows()):
+        assert a["expl_tokens"] == b["expl_tokens"]
+        np.testing.assert_allclose(a["expl_sim"], b["expl_sim"], atol=5e-3)
+    # a text other than the one indexed: named, with how the index reads texts
+    wrong = frame.assign(text=lambda f: f["text"] + " river")
+    with pytest.raises(ValueError, match=r"docno 'd0'.*as windows 5 pieces apart.*give the text that was indexed"):
+        Explainer(colbert, index=windowed)(wrong)
+
+
+def test_explainer_settings_are_part_of_its_identity(colbert):
+    from pyterrier_fandom_colbert.explain.transformer import Explainer
+
+    default = Explainer(colbert)
+    assert default == Explainer(colbert, stride=8) and default.stride == 8
+    assert default != Explainer(colbert, long_docs="truncate") and default != Explainer(colbert, stride=5)
+    assert "long_docs='truncate'" in repr(Explainer(colbert, long_docs="truncate")) and "stride=8" in repr(default)
+    with pytest.raises(ValueError, match="stride=99"):
+        Explainer(colbert, stride=99)
+
+
+@pytest.mark.parametrize("backbone", ["bert", "roberta"])
+def test_whole_texts_are_tokenised_past_the_models_maximum_length(backbone, tiny_bert_dir, tiny_roberta_dir):
+    """Whole-text pieces with offsets are every piece (not cut at the tokenizer's model_max_length) and agree with
+    the pieces the indexer counts, and with the truncating path on the first window."""
+    folder = tiny_bert_dir if backbone == "bert" else tiny_roberta_dir
+    tok = pfc.ColBERT.from_pretrained(folder, config=CONFIG).tokenizer
+    text = " ".join(WORDS[i % len(WORDS)] + ("," if i % 7 == 0 else "") for i in range(700))
+    (ids,), (offsets,) = tok.whole_document_content([text], offsets=True)
+    assert list(ids) == tok.document_pieces([text])[0]
+    assert len(ids) > max(700, tok.hf.model_max_length if tok.hf.model_max_length < 10**6 else 0)
+    (cut,), (cut_offsets,) = tok.document_content([text], offsets=True)
+    assert list(ids[:13]) == list(cut) and [tuple(o) for o in offsets[:13]] == [tuple(o) for o in cut_offsets]
+    want = tok.hf(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]  # the wrapper's own
+    assert [tuple(o) for o in offsets] == [tuple(o) for o in want]

@@ -72,6 +72,35 @@ class ExplainOptions(JsonConfig):
 
 
 # -- relevance of passage tokens ---------------------------------------------------------------------------------
+def rows_to_layout(sim_rows: np.ndarray, positions: np.ndarray, length: int) -> Tuple[np.ndarray, np.ndarray]:
+    """``(sim [N_q, length], d_mask [length])`` of a passage layout from the similarities ``sim_rows [N_q, R]`` of
+    its stored rows, row ``r`` being layout position ``positions[r]``.
+
+    A text read as overlapping windows has several rows (vectors) for one position; a position takes its best
+    row for each query vector, so each query vector's maximum over the layout is its maximum over all rows: the
+    MaxSim the index scores. Positions without a row do not score (``d_mask`` False, similarity 0).
+
+    >>> sim, mask = rows_to_layout(np.array([[.1, .5, .3, .9]]), np.array([0, 1, 1, 3]), 5)
+    >>> sim.tolist(), mask.tolist()
+    ([[0.1, 0.5, 0.0, 0.9, 0.0]], [True, True, False, True, False])
+    """
+    sim_rows = np.asarray(sim_rows, dtype=np.float64)
+    positions = np.asarray(positions, dtype=np.int64)
+    if sim_rows.ndim != 2 or sim_rows.shape[1] != len(positions):
+        raise ValueError(f"sim_rows has shape {sim_rows.shape} but there are {len(positions)} row positions")
+    if len(positions) and not (0 <= positions.min() and positions.max() < length):
+        raise ValueError(f"row positions must lie in [0, {length}); got {positions.min()} to {positions.max()}")
+    d_mask = np.zeros(length, dtype=bool)
+    d_mask[positions] = True
+    sim = np.full((sim_rows.shape[0], length), -np.inf)
+    if len(np.unique(positions)) == len(positions):
+        sim[:, positions] = sim_rows
+    else:
+        np.maximum.at(sim.T, positions, sim_rows.T)
+    sim[:, ~d_mask] = 0.0
+    return sim, d_mask
+
+
 def top_matches(sim: np.ndarray, d_mask: Optional[np.ndarray] = None, k: int = 2) -> Tuple[np.ndarray, np.ndarray]:
     """Positions ``[N_q, k']`` and similarities of each query vector's ``k`` most similar passage tokens.
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -48,7 +48,7 @@ from ..frames import (
 )
 from ..model.encoders import query_tensors
 from ..progress import progress
-from .scores import ExplainOptions, explain_passage, select_query_token, word_scores
+from .scores import ExplainOptions, explain_passage, rows_to_layout, select_query_token, word_scores
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -64,11 +64,13 @@ TOKEN_VIEW_COLUMNS = ["token_sim", "word_token_sim"]
 
 @dataclass
 class _Passage:
-    """One passage's full token layout: vectors (rows that do not score are ignored), ids, offsets, text."""
+    """One passage: its layout ``[CLS] [D] … [SEP]`` (ids, character offsets, text) and the stored rows (vectors)
+    that score, each the vector of one layout position; a text read as windows has several rows for the
+    positions that windows share."""
 
-    vectors: "torch.Tensor"   # [L, d]
-    d_mask: np.ndarray        # [L] True = the token has a scoring vector
-    ids: np.ndarray           # [L]
+    vectors: "torch.Tensor"   # [R, d] scoring rows
+    positions: np.ndarray     # [R] layout position of each row
+    ids: np.ndarray           # [L] layout token ids
     offsets: np.ndarray       # [L, 2]
     text: str
 
@@ -85,6 +87,13 @@ class Explainer(EqualByKey, pt.Transformer):
     ``index.retriever(colbert)``) added them, so queries are not encoded twice.
     ``query_token`` (a position in ``expl_query_tokens`` or a
     token string such as ``"when"``) adds the single-token view columns.
+
+    Texts longer than one document (``doc_maxlen - 3`` word pieces) are explained whole, as the indexer and
+    ``colbert.text_scorer()`` read them: ``long_docs="windows"`` (the default without an index; ``stride`` as
+    theirs) encodes overlapping windows and lays them over one token layout of the whole text, each position
+    taking its best window's similarity, so the explanation's MaxSim is the score; ``long_docs="truncate"``
+    explains the first ``doc_maxlen`` tokens. With an ``index``, its own setting applies (``long_docs``/``stride``
+    may be left out, or must agree with it).
     Rows of empty or non-text queries are left out with one warning naming their qids, as by every retriever and
     scorer; ``strict=True`` refuses them instead.
     """
@@ -92,7 +101,9 @@ class Explainer(EqualByKey, pt.Transformer):
     def __init__(self, colbert: "ColBERT", k_tilde: int = 2, bandwidth: Union[str, float] = "scott",
                  index: Union["ColBERTIndex", str, Path, None] = None, *, span_threshold: float = 0.5,
                  query_token: Union[int, str, None] = None, text_field: str = "text", verbose: bool = False,
-                 strict: bool = False):
+                 strict: bool = False, long_docs: Optional[str] = None, stride: Optional[int] = None):
+        from ..model.tokenization import check_long_docs
+
         self.colbert = colbert
         self.strict = strict
         self.options = ExplainOptions(k_tilde=k_tilde, bandwidth=bandwidth, span_threshold=span_threshold)
@@ -101,6 +112,17 @@ class Explainer(EqualByKey, pt.Transformer):
 
             index = ColBERTIndex(index)
         self.index = index
+        window, maxlen = colbert.tokenizer.max_doc_pieces, colbert.config.doc_maxlen
+        if index is not None:
+            own_mode, own_stride = index.meta.long_docs, index.meta.stride
+            if (long_docs is not None and long_docs != own_mode) or \
+                    (stride is not None and own_mode == "windows" and stride != own_stride):
+                raise ValueError(f"long_docs={long_docs!r}, stride={stride!r} disagree with the index at "
+                                 f"{index.path} (long_docs={own_mode!r}, stride={own_stride!r}), whose vectors "
+                                 "are explained; leave them out to follow the index")
+            long_docs, stride = own_mode, (own_stride if own_mode == "windows" else stride)
+        self.long_docs = "windows" if long_docs is None else long_docs
+        self.stride = check_long_docs(self.long_docs, stride, window, maxlen)
         if query_token is not None and (isinstance(query_token, bool)
                                         or not isinstance(query_token, (int, np.integer, str))):
             raise ValueError(f"query_token={query_token!r}; expected a query token position (int) or string")
@@ -110,7 +132,8 @@ class Explainer(EqualByKey, pt.Transformer):
 
     def _key(self):
         index = artifact_key(self.index) if self.index is not None else None
-        return (self.colbert.fingerprint(), self.options, index, self.query_token, self.text_field, self.strict)
+        return (self.colbert.fingerprint(), self.options, index, self.query_token, self.text_field, self.strict,
+                self.long_docs, self.stride)
 
     @property
     def output_columns(self) -> List[str]:
@@ -148,10 +171,10 @@ class Explainer(EqualByKey, pt.Transformer):
                      q_tokens: List[str], passage: _Passage, tokens: List[str]) -> None:
         from ..model.scoring import similarity_matrix
 
-        sim = similarity_matrix(q_vectors, passage.vectors.to(q_vectors.device), self.colbert.config.similarity)
-        sim = sim.cpu().numpy().astype(np.float64)
-        e = explain_passage(sim, passage.d_mask, passage.text, passage.offsets, self.options)
-        shown = np.where(passage.d_mask[None, :], sim, np.nan).astype(np.float32)
+        sim_rows = similarity_matrix(q_vectors, passage.vectors.to(q_vectors.device), self.colbert.config.similarity)
+        sim, d_mask = rows_to_layout(sim_rows.cpu().numpy(), passage.positions, len(passage.ids))
+        e = explain_passage(sim, d_mask, passage.text, passage.offsets, self.options)
+        shown = np.where(d_mask[None, :], sim, np.nan).astype(np.float32)
         out = {"expl_query_tokens": list(q_tokens), "expl_tokens": list(tokens), "expl_offsets": passage.offsets,
                "expl_words": e.word_of_token, "expl_sim": shown, "r_abs": e.r_abs, "r_acc": e.r_acc, "kde": e.kde,
                "word_spans": e.word_spans, "word_r_abs": e.word_r_abs, "word_r_acc": e.word_r_acc,
@@ -189,16 +212,41 @@ class Explainer(EqualByKey, pt.Transformer):
         mask = q_mask.cpu().numpy()
         return [(Q[i][q_mask[i]], self.colbert.tokenizer.tokens(ids[i][mask[i]])) for i in range(len(texts))]
 
+    def _layouts(self, texts: Sequence[str]) -> Iterator[Tuple[int, np.ndarray, np.ndarray, np.ndarray,
+                                                                 np.ndarray, List]]:
+        """``(i, layout ids [L], offsets [L, 2], row positions [R], row token ids [R], pieces)`` of each text: the
+        text's pieces as this explainer reads them (whole as windows, or its first window) and the scoring rows
+        those windows give, in the order the encoder and the index keep them."""
+        from ..model.tokenization import windows
+
+        tokenizer = self.colbert.tokenizer
+        size = tokenizer.max_doc_pieces
+        pieces, offsets = tokenizer.whole_document_content(texts, offsets=True)
+        for i, (p, offs) in enumerate(zip(pieces, offsets)):
+            spans = windows(len(p), size, self.stride) if self.stride is not None else [(0, min(len(p), size))]
+            n = spans[-1][1]
+            layout = tokenizer.pack_documents([p[:n]], [np.asarray(offs[:n], dtype=np.int64).reshape(-1, 2)])
+            positions, row_ids = tokenizer.window_rows(p, spans)
+            yield i, layout.input_ids[0], layout.offsets[0], positions, row_ids, p
+
     def _encode(self, texts: List[str]) -> Iterator[Tuple[np.ndarray, _Passage]]:
         """(rows, passage) for each distinct text, encoded by the ColBERT model."""
+        import torch
+
         codes, unique = pd.factorize(pd.Series(texts))
         rows_of = pd.Series(np.arange(len(texts))).groupby(codes).indices
-        for batch in self.colbert.doc_batches(list(unique), offsets=True):
-            mask = batch.mask.cpu().numpy()
-            for j, pos in enumerate(batch.positions):
-                n = len(batch.offsets[j])
-                yield rows_of[pos], _Passage(batch.embs[j, :n].float(), mask[j, :n], batch.input_ids[j, :n],
-                                             batch.offsets[j], unique[pos])
+        span = self.colbert.batch_size
+        for start in range(0, len(unique), span):
+            chunk = list(unique[start:start + span])
+            layouts = list(self._layouts(chunk))
+            encoded = self.colbert.encode_pieces([p for *_, p in layouts], self.stride)
+            for (i, ids, offs, positions, row_ids, _), (vectors, stored_ids, _) in zip(layouts, encoded):
+                if not np.array_equal(np.asarray(stored_ids, dtype=np.int64), row_ids):
+                    raise RuntimeError(f"the encoder's {len(stored_ids)} scoring tokens differ from the "
+                                       f"{len(row_ids)} of the explanation's layout for text {start + i}; "
+                                       "please report this")
+                yield rows_of[start + i], _Passage(torch.from_numpy(np.asarray(vectors, dtype=np.float32)),
+                                                   positions, ids, offs, chunk[i])
 
     def _from_index(self, docnos: Sequence, texts: List[str]) -> Iterator[Tuple[np.ndarray, _Passage]]:
         """(rows, passage) for each distinct (docno, text), vectors read from the index."""
@@ -211,26 +259,25 @@ class Explainer(EqualByKey, pt.Transformer):
             rows_of.setdefault(key, []).append(row)
         keys = list(rows_of)
         doc_ids = index.doc_ids([str(d) for d, _ in keys])
-        size = self.colbert.batch_size
-        for start in range(0, len(keys), size):
-            chunk = keys[start:start + size]
-            tok = self.colbert.tokenizer.documents([t for _, t in chunk], offsets=True)
-            for j, (docno, text) in enumerate(chunk):
-                n = int(tok.lengths[j])
-                ids, d_mask = tok.input_ids[j, :n], tok.score_mask[j, :n]
-                stored, stored_ids = index.doc_vectors(int(doc_ids[start + j]))
-                if not np.array_equal(stored_ids.astype(np.int64), ids[d_mask]):
-                    raise ValueError(f"docno {docno!r}: its text tokenises to {int(d_mask.sum())} scoring tokens "
-                                     f"that differ from the {len(stored_ids)} token ids stored in the index at "
-                                     f"{index.path}; give the text that was indexed")
-                vectors = np.zeros((n, stored.shape[1]), dtype=np.float32)
-                vectors[d_mask] = stored
-                yield np.array(rows_of[(docno, text)]), _Passage(torch.from_numpy(vectors), d_mask, ids,
-                                                                 tok.offsets[j], text)
+        span = self.colbert.batch_size
+        how = f"as windows {self.stride} pieces apart" if self.stride is not None else "truncated"
+        for start in range(0, len(keys), span):
+            chunk = keys[start:start + span]
+            for i, ids, offs, positions, row_ids, _ in self._layouts([t for _, t in chunk]):
+                docno, text = chunk[i]
+                stored, stored_ids = index.doc_vectors(int(doc_ids[start + i]))
+                if not np.array_equal(stored_ids.astype(np.int64), row_ids):
+                    raise ValueError(f"docno {docno!r}: its text tokenises ({how}, as the index at {index.path} "
+                                     f"stores texts) to {len(row_ids)} scoring tokens that differ from the "
+                                     f"{len(stored_ids)} token ids stored there; give the text that was indexed")
+                yield np.array(rows_of[(docno, text)]), _Passage(torch.from_numpy(np.asarray(stored, np.float32)),
+                                                                 positions, ids, offs, text)
 
     def __repr__(self) -> str:
         o = self.options
         extra = f", index={self.index!r}" if self.index is not None else ""
         extra += ", strict=True" if self.strict else ""
+        if self.index is None:
+            extra += f", stride={self.stride}" if self.stride is not None else ", long_docs='truncate'"
         return (f"Explainer({self.colbert!r}, k_tilde={o.k_tilde}, bandwidth={o.bandwidth!r}, "
                 f"span_threshold={o.span_threshold}{extra})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -105,18 +105,22 @@ class ColBERTTokenizer:
     # -- layouts -------------------------------------------------------------------------------------------
     def _content_ids(self, texts: Sequence[str], max_content: Optional[int], offsets: bool):
         """Word-piece ids (no specials) of each text, cut to ``max_content`` pieces (``None``: never cut)."""
-        if offsets:
+        if offsets and max_content is not None:
             enc = self.hf(list(texts), add_special_tokens=False, truncation=True, max_length=max_content,
                           return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False)
             return enc["input_ids"], enc["offset_mapping"]
-        # the Rust tokenizer itself, without offsets: ~20% faster than the wrapper; truncating a single sequence
-        # is keeping its first pieces. A private copy, so no truncation/padding state is shared with self.hf.
+        # the Rust tokenizer itself: without offsets ~20% faster than the wrapper; truncating a single sequence is
+        # keeping its first pieces; whole texts with offsets this way do not trip the wrapper's warning about
+        # sequences longer than the model. A private copy, so no truncation/padding state is shared with self.hf.
         if self._rust is None:
             from tokenizers import Tokenizer
 
             self._rust = Tokenizer.from_str(self.hf.backend_tokenizer.to_str())
             self._rust.no_truncation()
             self._rust.no_padding()
+        if offsets:
+            encodings = self._rust.encode_batch(list(texts), add_special_tokens=False)
+            return [e.ids for e in encodings], [e.offsets for e in encodings]
         encodings = self._rust.encode_batch_fast(list(texts), add_special_tokens=False)
         return [e.ids[:max_content] for e in encodings], None
 
@@ -145,6 +149,33 @@ class ColBERTTokenizer:
         """Word-piece ids of each whole text (no specials, never truncated): what the indexer counts and cuts
         into windows (:func:`windows`)."""
         return self._content_ids(texts, None, offsets=False)[0]
+
+    def whole_document_content(self, texts: Sequence[str], offsets: bool = False):
+        """:meth:`document_content` without the cut: word-piece ids of each whole text (no specials), and with
+        ``offsets`` each piece's character span in its text."""
+        return self._content_ids(texts, None, offsets=offsets)
+
+    def window_rows(self, pieces: Sequence[int], spans: Sequence[Tuple[int, int]]) -> Tuple[np.ndarray, np.ndarray]:
+        """The scoring rows of one text's windows ``spans`` (``(start, end)`` piece ranges, :func:`windows`), in the
+        order the encoder and the index keep them: ``(positions [R], token ids [R])``, each row's position in the
+        text's layout ``[CLS] [D] pieces[:n] [SEP]`` (``n`` = the last window's end), where every window's
+        ``[CLS]``, ``[D]`` and ``[SEP]`` map onto the layout's own.
+
+        For pieces ``p0 … p4`` and windows ``(0, 3), (2, 5)`` (no skiplist) the positions are ``0 1 2 3 4 7`` and
+        ``0 1 4 5 6 7``: both windows' specials land on positions 0, 1 and 7, piece ``p2`` on position 4 twice.
+        """
+        packed = self.pack_documents([list(pieces[a:b]) for a, b in spans])
+        end = spans[-1][1] if len(spans) else 0
+        positions, ids = [], []
+        for j, (a, b) in enumerate(spans):
+            m = int(packed.lengths[j])
+            where = np.concatenate([[0, 1], np.arange(2 + a, 2 + b), [end + 2]])
+            keep = packed.score_mask[j, :m]
+            positions.append(where[keep])
+            ids.append(packed.input_ids[j, :m][keep])
+        if not positions:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(positions).astype(np.int64), np.concatenate(ids).astype(np.int64)
 
     @property
     def max_doc_pieces(self) -> int:
