@@ -61,6 +61,11 @@ def main(argv=None) -> int:
     own.add_argument("--data", type=Path, default=SQUAD, help="folder with train-v1.1.json and dev-v1.1.json")
     own.add_argument("--no-reference", action="store_true", help="skip the untrained-MaxSim reference")
     args, rest = own.parse_known_args(argv)
+    if {"-h", "--help"} & set(rest):  # help at once: nothing is read or computed
+        print("pipelines/train_default.py [--data DIR] [--no-reference] [pfc-train options]\n\n"
+              + __doc__.strip() + "\n\nIts own options:\n  --data DIR        folder with train-v1.1.json and "
+              "dev-v1.1.json\n  --no-reference    skip the untrained-MaxSim reference\n\npfc-train options:")
+        return train(["--help"])
     for name in ("train-v1.1.json", "dev-v1.1.json"):
         if not (args.data / name).is_file():
             raise SystemExit(f"{args.data / name} not found; pass --data DIR")

@@ -80,6 +80,13 @@ def test_train_missing_dump(folder, capsys, monkeypatch):
     assert "FANDOM_QA_DUMP_STARWARS=" in line and "names no file; point it at" in line
 
 
+def test_train_missing_selfsup_dump_file(folder, capsys):
+    line = one_line_error(capsys, "pfc-train", train(["--selfsup", str(folder / "mywiki_pages_current.xml.bz2"),
+                                                      "--out", str(folder / "run")]))
+    assert "--selfsup" in line and "mywiki_pages_current.xml.bz2: no such dump file" in line
+    assert not (folder / "run").exists()
+
+
 def test_train_missing_checkpoint(folder, capsys):
     line = one_line_error(capsys, "pfc-train", train(["--dataset", "fandom-qa/sample/train", "--init",
                                                       str(folder / "nope"), "--out", str(folder / "run")]))

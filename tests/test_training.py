@@ -228,6 +228,25 @@ def test_selfsup_pairs_hold_out_a_sentence_and_strip_headings():
     assert "s:w-1-1" not in data.qrels, "a one-sentence passage cannot give a sentence away"
 
 
+def test_selfsup_from_a_dump_file_equals_the_same_dump_as_a_dataset(tmp_path, monkeypatch):
+    """--selfsup takes a dump file directly: the same passages, hence the same pairs, as the dump registered as a
+    fandom-qa corpus; an ir_datasets id still works, and a missing dump file is named."""
+    from pyterrier_fandom_colbert.data import irds
+    from pyterrier_fandom_colbert.training.selfsup import looks_like_dump, selfsup_from_source
+
+    dump = irds.SAMPLE_DIR / "samplewiki_pages_current.xml"
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds-home"))
+    monkeypatch.setenv("FANDOM_QA_DUMP_SAMPLEDUMP", str(dump))
+    name = irds.register_fandom_wiki("sampledump", dbname="samplewiki", prefix="fandom-qa-test")
+    config = SelfSupConfig(seed=1)
+    from_file, from_id = selfsup_from_source(str(dump), config), selfsup_from_source(name, config)
+    assert len(from_file.qrels) > 100
+    assert (from_file.queries, from_file.qrels, from_file.docs) == (from_id.queries, from_id.qrels, from_id.docs)
+    assert looks_like_dump(str(tmp_path / "other_pages_current.xml.7z")) and not looks_like_dump(name)
+    with pytest.raises(FileNotFoundError, match="other_pages_current.xml.7z: no such dump file"):
+        selfsup_from_source(str(tmp_path / "other_pages_current.xml.7z"))
+
+
 def test_cli_trains_on_a_squad_file(tiny_bert_dir, tmp_path, capsys):
     from pyterrier_fandom_colbert.training.cli import main
 

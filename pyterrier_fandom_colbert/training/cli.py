@@ -3,6 +3,7 @@
     pfc-train --dataset fandom-qa/sample/train --dev fandom-qa/sample/dev --out runs/sample
     pfc-train --dataset train-v1.1.json --dev dev-v1.1.json --preset fresh --out runs/squad
     pfc-train --selfsup fandom-qa/witcher --init runs/squad/best --dev ... --out runs/witcher-adapted
+    pfc-train --selfsup mywiki_pages_current.xml.7z --init runs/squad/best --dev ... --out runs/mywiki-adapted
 
 Defaults are the study's settings (``--preset study``: lr 3e-6, 9 TF-IDF negatives, warm-up over the first of
 4 epochs). That learning rate suits a model already trained as ColBERT (``--init <checkpoint>``); a fresh
@@ -59,8 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--dataset", action="append", default=[], metavar="ID_OR_JSON",
                       help="training questions: an ir_datasets id with queries and qrels, or a SQuAD-format .json "
                            "(repeatable: collections are merged)")
-    data.add_argument("--selfsup", action="append", default=[], metavar="CORPUS_ID",
-                      help="also train on self-supervised pairs (title+heading, held-out sentence) from this corpus")
+    data.add_argument("--selfsup", action="append", default=[], metavar="DUMP_OR_ID",
+                      help="also train on self-supervised pairs (title+heading, held-out sentence) from this corpus: "
+                           "a MediaWiki/Fandom dump file (.xml, .bz2, .gz, .7z) or an ir_datasets id with docs "
+                           "(repeatable)")
     data.add_argument("--selfsup-max-passages", type=int, default=None)
     data.add_argument("--dev", metavar="ID_OR_JSON", help="dev questions for model selection (RR@10, exhaustive)")
     data.add_argument("--limit", type=int, help="use only the first N training questions")
@@ -95,12 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _load_data(args):
     from .data import QAData, load_collection
-    from .selfsup import SelfSupConfig, selfsup_from_irds
+    from .selfsup import SelfSupConfig, selfsup_from_source
 
     if not args.dataset and not args.selfsup:
         raise UserError("give training data with --dataset and/or --selfsup")
     parts = [load_collection(s).limit(args.limit) for s in args.dataset]
-    parts += [selfsup_from_irds(s, SelfSupConfig(max_passages=args.selfsup_max_passages)) for s in args.selfsup]
+    parts += [selfsup_from_source(s, SelfSupConfig(max_passages=args.selfsup_max_passages)) for s in args.selfsup]
     dev = load_collection(args.dev).limit(args.dev_limit) if args.dev else None
     return QAData.concat(parts), dev
 
@@ -117,6 +120,7 @@ def _check_collection(value: str, flag: str) -> None:
 
 def _check_args(args) -> None:
     """Everything that can be refused before data and model are loaded."""
+    from .selfsup import looks_like_dump
     from .trainer import STATE_FILE
 
     out = Path(args.out)
@@ -134,7 +138,11 @@ def _check_args(args) -> None:
     if args.dev:
         _check_collection(args.dev, "--dev")
     for value in args.selfsup:
-        require_dataset(value, "--selfsup", needs=("docs",))
+        if not looks_like_dump(value):
+            require_dataset(value, "--selfsup", needs=("docs",))
+        elif not Path(value).is_file():
+            raise UserError(f"--selfsup {value}: no such dump file (give a MediaWiki/Fandom dump .xml, .bz2, .gz "
+                            "or .7z, or an ir_datasets id with docs)")
     if args.negative_checkpoint is not None:
         require_model_path(args.negative_checkpoint, "--negative-checkpoint", "a ColBERT checkpoint folder that mines "
                                                                              "the colbert negatives")

@@ -114,6 +114,32 @@ def selfsup_collection(passages: Iterable[Any], config: SelfSupConfig = SelfSupC
     return QAData(queries, {q: tuple(d) for q, d in qrels.items()}, docs)
 
 
+#: file name endings of MediaWiki dumps (:func:`..data.wikidump.iter_pages` reads them by their first bytes)
+DUMP_SUFFIXES = (".xml", ".bz2", ".gz", ".7z")
+
+
+def looks_like_dump(source: str) -> bool:
+    """Whether ``source`` names a dump file (it exists as a file, or ends like one) rather than an ir_datasets id."""
+    from pathlib import Path
+
+    path = Path(source)
+    return path.is_file() or path.name.lower().endswith(DUMP_SUFFIXES)
+
+
+def selfsup_from_source(source: str, config: SelfSupConfig = SelfSupConfig()) -> QAData:
+    """:func:`selfsup_collection` over a MediaWiki/Fandom dump file (cut into passages as ``fandom-qa/<wiki>``
+    corpora are, :func:`..data.passages.dump_passages`) or over the docs of an ir_datasets corpus."""
+    if not looks_like_dump(source):
+        return selfsup_from_irds(source, config)
+    from pathlib import Path
+
+    from ..data.passages import dump_passages
+
+    if not Path(source).is_file():
+        raise FileNotFoundError(f"{source}: no such dump file")
+    return selfsup_collection(dump_passages(source), config)
+
+
 def selfsup_from_irds(dataset_id: str, config: SelfSupConfig = SelfSupConfig()) -> QAData:
     """:func:`selfsup_collection` over the docs of an ir_datasets corpus (e.g. ``fandom-qa/witcher``)."""
     import ir_datasets
