@@ -513,6 +513,32 @@ def raise_damaged(folder: PathLike, problems: List[Any], *, what: str, remedy: s
     raise cls(first, f"the {what} at {folder} is damaged: {listed}; {remedy}")
 
 
+@contextmanager
+def docno_lookup_builder(path: PathLike) -> Iterator[Any]:
+    """Build the forward half of an npids docno lookup at ``path``: ``with docno_lookup_builder(p) as b:
+    b.add(docno)``, then :func:`build_docno_inverse`. Closed (written) only when the block ends without an error.
+
+    npids (0.1.3) stores each block of docnos (a new one starts where a docno does not fit the last) with the
+    smallest codec that fits it; a block whose docnos are all one string (a single docno: a one-document corpus,
+    or a last docno unlike the ones before it) gets its fixed-bytes codec with zero bytes per docno, written but
+    unreadable (ZeroDivisionError on opening). Here such a block keeps one byte per docno (its shared prefix one
+    byte shorter), so any sequence of docnos reads back.
+    """
+    from npids.builder import FwdLookupBuilder
+    from npids.codecs.fwd_fixedbytes import FwdFixedBytes
+
+    class _Builder(FwdLookupBuilder):
+        def _commit(self):
+            fixed = self.seeded_formats.get(FwdFixedBytes.NAME) if self.seeds else None
+            if fixed is not None and fixed.prefix and fixed.size() == 0:
+                fixed.prefix = fixed.prefix[:-1]
+            super()._commit()
+
+    builder = _Builder(path)
+    yield builder
+    builder.close()
+
+
 def build_docno_inverse(path: PathLike) -> None:
     """Write the docno → id half of an npids lookup whose forward half was built with ``build_inv=False``.
 

@@ -25,14 +25,18 @@ from pyterrier_fandom_colbert.data.passages import dump_passages
 
 SAMPLE = Path(pfc.__file__).parent / "data" / "sample" / "samplewiki_pages_current.xml"
 QUESTION = "who founded Hollowlight Studios?"
-# (its docno fits the sample's: npids, which stores the indexes' docnos, fails on a docno longer than, or not
-# sharing the common prefix of, the first 256 it saw)
 HOSTILE = [
     {"docno": "samplewiki-1-0", "title": "<script>window.__pwned = 1</script>Zorblax",
      "url": "javascript:window.__pwned = 3", "section": "<b onmouseover=alert(1)>Lore</b>",
      "text": "Zorblax <img src=x onerror=\"window.__pwned = 2\"> rules the moon & \"stars\" </p><script>"
              "window.__pwned = 4</script> \x1b[31mred\x1b[0m forever."},
 ]
+
+# a passage longer than one ColBERT window (the indexer stores it whole, as windows): its last words are explained too
+LONG = {"docno": "samplewiki-999-0", "title": "Quillmere", "url": "https://example.org/Quillmere", "section": "",
+        "page_id": 999,
+        "text": " ".join(f"Ferry {i} leaves the Quillmere pier at dawn with barrels of salt and rope."
+                         for i in range(30)) + " The lighthouse keeper of Quillmere was Odalys Brenn."}
 
 
 def sample_records():
@@ -165,7 +169,7 @@ def test_overwrite_only_replaces_a_search_folder(tmp_path, tiny_bert_dir):
 def folder(tmp_path_factory, tiny_bert_dir):
     """The sample wiki's passages plus a hostile one, indexed with the tiny random BERT."""
     out = tmp_path_factory.mktemp("app") / "wiki"
-    build_folder(sample_records() + HOSTILE, out, colbert=pfc.ColBERT.from_pretrained(tiny_bert_dir),
+    build_folder(sample_records() + HOSTILE + [LONG], out, colbert=pfc.ColBERT.from_pretrained(tiny_bert_dir),
                  checkpoint=tiny_bert_dir)
     return out
 
@@ -222,6 +226,18 @@ def test_why_gives_each_query_token_a_row_of_word_similarities(searcher):
     sims = np.array(view["token_sim"])
     assert sims.shape == (len(view["query_tokens"]), len(view["words"]))
     assert np.all(sims <= 1.0001) and np.all(sims >= -1.0001)  # cosine similarities
+
+
+def test_a_passage_longer_than_a_window_is_explained_to_its_last_word(searcher):
+    """The folder's ColBERT index keeps long passages whole; the explanation reads its stored windows and covers
+    every word, the last sentence's included (it once refused such passages)."""
+    assert searcher.index.meta.windowed_docs >= 1
+    results = searcher.search("who was the lighthouse keeper of Quillmere", system="tfidf", k=3)["results"]
+    (found,) = [r for r in results if r["docno"] == LONG["docno"]]
+    words = [found["text"][s:e] for s, e, *_ in found["words"]]
+    assert words == found["text"].replace(".", " .").split() and words[-3:] == ["Odalys", "Brenn", "."]
+    assert len(searcher.colbert.tokenizer.document_pieces([LONG["text"]])[0]) > \
+        searcher.colbert.tokenizer.max_doc_pieces
 
 
 def test_terminal_output_strips_control_characters(searcher):

@@ -56,17 +56,20 @@ def test_colbert_refuses_them_by_name(tiny_bert_dir):
         scorer(frame.assign(docno="dx", text="Orrin \ud800 forged it."))
 
 
-def test_tfidf_refuses_surrogates_single_documents_and_duplicates(tmp_path):
+def test_tfidf_refuses_surrogates_and_duplicates_and_takes_any_docnos(tmp_path):
     with pytest.raises(ValueError, match=r"docno 'd2'\) has in its 'text' a lone surrogate"):
         pfc.TfidfIndex.build(tmp_path / "s", [{"docno": "d1", "text": "a"}, {"docno": "d2", "text": "b\ud800"}])
-    # npids cannot store a single docno, nor all-equal ones: this used to end in a ZeroDivisionError
-    with pytest.raises(ValueError, match="at least two documents, got one \\(docno 'd1'\\)"):
-        pfc.TfidfIndex.build(tmp_path / "one", [{"docno": "d1", "text": "the dragon sleeps"}])
     with pytest.raises(ValueError, match=r"1 docno\(s\) occur more than once: \['d1'\]"):
         pfc.TfidfIndex.build(tmp_path / "dup", [{"docno": "d1", "text": "a dragon"}] * 3)
     with pytest.raises(ValueError, match=r"\['d1'\]"):  # duplicates through the first block of 256, then others
         pfc.TfidfIndex.build(tmp_path / "dup2", [{"docno": "d1", "text": "a"}] * 300 + [{"docno": "d2", "text": "b"}])
     assert list(tmp_path.iterdir()) == []  # no half-built folder left
+    # one document, and a last docno unlike the 300 before it (npids once wrote both unreadably)
+    one = pfc.TfidfIndex.build(tmp_path / "one", [{"docno": "d1", "text": "the dragon sleeps"}])
+    assert one.retriever()(pd.DataFrame({"qid": ["q"], "query": ["dragon"]}))["docno"].tolist() == ["d1"]
+    docs = [{"docno": f"doc-{i:04d}", "text": "river"} for i in range(300)] + [{"docno": "zz", "text": "dragon"}]
+    odd = pfc.TfidfIndex.build(tmp_path / "odd", docs)
+    assert odd.retriever()(pd.DataFrame({"qid": ["q"], "query": ["dragon"]}))["docno"].tolist() == ["zz"]
     two = pfc.TfidfIndex.build(tmp_path / "two", [{"docno": "d1", "text": "dragon"}, {"docno": "d2", "text": "x"}])
     assert two.retriever()(queries("dragon"))["docno"].tolist() == ["d1"]
 

@@ -317,3 +317,23 @@ def test_indexes_find_docnos_of_mixed_forms(tmp_path):
     index = ColBERTIndex(tmp_path / "c.idx")
     assert index.doc_ids(MIXED_DOCNOS[-3:]).tolist() == [300, 301, 302]
     assert index.docnos_of(np.array([300, 302])).tolist() == [MIXED_DOCNOS[300], MIXED_DOCNOS[302]]
+
+
+@pytest.mark.parametrize("docnos", [
+    ["only"],                                                     # one document
+    ["5"],
+    [f"d-{i:04d}" for i in range(300)] + ["zzz"],                 # a last docno that starts a block of its own
+    [f"wiki-{1000 + i}-0" for i in range(300)] + ["wiki-999-0"],
+    [str(i) for i in range(600)] + ["x", "y"],
+])
+def test_docno_lookups_read_back_whatever_blocks_npids_makes(tmp_path, docnos):
+    import npids
+
+    path = tmp_path / "docnos.npids"
+    with storage.docno_lookup_builder(path) as builder:
+        for docno in docnos:
+            builder.add(docno)
+    storage.build_docno_inverse(path)
+    with npids.Lookup(path) as lookup:
+        assert list(lookup.fwd[np.arange(len(docnos))]) == docnos
+        assert list(lookup.inv[docnos]) == list(range(len(docnos)))

@@ -21,7 +21,7 @@ from ..frames import check_record
 from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..model.tokenization import LONG_DOCS, check_long_docs
 from ..progress import progress
-from ..storage import AtomicFolder, HashingFile, build_docno_inverse, build_manifest
+from ..storage import AtomicFolder, HashingFile, build_docno_inverse, build_manifest, docno_lookup_builder
 from .codec import check_nbits
 from .compressed import CompressionSpec, as_spec, compress_spill, compressed_files
 from .layout import (
@@ -40,8 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .artifact import ColBERTIndex
 
 _DOCNOS_TEXT = "docnos.txt"  # one docno per line while building; becomes docnos.npids
-#: npids (0.1.3) picks a codec from the first 256 docnos and fails to read it back when they are all identical
-_NPIDS_FIRST_BLOCK = 256
 
 
 class IndexWriter:
@@ -94,8 +92,6 @@ class IndexWriter:
         self.num_docs = 0
         self.num_tokens = 0
         self.num_parts = 0
-        self._first_docno: Optional[str] = None
-        self._first_block_varies = False
 
     def add(self, docno: str, vectors: np.ndarray, token_ids: np.ndarray,
             parts: Optional[Sequence[int]] = None) -> None:
@@ -130,28 +126,17 @@ class IndexWriter:
         self.num_docs += 1
         self._offsets.write(np.int64(self.num_tokens).tobytes())
         self._docnos.write(docno + "\n")
-        if self._first_docno is None:
-            self._first_docno = docno
-        elif self.num_docs <= _NPIDS_FIRST_BLOCK and docno != self._first_docno:
-            self._first_block_varies = True
 
     def close(self) -> Path:
         """Finish the build (docno lookup, duplicate check, config, metadata) and move it to ``path``."""
-        import npids
-
         try:
             self._close_files()
             if self.num_docs == 0:
                 raise ValueError(f"no documents were given, so no index was written to {self.path}")
-            if not self._first_block_varies:  # npids cannot store these; say why instead of failing inside it
-                if self.num_docs > 1:
-                    raise ValueError(f"duplicate docno(s) [{self._first_docno!r}]: every document needs a unique "
-                                     "docno")
-                raise ValueError("an index needs at least two documents: the docno lookup (npids 0.1.3) cannot "
-                                 "store a single docno")
-            with open(self._tmp / _DOCNOS_TEXT, encoding="utf-8") as lines:
-                npids.Lookup.build((line[:-1] for line in lines), self._tmp / DOCNOS_FILE, return_self=False,
-                                   build_inv=False)
+            with open(self._tmp / _DOCNOS_TEXT, encoding="utf-8") as lines, \
+                    docno_lookup_builder(self._tmp / DOCNOS_FILE) as docnos:
+                for line in lines:
+                    docnos.add(line[:-1])
             build_docno_inverse(self._tmp / DOCNOS_FILE)
             _check_unique(self._tmp / DOCNOS_FILE, self.num_docs)
             (self._tmp / _DOCNOS_TEXT).unlink()

@@ -42,6 +42,7 @@ from ..storage import (
     build_manifest,
     check_checksums,
     check_sizes,
+    docno_lookup_builder,
     is_artifact_folder,
     manifest_problems,
     open_npids,
@@ -175,8 +176,6 @@ def postings_weights(tf: sp.csr_matrix, doclens: np.ndarray, k1: float, b: float
 def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConfig, text_field: str,
                  store_text: bool, verbose: bool) -> TfidfMeta:
     """Stream ``docs`` into ``folder``; memory holds the index itself (postings, lexicon, docno set), not texts."""
-    import npids
-
     analyzer = config.analyzer()
     vocab: Dict[str, int] = {}
     indptr, indices, counts, doclens = array("q", [0]), array("i"), array("i"), array("q")
@@ -186,7 +185,7 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
     text_out = HashingFile(folder / TEXT_FILE) if store_text else None
     bar = progress(desc="indexing (tf-idf)", unit="doc", enabled=verbose)
     try:
-        with npids.Lookup.builder(folder / DOCNOS_FILE, build_inv=False) as docnos:
+        with docno_lookup_builder(folder / DOCNOS_FILE) as docnos:
             for position, doc in enumerate(docs):
                 docno, text = check_record(doc, position, text_field)
                 if docno in seen:
@@ -203,17 +202,13 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
                 if text_out is not None:
                     offsets.append(offsets[-1] + text_out.write(text.encode("utf-8")))
                 bar.update()
-            # checked inside the builder, which is then not closed: npids cannot close an empty lookup, nor read
-            # back one whose docnos are all the same (it fails with ZeroDivisionError)
+            # checked inside the builder, which is then not closed: npids cannot close an empty lookup
             if not doclens:
                 raise ValueError("the corpus is empty: no documents to index")
             if duplicates:
                 shown = list(dict.fromkeys(duplicates))
                 raise ValueError(f"{len(shown)} docno(s) occur more than once: {shown[:10]}"
                                  f"{' …' if len(shown) > 10 else ''}; every document needs a unique docno")
-            if len(doclens) == 1:
-                raise ValueError(f"a TF-IDF index needs at least two documents, got one (docno {docno!r}): the "
-                                 "docno lookup (npids) cannot store a single docno")
     finally:
         bar.close()
         if text_out is not None:

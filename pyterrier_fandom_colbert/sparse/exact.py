@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from ..frames import empty_output, require_columns
 from ..progress import progress
-from ..storage import atomic_folder, build_docno_inverse, read_json, write_json, write_text
+from ..storage import atomic_folder, build_docno_inverse, docno_lookup_builder, read_json, write_json, write_text
 from .model import concat_slices, top_k
 
 Ranges = Sequence[Tuple[int, int]]
@@ -108,14 +108,12 @@ def check_toks(toks: Any, where: str) -> Mapping[str, float]:
 
 
 def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], field: str, verbose: bool) -> Dict[str, Any]:
-    import npids
-
     vocab: Dict[str, int] = {}
     indptr, indices, weights = array("q", [0]), array("i"), array("f")
     seen: set = set()
     bar = progress(desc="indexing (learned sparse)", unit="doc", enabled=verbose)
     try:
-        with npids.Lookup.builder(folder / "docnos.npids", build_inv=False) as docnos:
+        with docno_lookup_builder(folder / "docnos.npids") as docnos:
             for position, doc in enumerate(docs):
                 docno = doc.get("docno") if isinstance(doc, Mapping) else None
                 if not isinstance(docno, str) or not docno:
@@ -125,7 +123,7 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], field: str, verbo
                     raise ValueError(f"document #{position} (docno {docno!r}) has no {field!r}; pipe the documents "
                                      f"through an encoder first: (splade.doc_encoder() >> index.indexer()).index(docs)")
                 toks = check_toks(doc[field], f"docno {docno!r}")
-                if docno in seen:  # (raised inside the builder: npids fails to close a lookup of one distinct docno)
+                if docno in seen:
                     raise ValueError(f"docno {docno!r} occurs more than once (document #{position}); docnos must "
                                      "be unique")
                 seen.add(docno)
@@ -137,9 +135,6 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], field: str, verbo
                 bar.update()
             if len(indptr) == 1:  # (inside the builder: npids cannot close an empty lookup)
                 raise ValueError("the corpus is empty: no documents to index")
-            if len(indptr) == 2:  # npids 0.1.3 fails to close a lookup of a single docno
-                raise ValueError("a one-document corpus cannot be indexed (the docno lookup, npids, cannot store "
-                                 "a single docno); index at least two documents")
     finally:
         bar.close()
     build_docno_inverse(folder / "docnos.npids")
