@@ -98,6 +98,11 @@ def test_train_bad_levers(folder, capsys, tiny_roberta_dir):
     line = one_line_error(capsys, "pfc-train", train(base + ["--negative-checkpoint", str(folder / "nope"),
                                                              "--negative-source", "colbert"]))
     assert "--negative-checkpoint" in line and "no such folder" in line
+    line = one_line_error(capsys, "pfc-train", train(base + ["--teacher", "hybrid", "--distill-weight", "1",
+                                                             "--teacher-checkpoint", str(folder / "nope")]))
+    assert "--teacher-checkpoint" in line and "no such folder" in line
+    line = one_line_error(capsys, "pfc-train", train(base + ["--teacher-weight", "0.3"]))
+    assert "only used with teacher='hybrid'" in line
     line = one_line_error(capsys, "pfc-train", train(base + ["--freeze-layers", "-2"]))
     assert "freeze_layers=-2; expected 0 or more" in line
     line = one_line_error(capsys, "pfc-train", train(base + ["--init", tiny_roberta_dir, "--freeze-layers", "1",

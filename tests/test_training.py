@@ -389,3 +389,90 @@ def test_negative_checkpoint_needs_colbert_negatives():
     with pytest.raises(ValueError, match="negative_checkpoint"):
         TrainConfig(negative_checkpoint="runs/x/best")
     assert np.isfinite(TrainConfig(negative_source="colbert").lr)
+
+
+# -- distillation from the hybrid ---------------------------------------------------------------------------
+
+def _top_by_score(frame: pd.DataFrame, depth: int) -> pd.DataFrame:
+    frame = frame.sort_values(["qid", "score"], ascending=[True, False]).groupby("qid").head(depth).copy()
+    frame["rank"] = frame.groupby("qid").cumcount()
+    return frame
+
+
+def test_hybrid_teacher_scores_are_pfc_hybrid_scores(colbert, tmp_path):
+    import pyterrier as pt
+
+    from pyterrier_fandom_colbert.training.teacher import HybridTeacher
+
+    data = _collection(n_docs=6, per_doc=1)
+    depth, weight = 4, 0.3
+    teacher = HybridTeacher.build(data, colbert, tmp_path / "run", weight, depth)
+    # the reference: pfc.Hybrid over TF-IDF's top 4 and ColBERT's top 4 (the text scorer over every passage)
+    pairs = pd.DataFrame([{"qid": q, "query": data.queries[q], "docno": d, "text": t}
+                          for q in sorted(data.qrels) for d, t in data.docs.items()])
+    scored = colbert.text_scorer()(pairs)
+    neural = pt.apply.generic(lambda topics: _top_by_score(scored[scored["qid"].isin(topics["qid"])], depth))
+    lexical = pfc.TfidfIndex(str(tmp_path / "run" / "tfidf")).retriever(num_results=depth)
+    topics = pd.DataFrame({"qid": sorted(data.qrels), "query": [data.queries[q] for q in sorted(data.qrels)]})
+    fused = pfc.Hybrid(lexical, neural, weight=weight)(topics)
+    assert len(fused) > len(topics) * depth // 2
+    got = teacher([data.queries[q] for q in fused["qid"]], [data.docs[d] for d in fused["docno"]])
+    diagonal = got.diagonal().numpy()
+    np.testing.assert_allclose(diagonal, fused["score"].to_numpy(), rtol=1e-3, atol=1e-3)
+    with pytest.raises(KeyError, match="hybrid teacher has no score"):
+        teacher(["a question it never saw"], [data.docs["d0"]])
+
+
+def test_hybrid_teacher_files_are_reused_checked_and_refused_when_they_differ(colbert, tmp_path, monkeypatch):
+    from pyterrier_fandom_colbert.storage import DamagedFileError
+    from pyterrier_fandom_colbert.training import evaluation
+    from pyterrier_fandom_colbert.training.teacher import HYBRID_MATRIX_FILE, HybridTeacher
+
+    data = _collection(n_docs=5, per_doc=1)
+    first = HybridTeacher.build(data, colbert, tmp_path, 0.2, 3)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the saved teacher should have been read, not computed again")
+    monkeypatch.setattr(evaluation, "exhaustive_scores", fail)
+    again = HybridTeacher.build(data, colbert, tmp_path, 0.2, 3)
+    assert torch.equal(first.matrix, again.matrix)
+    with pytest.raises(ValueError, match="'weight': 0.2"):
+        HybridTeacher.build(data, colbert, tmp_path, 0.5, 3)
+    path = tmp_path / HYBRID_MATRIX_FILE
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DamagedFileError, match=HYBRID_MATRIX_FILE):
+        HybridTeacher.build(data, colbert, tmp_path, 0.2, 3)
+
+
+def test_distilling_the_hybrid_adds_its_weighted_kl_to_the_loss(colbert, tmp_path):
+    from pyterrier_fandom_colbert.training.losses import kl_distillation
+
+    data = _collection(n_docs=6, per_doc=1)
+    base = _config(in_batch=True, negatives=1)
+    plain = Trainer(colbert, base, data, tmp_path / "plain")
+    taught = Trainer(colbert, base.replace(distill_weight=0.5, distill_temperature=0.7, teacher="hybrid",
+                                           teacher_depth=4), data, tmp_path / "taught")
+    batch = D.collate(taught.source.epoch(0)[:4], data, True)
+    colbert.model.eval()
+    with torch.no_grad():
+        q, qm = taught._encode(colbert.tokenizer.queries(batch.queries))
+        d, dm = taught._encode(colbert.tokenizer.documents(batch.docs))
+        scores = pairwise_scores(q, qm, d, dm, colbert.config.similarity, colbert.config.reduction)
+        kl = kl_distillation(scores, taught.teacher(batch.queries, batch.docs), torch.as_tensor(batch.valid),
+                             float(colbert.config.query_maxlen), 0.7)
+        difference = float(taught.loss(batch)) - float(plain.loss(batch))
+    assert float(kl) > 0
+    assert difference == pytest.approx(0.5 * float(kl), rel=1e-4, abs=1e-6)
+
+
+def test_teacher_settings_are_validated():
+    with pytest.raises(ValueError, match="teacher='oracle'"):
+        TrainConfig(teacher="oracle")
+    with pytest.raises(ValueError, match="only used with teacher='hybrid'"):
+        TrainConfig(teacher_weight=0.3)
+    with pytest.raises(ValueError, match="teacher_weight=1.5"):
+        TrainConfig(teacher="hybrid", teacher_weight=1.5)
+    with pytest.raises(ValueError, match="distill_temperature=0"):
+        TrainConfig(distill_temperature=0)

@@ -32,8 +32,13 @@ _HELP = {
     "negative_checkpoint": "ColBERT checkpoint that mines the colbert negatives (default: the starting model)",
     "freeze_layers": "freeze the embeddings and this many lower layers, caching their outputs (BERT backbones; "
     "several times faster on a CPU)",
-    "in_batch": "score every candidate of the batch", "distill_weight": "weight of KL distillation from the "
-    "backbone as a bi-encoder (0: off)", "amp_dtype": "autocast dtype on GPU: bfloat16, float16 or none",
+    "in_batch": "score every candidate of the batch", "distill_weight": "weight of KL distillation from "
+    "--teacher (0: off)", "distill_temperature": "teacher scores are divided by this (bi-encoder cosines: 0.05; "
+    "hybrid z-scores: about 1)", "teacher": "biencoder (the backbone's own cosine) or hybrid (TF-IDF and a ColBERT, "
+    "z-scored and weighted as pfc.Hybrid)", "teacher_checkpoint": "the hybrid teacher's ColBERT (default: the "
+    "starting model)", "teacher_weight": "the hybrid teacher's lexical share (default: pfc.Hybrid's)",
+    "teacher_depth": "the hybrid teacher fuses each system's top N per question",
+    "amp_dtype": "autocast dtype on GPU: bfloat16, float16 or none",
     "eval_every": "optimizer steps between dev evaluations (0: every epoch)",
 }
 
@@ -148,6 +153,9 @@ def _check_args(args) -> None:
                                                                              "the colbert negatives")
         if args.negative_source != "colbert":
             raise UserError("--negative-checkpoint is only used with --negative-source colbert")
+    if args.teacher_checkpoint is not None:
+        require_model_path(args.teacher_checkpoint, "--teacher-checkpoint", "a ColBERT checkpoint folder for the "
+                                                                           "hybrid teacher")
     require_model_path(args.init, "--init", "a ColBERT checkpoint or transformers model folder, or leave --init "
                                             "out for a fresh ColBERT over all-MiniLM-L6-v2")
 

@@ -32,10 +32,8 @@ def ranking_metrics(top: np.ndarray, docnos: Sequence[str], qids: Sequence[str],
     return {f"RR@{k}": float(np.mean(rr)), "R@1": float(np.mean(r1)), f"R@{k}": float(np.mean(rk))}
 
 
-def exhaustive_top(colbert, queries: Sequence[str], docs: Sequence[str], k: int, query_chunk: int = 64
-                   ) -> np.ndarray:
-    """Indices ``[len(queries), min(k, len(docs))]`` of each query's best documents by exhaustive MaxSim (small
-    corpora: every query is scored against every document), best first."""
+def exhaustive_scores(colbert, queries: Sequence[str], docs: Sequence[str], query_chunk: int = 64) -> torch.Tensor:
+    """MaxSim of every query against every document, ``[len(queries), len(docs)]`` on the CPU (small corpora)."""
     was_training = colbert.model.training
     colbert.model.eval()
     try:
@@ -47,9 +45,17 @@ def exhaustive_top(colbert, queries: Sequence[str], docs: Sequence[str], k: int,
                 s = pairwise_scores(q[a:a + query_chunk], qm[a:a + query_chunk], batch.embs.float(), batch.mask,
                                     colbert.config.similarity, colbert.config.reduction)
                 scores[a:a + query_chunk, pos] = s.cpu()
-        return scores.topk(min(k, len(docs)), dim=1).indices.numpy()
+        return scores
     finally:
         colbert.model.train(was_training)
+
+
+def exhaustive_top(colbert, queries: Sequence[str], docs: Sequence[str], k: int, query_chunk: int = 64
+                   ) -> np.ndarray:
+    """Indices ``[len(queries), min(k, len(docs))]`` of each query's best documents by exhaustive MaxSim (small
+    corpora: every query is scored against every document), best first."""
+    scores = exhaustive_scores(colbert, queries, docs, query_chunk)
+    return scores.topk(min(k, len(docs)), dim=1).indices.numpy()
 
 
 def evaluate(colbert, dev: QAData, k: int = 10, query_chunk: int = 64) -> Dict[str, float]:

@@ -34,7 +34,7 @@ from .data import Batch, QAData, QPPSource, QQPSource, collate, tfidf_rankings
 from .evaluation import evaluate
 from .frozen import FrozenLower
 from .losses import LOSSES, aligned_scores, cross_entropy, kl_distillation, mse_to_targets, pairwise_scores
-from .teacher import BiEncoderTeacher
+from .teacher import BiEncoderTeacher, HybridTeacher
 
 _log = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ HISTORY_FILE = "history.json"
 METRIC = "RR@10"
 COLBERT_NEGATIVES_FILE = "colbert_negatives.json"
 NEGATIVE_SOURCES = ("tfidf", "colbert", "random")
+TEACHERS = ("biencoder", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,12 @@ class TrainConfig(JsonConfig):
     negative_depth: int = 10
     negative_checkpoint: Optional[str] = None  # "colbert" negatives: mined by this checkpoint (None: the start)
     in_batch: bool = False                # also score every other candidate of the batch
-    distill_weight: float = 0.0           # + weight · KL(bi-encoder teacher ‖ student)
-    distill_temperature: float = 0.05     # teacher cosine / T
+    distill_weight: float = 0.0           # + weight · KL(teacher ‖ student)
+    distill_temperature: float = 0.05     # teacher score / T (bi-encoder cosines: 0.05; hybrid z-scores: ~1)
+    teacher: str = "biencoder"            # "biencoder" (the backbone) or "hybrid" (TF-IDF and a ColBERT, fused)
+    teacher_checkpoint: Optional[str] = None  # hybrid teacher's ColBERT (None: the model as it starts)
+    teacher_weight: Optional[float] = None    # hybrid teacher's lexical share (None: pfc.Hybrid's default)
+    teacher_depth: int = 1000             # hybrid teacher: results per query of each system before fusing
     seed: int = 0
     amp_dtype: Optional[str] = "bfloat16"  # autocast dtype on CUDA ("bfloat16", "float16", None); CPU is fp32
     dropout: float = 0.1                  # every dropout of the backbone
@@ -83,6 +88,13 @@ class TrainConfig(JsonConfig):
                    f"negative_source={self.negative_source!r}; expected one of {NEGATIVE_SOURCES}"),
                   (self.negative_checkpoint is None or self.negative_source == "colbert",
                    "negative_checkpoint is only used with negative_source='colbert'"),
+                  (self.teacher in TEACHERS, f"teacher={self.teacher!r}; expected one of {TEACHERS}"),
+                  (self.teacher == "hybrid" or (self.teacher_checkpoint is None and self.teacher_weight is None),
+                   "teacher_checkpoint and teacher_weight are only used with teacher='hybrid'"),
+                  (self.teacher_weight is None or 0 <= self.teacher_weight <= 1,
+                   f"teacher_weight={self.teacher_weight}; expected the lexical share, in [0, 1]"),
+                  (self.teacher_depth >= 1, f"teacher_depth={self.teacher_depth}; expected 1 or more"),
+                  (self.distill_temperature > 0, f"distill_temperature={self.distill_temperature}; expected > 0"),
                   (self.freeze_layers >= 0, f"freeze_layers={self.freeze_layers}; expected 0 or more"),
                   (self.amp_dtype in (None, "bfloat16", "float16"),
                    f"amp_dtype={self.amp_dtype!r}; expected 'bfloat16', 'float16' or None"),
@@ -157,7 +169,7 @@ class Trainer:
         for module in self.model.modules():
             if isinstance(module, torch.nn.Dropout):
                 module.p = config.dropout
-        self.teacher = BiEncoderTeacher(colbert) if config.distill_weight > 0 else None
+        self.teacher = self._teacher() if config.distill_weight > 0 else None
         self.frozen = FrozenLower(self.model, config.freeze_layers) if config.freeze_layers else None
         self.optimizer = self._optimizer()
         use_amp = self.device.type == "cuda" and config.amp_dtype is not None
@@ -186,6 +198,29 @@ class Trainer:
         elif c.negative_source == "colbert" and c.negatives:
             rankings = self._colbert_rankings()
         return QPPSource(self.data, c.negatives, c.seed, rankings, c.negative_depth)
+
+    def _teacher(self):
+        """The distillation teacher: the backbone as a bi-encoder, or the hybrid of TF-IDF and a ColBERT (fused once
+        over the training data and kept in the run folder; ``teacher_checkpoint=None``: the model as it starts,
+        which a resumed run reads back from there)."""
+        c = self.config
+        if c.teacher == "biencoder":
+            return BiEncoderTeacher(self.colbert)
+        from ..fusion.hybrid import DEFAULT_WEIGHT
+        from .teacher import HYBRID_META_FILE
+
+        if self.resume and (self.out / STATE_FILE).exists() and c.teacher_checkpoint is None and \
+                not (self.out / HYBRID_META_FILE).exists():
+            raise FileNotFoundError(f"{self.out / HYBRID_META_FILE} is missing: the hybrid teacher of this run used "
+                                    "the model as it started, which a resumed run no longer has")
+        scorer = self.colbert
+        if c.teacher_checkpoint is not None:
+            from ..model.colbert import ColBERT
+
+            scorer = ColBERT.from_pretrained(c.teacher_checkpoint, device=self.colbert.device)
+        weight = DEFAULT_WEIGHT if c.teacher_weight is None else c.teacher_weight
+        return HybridTeacher.build(self.data, scorer, self.out, weight, c.teacher_depth, c.teacher_checkpoint,
+                                   verbose=self.verbose)
 
     def _colbert_rankings(self) -> Dict[str, List[str]]:
         """The ColBERT-mined negative pools: read from the run folder if there (a resumed run, whose model has
