@@ -426,6 +426,7 @@ def test_hybrid_teacher_scores_are_pfc_hybrid_scores(colbert, tmp_path):
 def test_hybrid_teacher_files_are_reused_checked_and_refused_when_they_differ(colbert, tmp_path, monkeypatch):
     from pyterrier_fandom_colbert.storage import DamagedFileError
     from pyterrier_fandom_colbert.training import evaluation
+    from pyterrier_fandom_colbert.training import teacher as teacher_module
     from pyterrier_fandom_colbert.training.teacher import HYBRID_MATRIX_FILE, HybridTeacher
 
     data = _collection(n_docs=5, per_doc=1)
@@ -438,6 +439,10 @@ def test_hybrid_teacher_files_are_reused_checked_and_refused_when_they_differ(co
     assert torch.equal(first.matrix, again.matrix)
     with pytest.raises(ValueError, match="'weight': 0.2"):
         HybridTeacher.build(data, colbert, tmp_path, 0.5, 3)
+    monkeypatch.setattr(teacher_module, "MAX_HYBRID_CELLS", 5 * 5 - 1)
+    with pytest.raises(ValueError, match="5 x 5 is more than 24 pairs"):
+        HybridTeacher.build(data, colbert, tmp_path / "other", 0.2, 3)
+    monkeypatch.undo()
     path = tmp_path / HYBRID_MATRIX_FILE
     raw = bytearray(path.read_bytes())
     raw[-1] ^= 0xFF

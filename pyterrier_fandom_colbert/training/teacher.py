@@ -24,6 +24,9 @@ _log = logging.getLogger(__name__)
 
 HYBRID_MATRIX_FILE = "hybrid_teacher.npy"
 HYBRID_META_FILE = "hybrid_teacher.json"
+#: the hybrid teacher holds a dense [questions, passages] matrix (and a few float64 copies while fusing): a
+#: collection of QA articles (SQuAD's 20 training articles: 5,258 x 922 = 4.8M cells) fits, a whole wiki does not
+MAX_HYBRID_CELLS = 50_000_000
 
 
 class BiEncoderTeacher:
@@ -132,6 +135,10 @@ class HybridTeacher:
         folder = Path(folder)
         qids, docnos = sorted(data.qrels), list(data.docnos)
         query_texts, doc_texts = [data.queries[q] for q in qids], [data.docs[d] for d in docnos]
+        if len(qids) * len(docnos) > MAX_HYBRID_CELLS:
+            raise ValueError(f"the hybrid teacher scores every training question against every training passage: "
+                             f"{len(qids):,} x {len(docnos):,} is more than {MAX_HYBRID_CELLS:,} pairs; train on fewer "
+                             "questions (--limit) or use the biencoder teacher")
         settings = {"checkpoint": checkpoint, "weight": weight, "depth": depth, "queries": len(qids),
                     "documents": len(docnos)}
         meta_path, matrix_path = folder / HYBRID_META_FILE, folder / HYBRID_MATRIX_FILE
