@@ -249,10 +249,10 @@ def docpair_examples(docpairs: Iterable, qrels: Optional[Mapping[str, Sequence[s
     return out
 
 
-def tfidf_rankings(data: QAData, index_dir: Union[str, Path], depth: int = 10, verbose: bool = False
-                   ) -> Dict[str, List[str]]:
-    """TF-IDF top ``depth + (number of positives)`` docnos per query, building the index at ``index_dir`` from
-    ``data.corpus()`` if it is not there yet."""
+def tfidf_results(data: QAData, index_dir: Union[str, Path], qids: Sequence[str], num_results: int,
+                  verbose: bool = False):
+    """TF-IDF's top ``num_results`` passages of ``data``'s corpus for the questions ``qids`` (a PyTerrier result
+    frame), building the index at ``index_dir`` from ``data.corpus()`` if it is not there yet."""
     import pandas as pd
 
     from ..lexical.tfidf import TfidfIndex
@@ -260,11 +260,17 @@ def tfidf_rankings(data: QAData, index_dir: Union[str, Path], depth: int = 10, v
     index = TfidfIndex(str(index_dir))
     if not index.built():
         if data.corpus is None:
-            raise ValueError("TF-IDF negatives need the corpus as a stream (QAData.corpus)")
+            raise ValueError("a TF-IDF ranking of the training corpus needs it as a stream (QAData.corpus)")
         index.indexer(verbose=verbose).index(data.corpus())
+    topics = pd.DataFrame({"qid": list(qids), "query": [data.queries[q] for q in qids]})
+    return index.retriever(num_results=num_results, verbose=verbose)(topics)
+
+
+def tfidf_rankings(data: QAData, index_dir: Union[str, Path], depth: int = 10, verbose: bool = False
+                   ) -> Dict[str, List[str]]:
+    """TF-IDF top ``depth + (number of positives)`` docnos per query (:func:`tfidf_results`)."""
     most = max(len(v) for v in data.qrels.values())
-    topics = pd.DataFrame({"qid": sorted(data.qrels), "query": [data.queries[q] for q in sorted(data.qrels)]})
-    res = index.retriever(num_results=depth + most, verbose=verbose)(topics)
+    res = tfidf_results(data, index_dir, sorted(data.qrels), depth + most, verbose)
     return {q: list(g.sort_values("rank")["docno"]) for q, g in res.groupby("qid", sort=False)}
 
 

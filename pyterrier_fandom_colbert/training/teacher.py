@@ -130,7 +130,15 @@ class HybridTeacher:
         """The teacher over ``data`` (a :class:`.data.QAData`): read from ``folder`` when it holds one made with
         the same settings, else computed (TF-IDF over ``folder/tfidf``, ``colbert``'s exhaustive MaxSim, each
         cut to its top ``depth``, fused by :func:`fused_scores`) and written there."""
-        from ..storage import DamagedFileError, atomic_path, file_checksum, read_json, write_json
+        from ..storage import (
+            HASH_ALGORITHM,
+            DamagedFileError,
+            HashingFile,
+            atomic_path,
+            file_checksum,
+            read_json,
+            write_json,
+        )
 
         folder = Path(folder)
         qids, docnos = sorted(data.qrels), list(data.docnos)
@@ -161,14 +169,14 @@ class HybridTeacher:
         matrix = fused_scores(lexical, neural, weight).astype(np.float32)
         folder.mkdir(parents=True, exist_ok=True)
         with atomic_path(matrix_path) as tmp:
-            with open(tmp, "wb") as f:
+            with HashingFile(tmp) as f:   # checksummed as written, not read back
                 np.save(f, matrix)
+        written = f.entry()
         spread = {"lexical_row_std": _mean_row_std(lexical), "neural_row_std": _mean_row_std(neural)}
         if verbose:
             _log.info("hybrid teacher: mean per-question std of the raw scores: TF-IDF %.4f, ColBERT %.4f",
                       spread["lexical_row_std"], spread["neural_row_std"])
-        write_json(meta_path, {**settings, **spread, "checksum": file_checksum(matrix_path),
-                               "bytes": matrix_path.stat().st_size})
+        write_json(meta_path, {**settings, **spread, "checksum": written[HASH_ALGORITHM], "bytes": written["size"]})
         return cls(matrix, query_texts, doc_texts, colbert.device)
 
 
@@ -185,16 +193,10 @@ def _mean_row_std(scores: np.ndarray) -> float:
 def tfidf_score_matrix(data, qids: Sequence[str], docnos: Sequence[str], index_dir: Union[str, Path], depth: int,
                        verbose: bool = False) -> np.ndarray:
     """``[len(qids), len(docnos)]`` TF-IDF scores of each question's top ``depth`` passages, ``nan`` elsewhere
-    (the index at ``index_dir`` is built from ``data.corpus()`` if it is not there yet)."""
-    import pandas as pd
+    (:func:`.data.tfidf_results`: the index at ``index_dir`` is built from ``data.corpus()`` if not there yet)."""
+    from .data import tfidf_results
 
-    from ..lexical.tfidf import TfidfIndex
-
-    index = TfidfIndex(str(index_dir))
-    if not index.built():
-        index.indexer(verbose=verbose).index(data.corpus())
-    topics = pd.DataFrame({"qid": list(qids), "query": [data.queries[q] for q in qids]})
-    res = index.retriever(num_results=depth, verbose=verbose)(topics)
+    res = tfidf_results(data, index_dir, qids, depth, verbose)
     row: Dict[str, int] = {q: i for i, q in enumerate(qids)}
     col: Dict[str, int] = {d: j for j, d in enumerate(docnos)}
     out = np.full((len(qids), len(docnos)), np.nan)

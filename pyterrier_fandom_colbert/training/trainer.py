@@ -34,7 +34,7 @@ from .data import Batch, QAData, QPPSource, QQPSource, collate, tfidf_rankings
 from .evaluation import evaluate
 from .frozen import FrozenLower
 from .losses import LOSSES, aligned_scores, cross_entropy, kl_distillation, mse_to_targets, pairwise_scores
-from .teacher import BiEncoderTeacher, HybridTeacher
+from .teacher import HYBRID_META_FILE, BiEncoderTeacher, HybridTeacher
 
 _log = logging.getLogger(__name__)
 
@@ -207,7 +207,6 @@ class Trainer:
         if c.teacher == "biencoder":
             return BiEncoderTeacher(self.colbert)
         from ..fusion.hybrid import DEFAULT_WEIGHT
-        from .teacher import HYBRID_META_FILE
 
         if self.resume and (self.out / STATE_FILE).exists() and c.teacher_checkpoint is None and \
                 not (self.out / HYBRID_META_FILE).exists():
