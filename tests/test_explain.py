@@ -10,7 +10,7 @@ import torch
 
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.explain import render
-from pyterrier_fandom_colbert.explain.scores import (
+from pyterrier_fandom_colbert.explain.relevance import (
     ExplainOptions,
     explain_passage,
     kde_density,

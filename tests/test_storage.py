@@ -12,7 +12,7 @@ import pytest
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert import storage
 from pyterrier_fandom_colbert.data.passages import PassageConfig
-from pyterrier_fandom_colbert.explain.scores import ExplainOptions
+from pyterrier_fandom_colbert.explain.relevance import ExplainOptions
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 from pyterrier_fandom_colbert.index.layout import IndexMeta
 from pyterrier_fandom_colbert.lexical.tfidf import TfidfConfig, TfidfIndex, TfidfMeta

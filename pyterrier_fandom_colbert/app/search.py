@@ -200,7 +200,7 @@ class Searcher:
 
     def why(self, query: str, docno: str) -> Dict[str, Any]:
         """The single-token view of one passage: each query token's similarity to each word (max over pieces)."""
-        from ..explain.scores import word_scores
+        from ..explain.relevance import word_scores
 
         query = check_query(query)
         if not isinstance(docno, str) or not docno:
@@ -254,7 +254,7 @@ def matched_by(sim: np.ndarray, query_tokens: List[str], word_of_token: np.ndarr
     >>> matched_by(sim, ["[CLS]", "blade", "##s"], np.array([-1, 0, 1]), 2, 1, {"[CLS]"})
     ['s', 'blade']
     """
-    from ..explain.scores import top_matches
+    from ..explain.relevance import top_matches
 
     sim = np.asarray(sim, dtype=np.float64)
     found: List[List[str]] = [[] for _ in range(num_words)]

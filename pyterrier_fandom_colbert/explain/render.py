@@ -178,7 +178,7 @@ def heatmap(row: Mapping, *, k_tilde: Optional[int] = 2, specials: bool = True,
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from .scores import top_matches
+    from .relevance import top_matches
 
     for column in ("expl_sim", "expl_query_tokens", "expl_tokens", "expl_words"):
         if column not in row:

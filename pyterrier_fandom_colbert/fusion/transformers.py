@@ -20,7 +20,7 @@ import pandas as pd
 import pyterrier as pt
 
 from ..frames import empty_output, require_columns
-from . import scores as S
+from . import maths as S
 
 
 @dataclass

@@ -24,7 +24,7 @@ import pyterrier as pt
 from ..frames import empty_output, require_columns, with_columns
 from ..progress import progress
 from ..storage import JsonConfig
-from .model import row_dicts, sparse_rows, splade_pool
+from .maths import row_dicts, sparse_rows, splade_pool
 
 if TYPE_CHECKING:  # pragma: no cover
     import scipy.sparse as sp

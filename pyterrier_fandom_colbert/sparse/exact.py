@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from ..frames import empty_output, require_columns
 from ..progress import progress
 from ..storage import atomic_folder, build_docno_inverse, docno_lookup_builder, read_json, write_json, write_text
-from .model import concat_slices, top_k
+from .maths import concat_slices, top_k
 
 Ranges = Sequence[Tuple[int, int]]
 
