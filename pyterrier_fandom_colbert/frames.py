@@ -1,5 +1,5 @@
-"""Small helpers shared by the transformers: column and value checks with actionable errors, ranking, and
-equality from what determines a transformer's output."""
+"""Small helpers shared by the transformers: column and value checks with actionable errors, and equality from
+what determines a transformer's output (ranking itself is :mod:`.ranking`'s)."""
 from __future__ import annotations
 
 import re
@@ -11,6 +11,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 import pyterrier as pt
+
+from .ranking import rank_by_score  # noqa: F401  (its home is ranking; kept importable from here)
 
 #: how to obtain a column a transformer needs, shown when it is missing
 COLUMN_HINTS: Dict[str, str] = {
@@ -50,18 +52,6 @@ def empty_output(inp: pd.DataFrame, new_columns: List[str]) -> pd.DataFrame:
     for col in new_columns:
         if col not in out.columns:
             out[col] = pd.Series(dtype="float64" if col == "score" else ("int64" if col == "rank" else object))
-    return out
-
-
-def rank_by_score(frame: pd.DataFrame) -> pd.DataFrame:
-    """Group by qid (in order of first appearance), sort by score descending (docno breaks ties), set ``rank``
-    from 0."""
-    order = pd.Series(pd.factorize(frame["qid"])[0], index=frame.index, name="_qorder")
-    keys = ["_qorder", "score"] + (["docno"] if "docno" in frame.columns else [])
-    out = frame.assign(_qorder=order).sort_values(keys, ascending=[True, False] + [True] * (len(keys) - 2),
-                                                   kind="stable")
-    out = out.drop(columns="_qorder").reset_index(drop=True)
-    out["rank"] = out.groupby("qid", sort=False).cumcount().astype("int64")
     return out
 
 
