@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from .display import is_blank
 from .ranking import rank_by_score  # noqa: F401  (its home is ranking; kept importable from here)
 
 #: how to obtain a column a transformer needs, shown when it is missing
@@ -55,9 +56,6 @@ def empty_output(inp: pd.DataFrame, new_columns: List[str]) -> pd.DataFrame:
     return out
 
 
-#: characters that show nothing: zero-width (U+200B-U+200D, U+2060, U+FEFF), bidi controls (U+202A-U+202E,
-#: U+2066-U+2069) and NUL; a query made only of these (and whitespace) is empty
-INVISIBLE_RE = re.compile("[\x00\u200b-\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069]")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
@@ -71,23 +69,15 @@ def _surrogate_error(what: str) -> ValueError:
                       "tokenized; repair the text, e.g. s.encode('utf-8', 'replace').decode('utf-8')")
 
 
-def is_blank(text: str) -> bool:
-    """Whether ``text`` shows nothing: only whitespace and :data:`INVISIBLE_RE` characters.
-
-    >>> is_blank(" \\u200b\\u202e\\x00\\ufeff"), is_blank("a\\u200b")
-    (True, False)
-    """
-    return not INVISIBLE_RE.sub("", text).strip()
-
-
 def check_queries(frame: pd.DataFrame) -> List[str]:
-    """Query texts, refusing empty ones (nothing but whitespace, zero-width, bidi-control and NUL characters) and
+    """Query texts, refusing empty ones (nothing but whitespace and invisible characters: zero-width, bidi, other
+    format and control characters, :func:`~pyterrier_fandom_colbert.display.is_blank`) and
     ones holding lone surrogates (naming their qids)."""
     queries = frame["query"].tolist()
     bad = [qid for qid, q in zip(frame["qid"], queries) if not isinstance(q, str) or is_blank(q)]
     if bad:
         raise ValueError(f"empty or non-text query for qid(s) {_listed(bad)}: ColBERT needs at least one word per "
-                         "query (zero-width, bidi-control and NUL characters do not count)")
+                         "query (zero-width, bidi-control, other format and control characters do not count)")
     bad = [qid for qid, q in zip(frame["qid"], queries) if _SURROGATE_RE.search(q)]
     if bad:
         raise _surrogate_error(f"the query of qid(s) {_listed(bad)} holds")

@@ -160,7 +160,8 @@ def _index(args) -> int:
 
 
 def _search(args) -> int:
-    from .search import Searcher, format_results, use_color
+    from ..display import use_color
+    from .search import Searcher, format_results
 
     searcher = Searcher(args.folder, warm=False)
     response = searcher.search(args.query, system=args.system, k=args.k)
