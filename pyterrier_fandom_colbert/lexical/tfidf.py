@@ -27,6 +27,7 @@ import pandas as pd
 import pyterrier as pt
 import scipy.sparse as sp
 
+from ..checks import positive_int
 from ..frames import EqualByKey, artifact_key, check_record, empty_output, usable_query_rows
 from ..lazy import forget_cached
 from ..progress import progress
@@ -543,8 +544,8 @@ class TfidfRetriever(EqualByKey, pt.Transformer):
 
     def __init__(self, index: TfidfIndex, num_results: int = 1000, *, text: bool = False, batch_size: int = 256,
                  strict: bool = False, verbose: bool = False):
-        if num_results < 1 or batch_size < 1:
-            raise ValueError(f"num_results={num_results}, batch_size={batch_size}; both must be positive")
+        positive_int("num_results", num_results)
+        positive_int("batch_size", batch_size)
         self.index, self.num_results, self.text = index, num_results, text
         self.batch_size, self.strict, self.verbose = batch_size, strict, verbose
 

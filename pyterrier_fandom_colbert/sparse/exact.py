@@ -24,6 +24,7 @@ import pandas as pd
 import pyterrier as pt
 import scipy.sparse as sp
 
+from ..checks import positive_int
 from ..frames import empty_output, require_columns
 from ..progress import progress
 from ..ranking import concat_slices, stacked_hits, top_k
@@ -288,9 +289,7 @@ class SparseSearcher(pt.Transformer):
     """
 
     def __init__(self, index: SparseIndex, num_results: int = 1000, *, verbose: bool = False):
-        if not isinstance(num_results, (int, np.integer)) or num_results < 1:
-            raise ValueError(f"num_results={num_results!r}; expected a positive integer")
-        self.index, self.num_results, self.verbose = index, int(num_results), verbose
+        self.index, self.num_results, self.verbose = index, positive_int("num_results", num_results), verbose
 
     # -- to override --
     def search(self, terms: np.ndarray, weights: np.ndarray, row: Any = None) -> Tuple[np.ndarray, np.ndarray]:
