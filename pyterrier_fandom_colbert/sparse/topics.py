@@ -152,6 +152,8 @@ class MiniLMEmbedder:
 
         from ..model.config import default_backbone
 
+        positive_int("max_length", max_length)
+        positive_int("batch_size", batch_size)
         path = path or default_backbone()
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.model = AutoModel.from_pretrained(path, local_files_only=True).eval()
