@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     import torch
 
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.explain.scores import ExplainOptions, explain_passage
+    from pyterrier_fandom_colbert.explain.relevance import ExplainOptions, explain_passage
     from pyterrier_fandom_colbert.explain.transformer import Explainer
 
     torch.set_num_threads(args.threads)

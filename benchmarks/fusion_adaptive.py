@@ -32,7 +32,7 @@ def top_overlap(al, depth: int) -> np.ndarray:
 
 def head_peak(al, system: int, depth: int) -> np.ndarray:
     """Per query: (top score - mean) / std over the system's first ``depth`` raw scores."""
-    from pyterrier_fandom_colbert.fusion import scores as S
+    from pyterrier_fandom_colbert.fusion import maths as S
 
     sel = al.ranks[:, system] < depth
     s, g = al.raw[sel, system], al.groups[sel]
@@ -52,7 +52,7 @@ def cross_rank(al, system: int) -> np.ndarray:
 
 def linear(al, weight) -> np.ndarray:
     """Lexical weight (a number or one per query) times the first column plus the rest times the second."""
-    from pyterrier_fandom_colbert.fusion import scores as S
+    from pyterrier_fandom_colbert.fusion import maths as S
 
     filled = S.fill_missing(al.scores, al.groups, al.n_groups, "min")
     w = np.broadcast_to(np.asarray(weight, dtype=float), (al.n_groups,))[al.groups]

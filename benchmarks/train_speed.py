@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     from pyterrier_fandom_colbert import ColBERT, ColBERTConfig
     from pyterrier_fandom_colbert.data.protocol import squad_protocol, write_training_parts
     from pyterrier_fandom_colbert.training import PRESETS, Trainer, load_collection
-    from pyterrier_fandom_colbert.training.data import collate
+    from pyterrier_fandom_colbert.training.examples import collate
 
     torch.set_num_threads(args.threads)
     rows = []

@@ -1,5 +1,5 @@
-"""Small helpers shared by the transformers: column and value checks with actionable errors, ranking, and
-equality from what determines a transformer's output."""
+"""Small helpers shared by the transformers: column and value checks with actionable errors, and equality from
+what determines a transformer's output (ranking itself is :mod:`.ranking`'s)."""
 from __future__ import annotations
 
 import re
@@ -11,6 +11,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 import pyterrier as pt
+
+from .display import is_blank
+from .ranking import rank_by_score  # noqa: F401  (its home is ranking; kept importable from here)
 
 #: how to obtain a column a transformer needs, shown when it is missing
 COLUMN_HINTS: Dict[str, str] = {
@@ -53,21 +56,6 @@ def empty_output(inp: pd.DataFrame, new_columns: List[str]) -> pd.DataFrame:
     return out
 
 
-def rank_by_score(frame: pd.DataFrame) -> pd.DataFrame:
-    """Group by qid (in order of first appearance), sort by score descending (docno breaks ties), set ``rank``
-    from 0."""
-    order = pd.Series(pd.factorize(frame["qid"])[0], index=frame.index, name="_qorder")
-    keys = ["_qorder", "score"] + (["docno"] if "docno" in frame.columns else [])
-    out = frame.assign(_qorder=order).sort_values(keys, ascending=[True, False] + [True] * (len(keys) - 2),
-                                                   kind="stable")
-    out = out.drop(columns="_qorder").reset_index(drop=True)
-    out["rank"] = out.groupby("qid", sort=False).cumcount().astype("int64")
-    return out
-
-
-#: characters that show nothing: zero-width (U+200B-U+200D, U+2060, U+FEFF), bidi controls (U+202A-U+202E,
-#: U+2066-U+2069) and NUL; a query made only of these (and whitespace) is empty
-INVISIBLE_RE = re.compile("[\x00\u200b-\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069]")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
@@ -81,23 +69,15 @@ def _surrogate_error(what: str) -> ValueError:
                       "tokenized; repair the text, e.g. s.encode('utf-8', 'replace').decode('utf-8')")
 
 
-def is_blank(text: str) -> bool:
-    """Whether ``text`` shows nothing: only whitespace and :data:`INVISIBLE_RE` characters.
-
-    >>> is_blank(" \\u200b\\u202e\\x00\\ufeff"), is_blank("a\\u200b")
-    (True, False)
-    """
-    return not INVISIBLE_RE.sub("", text).strip()
-
-
 def check_queries(frame: pd.DataFrame) -> List[str]:
-    """Query texts, refusing empty ones (nothing but whitespace, zero-width, bidi-control and NUL characters) and
+    """Query texts, refusing empty ones (nothing but whitespace and invisible characters: zero-width, bidi, other
+    format and control characters, :func:`~pyterrier_fandom_colbert.display.is_blank`) and
     ones holding lone surrogates (naming their qids)."""
     queries = frame["query"].tolist()
     bad = [qid for qid, q in zip(frame["qid"], queries) if not isinstance(q, str) or is_blank(q)]
     if bad:
         raise ValueError(f"empty or non-text query for qid(s) {_listed(bad)}: ColBERT needs at least one word per "
-                         "query (zero-width, bidi-control and NUL characters do not count)")
+                         "query (zero-width, bidi-control, other format and control characters do not count)")
     bad = [qid for qid, q in zip(frame["qid"], queries) if _SURROGATE_RE.search(q)]
     if bad:
         raise _surrogate_error(f"the query of qid(s) {_listed(bad)} holds")

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.app.cli import main as pfc_cli
 from pyterrier_fandom_colbert.index import ann
 from pyterrier_fandom_colbert.index import search as retrieval
 from pyterrier_fandom_colbert.index.__main__ import main as index_cli
@@ -83,17 +84,28 @@ def test_a_folder_that_cannot_be_written_says_how_to_build_the_index(index, monk
     assert len(ColBERTIndex(index.path).retriever(num_results=5, faiss="ivf")(queries(index))) == 25
 
 
-def test_the_build_ann_command(index, capsys):
-    assert index_cli(["build-ann", str(index.path), "--faiss", "ivf", "--nlist", "8", "--quiet"]) == 0
+@pytest.mark.parametrize("cli", ["pfc", "python -m"])
+def test_the_build_ann_command(index, capsys, cli):
+    """``pfc build-ann`` and its older name ``python -m pyterrier_fandom_colbert.index build-ann`` do the same."""
+    run = pfc_cli if cli == "pfc" else index_cli
+    assert run(["build-ann", str(index.path), "--faiss", "ivf", "--nlist", "8", "--quiet"]) == 0
     spec = ann.FaissSpec("ivf", nlist=8).resolve(index.meta.num_tokens, DIM)
     target = ann.cache_file(index.path, spec)
     assert target.exists() and str(target) in capsys.readouterr().out
-    assert index_cli(["build-ann", str(index.path), "--quiet"]) == 0  # the default here is exact search
+    assert target.stat().st_size > 0 and ann.cache_file(index.path, spec) == target
+    assert run(["build-ann", str(index.path), "--quiet"]) == 0  # the default here is exact search
     assert "nothing written" in capsys.readouterr().out
-    assert index_cli(["build-ann", str(index.path / "missing")]) == 2
+    assert run(["build-ann", str(index.path / "missing")]) == 2
     assert "no ColBERT index at" in capsys.readouterr().err
-    assert index_cli(["build-ann", str(index.path), "--faiss", "hnsw"]) == 2
+    assert run(["build-ann", str(index.path), "--faiss", "hnsw"]) == 2
     assert "faiss='hnsw' is not supported" in capsys.readouterr().err
+    if cli == "pfc":  # options of a kind without the kind: an error naming them
+        assert run(["build-ann", str(index.path), "--nlist", "8"]) == 2
+        assert "--nlist need --faiss KIND" in capsys.readouterr().err
+    else:
+        with pytest.raises(SystemExit):
+            run(["build-ann", str(index.path), "--nlist", "8"])
+        assert "--nlist need --faiss KIND" in capsys.readouterr().err
 
 
 def test_the_indexer_builds_the_asked_neighbour_index(tiny_bert_dir, tmp_path, monkeypatch):

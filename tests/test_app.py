@@ -20,8 +20,9 @@ import pytest
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.app.cli import main
 from pyterrier_fandom_colbert.app.folder import build_folder, is_search_folder, load_manifest, remove_stale_builds
-from pyterrier_fandom_colbert.app.search import Searcher, format_results, printable
+from pyterrier_fandom_colbert.app.search import Searcher, format_results
 from pyterrier_fandom_colbert.data.passages import dump_passages
+from pyterrier_fandom_colbert.display import terminal_text
 
 SAMPLE = Path(pfc.__file__).parent / "data" / "sample" / "samplewiki_pages_current.xml"
 QUESTION = "who founded Hollowlight Studios?"
@@ -75,7 +76,7 @@ def test_cli_index_then_search_json(tmp_path, tiny_bert_dir, capsys):
     text = capsys.readouterr().out
     for r in results:
         start, end = r["answer"]
-        assert f"«{printable(r['text'][start:end])}»" in text
+        assert f"«{terminal_text(r['text'][start:end])}»" in text
     assert "\x1b[" not in text
 
     # a bad query: a message and exit status 2, no traceback

@@ -13,7 +13,8 @@ import pyterrier_fandom_colbert as pfc
 PACKAGE = Path(pfc.__file__).parent
 #: parts of the system, lowest first: a module may import its own part and the parts below it, never above
 LAYERS = [
-    {"frames", "progress", "lazy", "storage", "ranking", "cli_errors"},
+    {"progress", "lazy", "ranking", "cli_errors", "display", "checks"},
+    {"frames", "storage"},
     {"model"},
     {"lexical", "data", "index", "fusion", "sparse"},
     {"explain"},

@@ -10,7 +10,7 @@ import torch
 
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.explain import render
-from pyterrier_fandom_colbert.explain.scores import (
+from pyterrier_fandom_colbert.explain.relevance import (
     ExplainOptions,
     explain_passage,
     kde_density,
@@ -267,12 +267,14 @@ def test_html_is_escaped_and_self_contained(explained, tmp_path):
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in visible
     assert not re.search(r"(src|href)\s*=|https?://|@import", page)
     assert "Zoë" in page and "Ørnvik" in page and page.count('class="answer"') == len(explained)
-    # the visible text of every cell is exactly the passage
+    # the visible text of every cell is exactly the passage, its control characters (not allowed in HTML) shown
+    # as U+FFFD
+    assert "\x1b" not in page
     cells = re.findall(r'<td dir="auto">(.*?)</td>', page, flags=re.S)
     assert len(cells) == 4 * len(explained)
     for cell, text in zip(cells[::4], explained["text"]):
         import html
-        assert html.unescape(re.sub(r"<[^>]+>", "", cell)) == text
+        assert html.unescape(re.sub(r"<[^>]+>", "", cell)) == text.replace("\x1b", "\ufffd")
     assert "No passages" in render.to_html(explained.iloc[:0])
     with pytest.raises(ValueError, match="word_token_sim"):
         render.to_html(explained.drop(columns=["word_token_sim"]), methods=["token_sim"])

@@ -238,8 +238,9 @@ def test_edited_offsets_are_refused_on_open(colbert_index, edit, legacy):
 def test_opening_reads_neither_vectors_nor_token_ids(colbert_index, monkeypatch):
     """The fast path: only small files are hashed on open; verify() hashes them all."""
     hashed = []
-    real = storage.file_checksum
-    monkeypatch.setattr(storage, "file_checksum", lambda path, *a: hashed.append(path.name) or real(path, *a))
+    real = storage.manifests.file_checksum
+    monkeypatch.setattr(storage.manifests, "file_checksum",
+                        lambda path, *a: hashed.append(path.name) or real(path, *a))
     index = ColBERTIndex(colbert_index)
     index.retriever()
     index.docnos  # noqa: B018

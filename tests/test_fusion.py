@@ -7,7 +7,7 @@ import pytest
 from ir_measures import RR, R
 
 import pyterrier_fandom_colbert as pfc
-from pyterrier_fandom_colbert.fusion import scores as S
+from pyterrier_fandom_colbert.fusion import maths as S
 from pyterrier_fandom_colbert.fusion import tune_fusion, weight_grid
 from pyterrier_fandom_colbert.fusion.tuning import per_query
 

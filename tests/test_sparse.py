@@ -9,7 +9,7 @@ import pyterrier as pt
 import pytest
 
 from pyterrier_fandom_colbert.sparse.exact import Postings, SparseIndex
-from pyterrier_fandom_colbert.sparse.model import splade_pool, top_k
+from pyterrier_fandom_colbert.sparse.maths import splade_pool
 from pyterrier_fandom_colbert.sparse.topics import MiniLMEmbedder, TopicConfig, TopicModel, keep_topics
 from pyterrier_fandom_colbert.sparse.tree import BinaryTree, TreeConfig
 
@@ -220,14 +220,6 @@ def test_bad_input_is_refused(tmp_path, index):
     assert not (tmp_path / "neg").exists() and not (tmp_path / "dup").exists()
     one = SparseIndex(tmp_path / "one").indexer().index([{"docno": "a", "toks": {"x": 1.0}}])  # one document is fine
     assert one.retriever()(pd.DataFrame({"qid": ["q"], "query_toks": [{"x": 2.0}]}))["docno"].tolist() == ["a"]
-
-
-def test_top_k_is_exact_at_the_cutoff():
-    rng = np.random.default_rng(0)
-    scores, ids = rng.integers(0, 4, 50).astype(float), rng.permutation(50)
-    best = top_k(scores, ids, 7)
-    full = np.lexsort((ids, -scores))
-    assert best.tolist() == full[:7].tolist()
 
 
 # -- binary tree ----------------------------------------------------------------------------------------------------

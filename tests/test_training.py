@@ -9,7 +9,7 @@ import torch
 
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.model import fast_bert
-from pyterrier_fandom_colbert.training import data as D
+from pyterrier_fandom_colbert.training import examples as D
 from pyterrier_fandom_colbert.training.evaluation import colbert_rankings, evaluate
 from pyterrier_fandom_colbert.training.frozen import FrozenLower
 from pyterrier_fandom_colbert.training.losses import cross_entropy, pairwise_scores

@@ -3,6 +3,7 @@
     pfc index starwars_pages_current.xml.7z starwars/        # dump (.xml/.bz2/.gz/.7z) or ir_datasets id
     pfc search starwars/ "who trained Luke?"                  # --json for scripts, --system tfidf|colbert|hybrid
     pfc serve starwars/                                       # http://127.0.0.1:8000/
+    pfc build-ann starwars/colbert --faiss ivf                # a ColBERT index's neighbour index, ahead of time
     pfc compare ...  /  pfc train ...                         # the same as pfc-compare / pfc-train
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ DELEGATED = {"compare": ("pyterrier_fandom_colbert.__main__", "TF-IDF against Co
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..index.__main__ import add_build_ann_arguments
     from .hybrid import METHODS
     from .search import MAX_K, SYSTEMS
 
@@ -68,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("path", type=Path, help="a ColBERT index, a TF-IDF index, a checkpoint or a pfc search folder")
     _common(ve)
 
+    ba = sub.add_parser("build-ann", help="build the neighbour index of a ColBERT index's end-to-end retrieval now",
+                        description="Write the neighbour index that end-to-end retrieval uses into FOLDER/faiss/ "
+                                    "ahead of time (e.g. before the folder is made read-only or shared); the same "
+                                    "as python -m pyterrier_fandom_colbert.index build-ann.")
+    add_build_ann_arguments(ba, quiet=False)
+    _common(ba)
+
     for name, (_, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return ap
@@ -97,7 +106,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .search import QueryError
 
     try:
-        return {"index": _index, "search": _search, "serve": _serve, "verify": _verify}[args.command](args)
+        return {"index": _index, "search": _search, "serve": _serve, "verify": _verify,
+                "build-ann": _build_ann}[args.command](args)
     except (QueryError, FileNotFoundError, FileExistsError, ValueError) as err:
         print(f"pfc {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -143,6 +153,12 @@ def _verify(args) -> int:
     return 0
 
 
+def _build_ann(args) -> int:
+    from ..index.__main__ import run_build_ann
+
+    return run_build_ann(args, prefix="pfc build-ann: error")
+
+
 def _index(args) -> int:
     from .folder import SearchSettings, build_folder
     from .hybrid import FusionSettings
@@ -160,7 +176,8 @@ def _index(args) -> int:
 
 
 def _search(args) -> int:
-    from .search import Searcher, format_results, use_color
+    from ..display import use_color
+    from .search import Searcher, format_results
 
     searcher = Searcher(args.folder, warm=False)
     response = searcher.search(args.query, system=args.system, k=args.k)

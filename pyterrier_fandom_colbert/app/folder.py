@@ -31,6 +31,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple, Uni
 
 import numpy as np
 
+from ..checks import positive_int
 from ..progress import progress
 from ..storage import JsonConfig, atomic_folder, read_json, write_json
 from .hybrid import FusionSettings
@@ -65,8 +66,7 @@ class SearchSettings(JsonConfig):
     def __post_init__(self) -> None:
         if isinstance(self.fusion, dict):
             object.__setattr__(self, "fusion", FusionSettings.from_dict(self.fusion))
-        if self.k_hat is not None and self.k_hat < 1:
-            raise ValueError(f"k_hat={self.k_hat!r}; expected a positive number of token neighbours or None")
+        positive_int("k_hat", self.k_hat, none=True, what="token neighbours")
 
     def to_dict(self) -> Dict[str, Any]:
         values = dataclasses.asdict(self)

@@ -12,12 +12,9 @@ for them), and queries that arrive together are answered as one batch (:meth:`Se
 from __future__ import annotations
 
 import math
-import os
 import re
-import sys
 import threading
 import time
-import unicodedata
 import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
@@ -25,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 import numpy as np
 import pandas as pd
 
+from ..display import terminal_text
 from .folder import COLBERT_DIR, TFIDF_DIR, Manifest, PassageTable, load_manifest
 from .hybrid import hybrid_system
 
@@ -200,7 +198,7 @@ class Searcher:
 
     def why(self, query: str, docno: str) -> Dict[str, Any]:
         """The single-token view of one passage: each query token's similarity to each word (max over pieces)."""
-        from ..explain.scores import word_scores
+        from ..explain.relevance import word_scores
 
         query = check_query(query)
         if not isinstance(docno, str) or not docno:
@@ -254,7 +252,7 @@ def matched_by(sim: np.ndarray, query_tokens: List[str], word_of_token: np.ndarr
     >>> matched_by(sim, ["[CLS]", "blade", "##s"], np.array([-1, 0, 1]), 2, 1, {"[CLS]"})
     ['s', 'blade']
     """
-    from ..explain.scores import top_matches
+    from ..explain.relevance import top_matches
 
     sim = np.asarray(sim, dtype=np.float64)
     found: List[List[str]] = [[] for _ in range(num_words)]
@@ -276,21 +274,6 @@ def matched_by(sim: np.ndarray, query_tokens: List[str], word_of_token: np.ndarr
 # -- terminal ---------------------------------------------------------------------------------------------------
 
 _BOLD, _UNDERLINE, _ANSWER, _DIM, _RESET = "\x1b[1m", "\x1b[4m", "\x1b[1;30;43m", "\x1b[2m", "\x1b[0m"
-
-
-def printable(text: Any) -> str:
-    """Text safe to print: control characters (terminal escapes among them) replaced, line breaks as spaces.
-
-    >>> printable("a\\x1b[31mb\\nc")
-    'a\\ufffd[31mb c'
-    """
-    return "".join(" " if ch in "\n\r\t" else ("\ufffd" if unicodedata.category(ch) == "Cc" else ch)
-                   for ch in str(text))
-
-
-def use_color(stream=None) -> bool:
-    stream = stream or sys.stdout
-    return bool(getattr(stream, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
 
 
 def is_word(text: str) -> bool:
@@ -315,14 +298,14 @@ def format_passage(result: Dict[str, Any], color: bool) -> str:
     for start, end, kind in marks:
         if start < pos:
             continue
-        out.append(printable(text[pos:start]))
-        inner = printable(text[start:end])
+        out.append(terminal_text(text[pos:start]))
+        inner = terminal_text(text[start:end])
         if kind == "answer":
             out.append(f"{_ANSWER}{inner}{_RESET}" if color else f"«{inner}»")
         else:
             out.append(f"{_UNDERLINE}{inner}{_RESET}")
         pos = end
-    out.append(printable(text[pos:]))
+    out.append(terminal_text(text[pos:]))
     return "".join(out)
 
 
@@ -330,14 +313,14 @@ def format_results(response: Dict[str, Any], color: bool = False) -> str:
     """A search response as terminal text: one block per result."""
     bold = (lambda s: f"{_BOLD}{s}{_RESET}") if color else (lambda s: s)
     dim = (lambda s: f"{_DIM}{s}{_RESET}") if color else (lambda s: s)
-    lines = [dim(f"{len(response['results'])} results for {printable(response['query'])!r} "
+    lines = [dim(f"{len(response['results'])} results for {terminal_text(response['query'])!r} "
                  f"({response['system']}, {response['took_ms']:.0f} ms)"), ""]
     for r in response["results"]:
-        section = f" › {printable(r['section'])}" if r["section"] else ""
+        section = f" › {terminal_text(r['section'])}" if r["section"] else ""
         score = dim(f"score {r['score']:.3f}")
-        lines.append(f"{r['rank']:>2}. {bold(printable(r['title']))}{section}  {score}")
+        lines.append(f"{r['rank']:>2}. {bold(terminal_text(r['title']))}{section}  {score}")
         if r["url"]:
-            lines.append(f"    {dim(printable(r['url']))}")
+            lines.append(f"    {dim(terminal_text(r['url']))}")
         lines.append(f"    {format_passage(r, color)}")
         lines.append("")
     if not response["results"]:

@@ -2,17 +2,14 @@
 
 All three read the columns the :class:`~pyterrier_fandom_colbert.explain.transformer.Explainer` adds. Highlights are per
 word (word pieces merged), shaded by the word's score relative to the highest in its passage; the KDE answer
-span is outlined. Passage and query text is always escaped (HTML) or stripped of control characters (terminal),
-and bidi controls in it cannot reverse the rest of the page: HTML puts every passage, query and docno in a
-``<bdi>`` (an isolate: embeddings and overrides left open inside it end with it), the terminal gets none of them.
+span is outlined. Passage and query text is always made safe by :mod:`pyterrier_fandom_colbert.display`: escaped
+(HTML) or stripped of control and invisible characters (terminal), and bidi controls in it cannot reverse the
+rest of the page: HTML puts every passage, query and docno in a ``<bdi>`` (an isolate: embeddings and overrides
+left open inside it end with it), the terminal gets none of them.
 """
 from __future__ import annotations
 
 import html
-import os
-import re
-import sys
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Tuple, Union
@@ -20,6 +17,7 @@ from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Tuple, Unio
 import numpy as np
 import pandas as pd
 
+from ..display import html_text, terminal_text, use_color
 from ..storage import write_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,8 +43,6 @@ METHODS = {
                         "similarity of each word to the chosen query token"),
 }
 _REQUIRED = ["query", "word_spans"]
-#: bidi embedding, override (U+202A-U+202E) and isolate (U+2066-U+2069) controls
-_BIDI_RE = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def word_levels(values: np.ndarray) -> np.ndarray:
@@ -95,10 +91,10 @@ def _highlight_html(text: str, spans: np.ndarray, values: np.ndarray, method: Me
     out: List[str] = []
     pos = 0
     for w, (start, end) in enumerate(np.asarray(spans).reshape(-1, 2).tolist()):
-        out.append(html.escape(text[pos:start]))
+        out.append(html_text(text[pos:start]))
         if answer is not None and start == answer[0]:
             out.append('<span class="answer" title="KDE answer span">')
-        word = html.escape(text[start:end])
+        word = html_text(text[start:end])
         if levels[w] > 0:
             out.append(f'<span class="w" style="background: rgba({r},{g},{b},{0.85 * levels[w]:.3f})" '
                        f'title="{html.escape(method.label)} = {float(values[w]):.4g}">{word}</span>')
@@ -109,9 +105,9 @@ def _highlight_html(text: str, spans: np.ndarray, values: np.ndarray, method: Me
         pos = end
     rest = text[pos:]
     if rest.strip():
-        out.append(f'<span class="rest" title="beyond doc_maxlen: not encoded">{html.escape(rest)}</span>')
+        out.append(f'<span class="rest" title="beyond doc_maxlen: not encoded">{html_text(rest)}</span>')
     else:
-        out.append(html.escape(rest))
+        out.append(html_text(rest))
     return "".join(out)
 
 
@@ -120,7 +116,7 @@ def to_html(frame: pd.DataFrame, methods: Sequence[str] = ("r_abs", "r_acc", "kd
     """One self-contained HTML page (inline CSS, no scripts, no external assets): per query, its passages in
     rows and one column per method, side by side."""
     _check(frame, methods, text_field)
-    title = _BIDI_RE.sub("", title)  # <title> cannot hold a <bdi>
+    title = terminal_text(title)  # <title> cannot hold a <bdi>: no bidi (nor control) characters in it
     parts = [f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
              f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>", '<p class="legend">']
     parts += [f"<b>{html.escape(METHODS[m].label)}</b>: {html.escape(METHODS[m].description)}.<br>" for m in methods]
@@ -130,10 +126,10 @@ def to_html(frame: pd.DataFrame, methods: Sequence[str] = ("r_abs", "r_acc", "kd
     groups = frame.groupby("qid", sort=False) if "qid" in frame.columns else [(None, frame)]
     for qid, rows in groups:
         first = rows.iloc[0]
-        heading = f"Query <bdi>{html.escape(str(qid))}</bdi>: " if qid is not None else "Query: "
-        parts.append(f"<h2>{heading}<bdi>{html.escape(str(first['query']))}</bdi></h2>")
+        heading = f"Query {html_text(qid, isolate=True)}: " if qid is not None else "Query: "
+        parts.append(f"<h2>{heading}{html_text(first['query'], isolate=True)}</h2>")
         if "expl_query_tokens" in rows.columns:
-            toks = " ".join(f"<code><bdi>{html.escape(t)}</bdi></code>" for t in first["expl_query_tokens"])
+            toks = " ".join(f"<code>{html_text(t, isolate=True)}</code>" for t in first["expl_query_tokens"])
             parts.append(f'<p class="qtoks">query vectors: {toks}</p>')
         heads = "".join(f"<th>{html.escape(METHODS[m].label)}</th>" for m in methods)
         parts.append(f"<table><thead><tr><th style=\"width:9em\">passage</th>{heads}</tr></thead><tbody>")
@@ -156,11 +152,11 @@ def _answer(row: Mapping) -> Optional[Tuple[int, int]]:
 
 
 def _meta_html(row) -> str:
-    bits = [f"<b><bdi>{html.escape(str(row['docno']))}</bdi></b>" if "docno" in row else ""]
+    bits = [f"<b>{html_text(row['docno'], isolate=True)}</b>" if "docno" in row else ""]
     for name in ("rank", "score"):
         if name in row and pd.notna(row[name]):
             value = row[name]
-            bits.append(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {html.escape(str(value))}")
+            bits.append(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {html_text(value)}")
     return "<br>".join(b for b in bits if b)
 
 
@@ -178,7 +174,7 @@ def heatmap(row: Mapping, *, k_tilde: Optional[int] = 2, specials: bool = True,
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from .scores import top_matches
+    from .relevance import top_matches
 
     for column in ("expl_sim", "expl_query_tokens", "expl_tokens", "expl_words"):
         if column not in row:
@@ -217,17 +213,6 @@ _ANSI_RAMP = (230, 229, 222, 215, 209, 203)
 _UNDERLINE, _RESET = "\x1b[4m", "\x1b[0m"
 
 
-def _printable(text: str) -> str:
-    """``text`` without control characters (a passage must not drive the terminal) and without bidi embedding,
-    override and isolate controls (nor reverse the lines after it); newlines become spaces.
-
-    >>> _printable("a\\u202eb\\x1b[2Jc\\n\\u2067d") == "ab\\ufffd[2Jc d"
-    True
-    """
-    text = _BIDI_RE.sub("", text)
-    return "".join(" " if ch in "\n\r\t" else ("\ufffd" if unicodedata.category(ch) == "Cc" else ch) for ch in text)
-
-
 def to_terminal(row: Mapping, method: str = "kde", *, color: Optional[bool] = None, top: int = 5,
                 text_field: str = "text") -> str:
     """One explained row as text. With colour (``color=None``: when stdout is a terminal and NO_COLOR is unset)
@@ -240,17 +225,17 @@ def to_terminal(row: Mapping, method: str = "kde", *, color: Optional[bool] = No
         if column not in row:
             raise ValueError(f"the row lacks {column!r}; pass a row of pfc.Explainer(colbert)'s output")
     if color is None:
-        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        color = use_color()
     text, values = row[text_field], np.asarray(row[spec.word_column], dtype=np.float64)
     spans = np.asarray(row["word_spans"]).reshape(-1, 2).tolist()
     levels = word_levels(values)
     answer = _answer(row) if method == "kde" else None
     out, pos = [], 0
     for w, (start, end) in enumerate(spans):
-        out.append(_printable(text[pos:start]))
+        out.append(terminal_text(text[pos:start]))
         if answer is not None and start == answer[0]:
             out.append(_UNDERLINE if color else "«")
-        word = _printable(text[start:end])
+        word = terminal_text(text[start:end])
         if color and levels[w] > 0:
             shade = _ANSI_RAMP[min(int(levels[w] * len(_ANSI_RAMP)), len(_ANSI_RAMP) - 1)]
             out.append(f"\x1b[48;5;{shade}m\x1b[30m{word}\x1b[39;49m")
@@ -261,10 +246,10 @@ def to_terminal(row: Mapping, method: str = "kde", *, color: Optional[bool] = No
         if answer is not None and end == answer[1]:
             out.append(_RESET if color else "»")
         pos = end
-    out.append(_printable(text[pos:]))
-    header = f"{spec.label} — query: {_printable(str(row.get('query', '')))}"
+    out.append(terminal_text(text[pos:]))
+    header = f"{spec.label} — query: {terminal_text(str(row.get('query', '')))}"
     if "docno" in row:
-        header += f" | docno: {_printable(str(row['docno']))}"
+        header += f" | docno: {terminal_text(str(row['docno']))}"
     order = [w for w in np.argsort(-np.nan_to_num(values, nan=-np.inf), kind="stable")[:top]]
-    best = ", ".join(f"{_printable(text[spans[w][0]:spans[w][1]])} {values[w]:.3g}" for w in order)
+    best = ", ".join(f"{terminal_text(text[spans[w][0]:spans[w][1]])} {values[w]:.3g}" for w in order)
     return f"{header}\n{''.join(out)}\ntop {spec.label}: {best}"

@@ -4,8 +4,8 @@ Append it to any pipeline whose output has ``qid, query, docno, text``::
 
     pipeline = index.retriever(colbert) % 10 >> pt.text.get_text(dataset, "text") >> pfc.Explainer(colbert)
 
-The maths is in :mod:`pyterrier_fandom_colbert.explain.scores`; this module only encodes (or looks up) token vectors and
-turns per-passage explanations into columns. Columns added (one value per row; arrays are numpy):
+The maths is in :mod:`pyterrier_fandom_colbert.explain.relevance`; this module only encodes (or looks up) token
+vectors and turns per-passage explanations into columns. Columns added (one value per row; arrays are numpy):
 
 =====================  =========================================================================================
 ``expl_query_tokens``  list of the N_q scoring query tokens (rows of ``expl_sim``; no [MASK]s when
@@ -48,7 +48,7 @@ from ..frames import (
 )
 from ..model.encoders import query_tensors
 from ..progress import progress
-from .scores import ExplainOptions, explain_passage, rows_to_layout, select_query_token, word_scores
+from .relevance import ExplainOptions, explain_passage, rows_to_layout, select_query_token, word_scores
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch

@@ -1,4 +1,4 @@
-"""Fusion of rankings: pure score functions (``scores``), transformers (``LinearFusion``, ``RRF``, ``Normalise``,
+"""Fusion of rankings: pure score functions (``maths``), transformers (``LinearFusion``, ``RRF``, ``Normalise``,
 ``Hybrid``) and weight tuning (``tuning``).
 
 Importing this package imports pandas and PyTerrier, not torch. See docs/fusion.md.

@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..checks import positive_int
 from ..frames import empty_output, require_columns
-from . import scores as S
+from . import maths as S
 
 
 @dataclass
@@ -142,8 +143,7 @@ def _check_systems(systems: Sequence[pt.Transformer], owner: str, at_least: int 
 
 
 def _check_num_results(num_results: Optional[int]) -> None:
-    if num_results is not None and (not isinstance(num_results, (int, np.integer)) or num_results < 1):
-        raise ValueError(f"num_results={num_results!r}: expected a positive integer or None (keep every document)")
+    positive_int("num_results", num_results, none=True, what="None keeps every document")
 
 
 def _safe_hash(value) -> int:

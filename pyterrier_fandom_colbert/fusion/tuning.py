@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..checks import positive_int
 from .transformers import RRF, Fusion, LinearFusion
 
 GridPoint = Union[float, Tuple[float, ...]]
@@ -28,8 +29,7 @@ def weight_grid(n_systems: int = 2, step: float = 0.05) -> List[Tuple[float, ...
     >>> len(weight_grid(3, 0.25))
     15
     """
-    if n_systems < 1:
-        raise ValueError(f"n_systems={n_systems}: expected at least 1")
+    positive_int("n_systems", n_systems)
     if not 0 < step <= 1 or abs(round(1 / step) - 1 / step) > 1e-9:
         raise ValueError(f"step={step}: expected 1/n for a whole number n (e.g. 0.05, 0.1, 0.25)")
     n = round(1 / step)

@@ -27,10 +27,11 @@ import pandas as pd
 import pyterrier as pt
 import scipy.sparse as sp
 
+from ..checks import positive_int
 from ..frames import EqualByKey, artifact_key, check_record, empty_output, usable_query_rows
 from ..lazy import forget_cached
 from ..progress import progress
-from ..ranking import top_k
+from ..ranking import stacked_hits, top_k
 from ..storage import (
     ARTIFACT_META_FILE,
     DamagedFileError,
@@ -543,8 +544,8 @@ class TfidfRetriever(EqualByKey, pt.Transformer):
 
     def __init__(self, index: TfidfIndex, num_results: int = 1000, *, text: bool = False, batch_size: int = 256,
                  strict: bool = False, verbose: bool = False):
-        if num_results < 1 or batch_size < 1:
-            raise ValueError(f"num_results={num_results}, batch_size={batch_size}; both must be positive")
+        positive_int("num_results", num_results)
+        positive_int("batch_size", batch_size)
         self.index, self.num_results, self.text = index, num_results, text
         self.batch_size, self.strict, self.verbose = batch_size, strict, verbose
 
@@ -568,25 +569,18 @@ class TfidfRetriever(EqualByKey, pt.Transformer):
         pt.validate.query_frame(inp, ["query"], context=self)
         inp = usable_query_rows(inp, strict=self.strict, context=self)
         queries = inp["query"].tolist()
-        qrows, docids, scores = [], [], []
+        hits = []
         bar = progress(total=len(queries), desc="tf-idf retrieval", unit="query", enabled=self.verbose)
         try:
             for start in range(0, len(queries), self.batch_size):
                 for qi, d, s in self.index.search(queries[start:start + self.batch_size], self.num_results):
-                    qrows.append(np.full(len(d), start + qi))
-                    docids.append(d)
-                    scores.append(s)
+                    hits.append((start + qi, d, s))
                 bar.update(min(self.batch_size, len(queries) - start))
         finally:
             bar.close()
-        if not qrows:
+        if not hits:
             return empty_output(inp.iloc[:0], self._outputs())
-        docids_all = np.concatenate(docids)
-        out = inp.iloc[np.concatenate(qrows)].reset_index(drop=True)
-        unique, inverse = np.unique(docids_all, return_inverse=True)  # decode each docno (and text) once
-        out["docno"] = self.index.docnos.fwd[unique][inverse]
-        out["score"] = np.concatenate(scores)
-        out["rank"] = np.concatenate([np.arange(len(d), dtype=np.int64) for d in docids])
+        out, unique, inverse = stacked_hits(inp, hits, self.index.docnos.fwd)  # each docno (and text) decoded once
         if self.text:
             out["text"] = np.asarray(self.index.texts(unique), dtype=object)[inverse]
         return out

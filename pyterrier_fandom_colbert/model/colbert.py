@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple, Uni
 
 import numpy as np
 
+from ..checks import positive_int
 from .config import ColBERTConfig
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,8 +51,7 @@ class ColBERT:
                  verbose: bool = False, amp_dtype: Optional[str] = "bfloat16"):
         import torch
 
-        if batch_size < 1:
-            raise ValueError(f"batch_size={batch_size}; expected a positive number of texts per batch")
+        positive_int("batch_size", batch_size, what="texts per batch")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer

@@ -16,11 +16,11 @@ from ..frames import (
     EqualByKey,
     check_texts,
     empty_output,
-    rank_by_score,
     require_columns,
     usable_query_rows,
     with_columns,
 )
+from ..ranking import rank_by_score
 from .config import ColBERTConfig
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -13,6 +13,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..checks import int_in_range
 from .config import ColBERTConfig
 
 # BERT vocabularies reserve unused ids; ColBERT uses the first two as its markers.
@@ -247,10 +248,8 @@ def check_long_docs(long_docs: str, stride, window: int, doc_maxlen: int) -> Opt
     if long_docs != "windows":
         return None
     stride = default_stride(window) if stride is None else stride
-    if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) or not 1 <= stride <= window:
-        raise ValueError(f"stride={stride!r}; expected 1 to {window} word pieces (doc_maxlen={doc_maxlen} leaves "
-                         f"{window} per window)")
-    return int(stride)
+    return int_in_range("stride", stride, 1, window,
+                        what=f"word pieces; doc_maxlen={doc_maxlen} leaves {window} per window")
 
 
 def windows(length: int, size: int, stride: int) -> List[tuple]:

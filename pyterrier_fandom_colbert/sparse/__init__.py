@@ -1,6 +1,6 @@
 """Learned sparse retrieval (SPLADE) and two ways to score fewer documents, next to PISA's dynamic pruning.
 
-* :mod:`.model`   pure maths: SPLADE pooling, sparse rows, top-k
+* :mod:`.maths`   pure maths: SPLADE pooling, sparse rows
 * :mod:`.encoder` :class:`Splade` and its query/document encoders (``query_toks``/``toks`` columns)
 * :mod:`.exact`   :class:`SparseIndex` (an artifact) with exact, exhaustive scoring: the reference
 * :mod:`.topics`  the topic filter (k-means topic model, thresholds or top-k, topic weighting)

@@ -21,10 +21,11 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..checks import int_in_range, positive_int
 from ..frames import empty_output, require_columns, with_columns
 from ..progress import progress
 from ..storage import JsonConfig
-from .model import row_dicts, sparse_rows, splade_pool
+from .maths import row_dicts, sparse_rows, splade_pool
 
 if TYPE_CHECKING:  # pragma: no cover
     import scipy.sparse as sp
@@ -41,7 +42,7 @@ class SpladeConfig(JsonConfig):
     >>> SpladeConfig(doc_max_length=0)
     Traceback (most recent call last):
     ...
-    ValueError: doc_max_length=0 must be at least 2 (room for [CLS] and [SEP])
+    ValueError: doc_max_length=0; expected an integer ≥ 2 (room for [CLS] and [SEP])
     """
 
     #: wordpieces per query / passage, [CLS] and [SEP] included (longer texts are truncated)
@@ -55,8 +56,8 @@ class SpladeConfig(JsonConfig):
 
     def __post_init__(self):
         for name in ("query_max_length", "doc_max_length"):
-            if getattr(self, name) < 2:
-                raise ValueError(f"{name}={getattr(self, name)} must be at least 2 (room for [CLS] and [SEP])")
+            int_in_range(name, getattr(self, name), 2, what="room for [CLS] and [SEP]")
+        positive_int("batch_tokens", self.batch_tokens)
         if self.batch_tokens < max(self.query_max_length, self.doc_max_length):
             raise ValueError(f"batch_tokens={self.batch_tokens} must hold at least one text of the longest "
                              f"max_length ({max(self.query_max_length, self.doc_max_length)})")

@@ -24,10 +24,11 @@ import pandas as pd
 import pyterrier as pt
 import scipy.sparse as sp
 
+from ..checks import positive_int
 from ..frames import empty_output, require_columns
 from ..progress import progress
+from ..ranking import concat_slices, stacked_hits, top_k
 from ..storage import atomic_folder, build_docno_inverse, docno_lookup_builder, read_json, write_json, write_text
-from .model import concat_slices, top_k
 
 Ranges = Sequence[Tuple[int, int]]
 
@@ -288,9 +289,7 @@ class SparseSearcher(pt.Transformer):
     """
 
     def __init__(self, index: SparseIndex, num_results: int = 1000, *, verbose: bool = False):
-        if not isinstance(num_results, (int, np.integer)) or num_results < 1:
-            raise ValueError(f"num_results={num_results!r}; expected a positive integer")
-        self.index, self.num_results, self.verbose = index, int(num_results), verbose
+        self.index, self.num_results, self.verbose = index, positive_int("num_results", num_results), verbose
 
     # -- to override --
     def search(self, terms: np.ndarray, weights: np.ndarray, row: Any = None) -> Tuple[np.ndarray, np.ndarray]:
@@ -329,27 +328,18 @@ class SparseSearcher(pt.Transformer):
         outputs = ["docno", "score", "rank"]
         if len(inp) == 0:
             return empty_output(inp.iloc[:0], outputs)
-        qrows, docids, scores = [], [], []
+        hits = []
         bar = progress(total=len(inp), desc=repr(self), unit="query", enabled=self.verbose)
         try:
             for i, row in enumerate(inp.itertuples(index=False)):
                 terms, weights = self.index.query_vector(row.query_toks, f"qid {row.qid!r}")
-                d, s = self.ranked(terms, weights, row)
-                qrows.append(np.full(len(d), i))
-                docids.append(d)
-                scores.append(s)
+                hits.append((i, *self.ranked(terms, weights, row)))
                 bar.update()
         finally:
             bar.close()
-        if not any(len(d) for d in docids):
+        if not any(len(d) for _, d, _ in hits):
             return empty_output(inp.iloc[:0].drop(columns=[c for c in outputs if c in inp.columns]), outputs)
-        docids_all = np.concatenate(docids)
-        out = inp.iloc[np.concatenate(qrows)].reset_index(drop=True)
-        unique, inverse = np.unique(docids_all, return_inverse=True)
-        out["docno"] = self.index.docnos.fwd[unique][inverse]
-        out["score"] = np.concatenate(scores)
-        out["rank"] = np.concatenate([np.arange(len(d), dtype=np.int64) for d in docids])
-        return out
+        return stacked_hits(inp, hits, self.index.docnos.fwd)[0]
 
     def _key(self) -> tuple:
         return (type(self), str(Path(self.index.path).resolve()), self.num_results, self.params())

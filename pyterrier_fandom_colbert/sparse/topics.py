@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..checks import positive_int
 from ..frames import empty_output, require_columns, with_columns
 from ..progress import progress
 from ..storage import JsonConfig, atomic_folder, read_json, write_json
@@ -151,6 +152,8 @@ class MiniLMEmbedder:
 
         from ..model.config import default_backbone
 
+        positive_int("max_length", max_length)
+        positive_int("batch_size", batch_size)
         path = path or default_backbone()
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.model = AutoModel.from_pretrained(path, local_files_only=True).eval()
@@ -198,8 +201,8 @@ class TopicConfig(JsonConfig):
     def __post_init__(self):
         if self.source not in ("minilm", "splade"):
             raise ValueError(f"source={self.source!r}; expected 'minilm' or 'splade'")
-        if self.num_topics < 1 or self.iterations < 1:
-            raise ValueError(f"num_topics={self.num_topics}, iterations={self.iterations}; both must be ≥ 1")
+        positive_int("num_topics", self.num_topics)
+        positive_int("iterations", self.iterations)
         if not self.temperature > 0:
             raise ValueError(f"temperature={self.temperature} must be positive")
 

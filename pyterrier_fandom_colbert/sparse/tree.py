@@ -23,6 +23,7 @@ from typing import Any, List, Optional, Tuple, Union
 import numpy as np
 import scipy.sparse as sp
 
+from ..checks import int_in_range, positive_int
 from ..progress import progress
 from ..storage import JsonConfig, atomic_folder, read_json, write_json
 from .exact import Postings, SparseIndex, SparseSearcher
@@ -79,8 +80,8 @@ class TreeConfig(JsonConfig):
             raise ValueError(f"split={self.split!r}; expected 'unsorted' or 'cluster'")
         if self.aggregate not in ("max", "mean"):
             raise ValueError(f"aggregate={self.aggregate!r}; expected 'max' or 'mean'")
-        if self.min_leaf < 1 or self.iterations < 1:
-            raise ValueError(f"min_leaf={self.min_leaf}, iterations={self.iterations}; both must be ≥ 1")
+        positive_int("min_leaf", self.min_leaf)
+        positive_int("iterations", self.iterations)
 
 
 class BinaryTree:
@@ -246,12 +247,9 @@ class TreeRetriever(SparseSearcher):
     def __init__(self, tree: BinaryTree, num_results: int = 1000, *, depth: Optional[int] = None,
                  leaf_size: Optional[int] = None, beam: int = 1, verbose: bool = False):
         super().__init__(tree.index, num_results, verbose=verbose)
-        for name, value, least in (("depth", depth, 0), ("leaf_size", leaf_size, 1)):
-            if value is not None and (not isinstance(value, (int, np.integer)) or value < least):
-                raise ValueError(f"{name}={value!r}; expected None or an integer ≥ {least}")
-        if not isinstance(beam, (int, np.integer)) or beam < 1:
-            raise ValueError(f"beam={beam!r}; expected an integer ≥ 1")
-        self.tree, self.depth, self.leaf_size, self.beam = tree, depth, leaf_size, int(beam)
+        depth = int_in_range("depth", depth, 0, none=True)
+        leaf_size = positive_int("leaf_size", leaf_size, none=True)
+        self.tree, self.depth, self.leaf_size, self.beam = tree, depth, leaf_size, positive_int("beam", beam)
 
     @cached_property
     def _expandable(self) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Training ColBERT checkpoints: examples (:mod:`.data`), losses (:mod:`.losses`), the loop (:mod:`.trainer`),
+"""Training ColBERT checkpoints: examples (:mod:`.examples`), losses (:mod:`.losses`), the loop (:mod:`.trainer`),
 dev evaluation (:mod:`.evaluation`), the distillation teacher (:mod:`.teacher`), self-supervised pairs from
 unlabeled wiki passages (:mod:`.selfsup`) and the ``pfc-train`` command (:mod:`.cli`).
 
@@ -16,9 +16,9 @@ Names load on first use (torch is imported only by the trainer and losses).
 from ..lazy import lazy_attributes
 
 _LAZY = {
-    "QAData": "data", "QPP": "data", "QQP": "data", "QPPSource": "data", "QQPSource": "data",
-    "FixedSource": "data", "from_irds": "data", "load_collection": "data", "docpair_examples": "data",
-    "tfidf_rankings": "data", "collate": "data",
+    "QAData": "examples", "QPP": "examples", "QQP": "examples", "QPPSource": "examples", "QQPSource": "examples",
+    "FixedSource": "examples", "from_irds": "examples", "load_collection": "examples", "docpair_examples": "examples",
+    "tfidf_rankings": "examples", "collate": "examples",
     "SelfSupConfig": "selfsup", "selfsup_collection": "selfsup", "selfsup_from_irds": "selfsup",
     "TrainConfig": "trainer", "PRESETS": "trainer", "Trainer": "trainer", "TrainResult": "trainer",
     "evaluate": "evaluation", "ranking_metrics": "evaluation", "BiEncoderTeacher": "teacher",

@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load_data(args):
-    from .data import QAData, load_collection
+    from .examples import QAData, load_collection
     from .selfsup import SelfSupConfig, selfsup_from_source
 
     if not args.dataset and not args.selfsup:

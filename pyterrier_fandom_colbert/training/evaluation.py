@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from .data import QAData
+from .examples import QAData
 from .losses import pairwise_scores
 
 

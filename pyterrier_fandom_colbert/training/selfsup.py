@@ -10,7 +10,7 @@ with those fields) two kinds of (query, passage) pairs are made:
   that sentence* is its relevant document (the inverse-cloze task), for passages of at least
   ``min_sentences`` sentences.
 
-The result is a :class:`~pyterrier_fandom_colbert.training.data.QAData`, so every training form (QPP, QQP,
+The result is a :class:`~pyterrier_fandom_colbert.training.examples.QAData`, so every training form (QPP, QQP,
 in-batch negatives) applies to it unchanged.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 import numpy as np
 
 from ..storage import JsonConfig
-from .data import QAData
+from .examples import QAData
 
 
 @dataclass(frozen=True)

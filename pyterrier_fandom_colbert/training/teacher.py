@@ -56,7 +56,7 @@ def fused_scores(lexical: np.ndarray, neural: np.ndarray, weight: float) -> np.n
 
     Rows are queries, columns documents; ``nan`` marks a document the system did not return for that query.
     Each system's scores are standardised over the documents it returned (population std; all equal: 0), and
-    a document it did not return gets that system's lowest z of the row (:func:`..fusion.scores.fill_missing`,
+    a document it did not return gets that system's lowest z of the row (:func:`..fusion.maths.fill_missing`,
     ``missing="min"``).
 
     >>> lexical = np.array([[2.0, 0.0, np.nan]])          # z: 1, -1, missing -> -1
@@ -64,7 +64,7 @@ def fused_scores(lexical: np.ndarray, neural: np.ndarray, weight: float) -> np.n
     >>> fused_scores(lexical, neural, 0.5).round(4).tolist()
     [[-0.1124, 0.1124, -0.5]]
     """
-    from ..fusion import scores as S
+    from ..fusion import maths as S
 
     if lexical.shape != neural.shape or lexical.ndim != 2:
         raise ValueError(f"score matrices of shapes {lexical.shape} and {neural.shape}: expected the same "
@@ -194,7 +194,7 @@ def tfidf_score_matrix(data, qids: Sequence[str], docnos: Sequence[str], index_d
                        verbose: bool = False) -> np.ndarray:
     """``[len(qids), len(docnos)]`` TF-IDF scores of each question's top ``depth`` passages, ``nan`` elsewhere
     (:func:`.data.tfidf_results`: the index at ``index_dir`` is built from ``data.corpus()`` if not there yet)."""
-    from .data import tfidf_results
+    from .examples import tfidf_results
 
     res = tfidf_results(data, index_dir, qids, depth, verbose)
     row: Dict[str, int] = {q: i for i, q in enumerate(qids)}

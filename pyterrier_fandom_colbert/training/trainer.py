@@ -11,7 +11,7 @@ A run folder holds::
     tfidf/                    the TF-IDF index of the training corpus (TF-IDF negatives only)
 
 Every checkpoint is what :meth:`ColBERT.from_pretrained` loads. The examples of each epoch depend on
-``(seed, epoch)`` only (see :mod:`.data`), so a resumed run takes exactly the steps an uninterrupted one would.
+``(seed, epoch)`` only (see :mod:`.examples`), so a resumed run takes exactly the steps an uninterrupted one would.
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from ..storage import JsonConfig, atomic_path, write_json
-from .data import Batch, QAData, QPPSource, QQPSource, collate, tfidf_rankings
 from .evaluation import evaluate
+from .examples import Batch, QAData, QPPSource, QQPSource, collate, tfidf_rankings
 from .frozen import FrozenLower
 from .losses import LOSSES, aligned_scores, cross_entropy, kl_distillation, mse_to_targets, pairwise_scores
 from .teacher import HYBRID_META_FILE, BiEncoderTeacher, HybridTeacher

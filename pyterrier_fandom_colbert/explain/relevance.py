@@ -24,6 +24,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..checks import positive_int
 from ..storage import JsonConfig
 
 #: bandwidth rules (as in ``scipy.stats.gaussian_kde``: Scott n^(-1/5)·σ, Silverman (3n/4)^(-1/5)·σ, σ with ddof=1)
@@ -54,8 +55,7 @@ class ExplainOptions(JsonConfig):
     span_threshold: float = 0.5
 
     def __post_init__(self) -> None:
-        if isinstance(self.k_tilde, bool) or not isinstance(self.k_tilde, (int, np.integer)) or self.k_tilde < 1:
-            raise ValueError(f"k_tilde={self.k_tilde!r}; expected a positive integer (the study uses 2)")
+        positive_int("k_tilde", self.k_tilde, what="the study uses 2")
         bw = self.bandwidth
         if isinstance(bw, str):
             if bw not in BANDWIDTH_RULES:

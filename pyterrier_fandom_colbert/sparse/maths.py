@@ -1,4 +1,5 @@
-"""SPLADE maths as pure functions: pooling masked-LM logits into term weights, sparse rows, top-k selection.
+"""SPLADE maths as pure functions: pooling masked-LM logits into term weights, sparse rows (top-k selection and
+slice concatenation are :mod:`pyterrier_fandom_colbert.ranking`'s).
 
 A BERT masked-LM gives, for every input token i and vocabulary entry j, a logit ``logit_ij``. SPLADE turns a
 text into one vocabulary-sized vector
@@ -11,7 +12,7 @@ per entry instead of one per token and entry).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Sequence
 
 import numpy as np
 
@@ -69,37 +70,3 @@ def row_dicts(matrix: "sp.csr_matrix", vocab: Sequence[str]) -> List[Dict[str, f
         lo, hi = matrix.indptr[r], matrix.indptr[r + 1]
         out.append({vocab[j]: float(w) for j, w in zip(matrix.indices[lo:hi], matrix.data[lo:hi])})
     return out
-
-
-def top_k(scores: np.ndarray, docids: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` best entries, by score descending then docid ascending (exact at the cut-off).
-
-    >>> top_k(np.array([1.0, 3.0, 3.0, 2.0]), np.array([7, 9, 4, 1]), 2).tolist()
-    [2, 1]
-    >>> top_k(np.array([1.0, 3.0, 3.0, 2.0]), np.array([1, 4, 7, 9]), 3).tolist()   # ascending docids
-    [1, 2, 3]
-    """
-    if k < len(scores):
-        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-        cand = np.flatnonzero(scores >= kth)
-    else:
-        cand = np.arange(len(scores))
-    ids = docids[cand]
-    if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):  # already in docid order: one stable sort suffices
-        return cand[np.argsort(-scores[cand], kind="stable")][:k]
-    return cand[np.lexsort((ids, -scores[cand]))][:k]
-
-
-def concat_slices(starts: np.ndarray, ends: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Indices of the slices ``[starts[i], ends[i])`` end to end, and the slice each index came from.
-
-    >>> idx, which = concat_slices(np.array([5, 0, 9]), np.array([7, 0, 10]))
-    >>> idx.tolist(), which.tolist()
-    ([5, 6, 9], [0, 0, 2])
-    """
-    lengths = (ends - starts).astype(np.int64)
-    total = int(lengths.sum())
-    which = np.repeat(np.arange(len(starts)), lengths)
-    offsets = np.cumsum(lengths) - lengths
-    idx = np.arange(total, dtype=np.int64) + (starts.astype(np.int64) - offsets)[which]
-    return idx, which

@@ -1,0 +1,112 @@
+"""Text shown to people, made safe once for the whole package: what a terminal prints, what an HTML page holds,
+which text counts as blank, and whether to colour the output.
+
+Each character is judged by its Unicode category (:func:`char_kind`), not by a hand-written list of ranges:
+
+* ``line``: tab, line feed, carriage return, line and paragraph separators (Zl, Zp): a space in one-line output;
+* ``control`` (Cc): the rest of the C0/C1 controls, ESC among them: never sent to a terminal (shown as U+FFFD, so
+  the reader sees that something was there) nor left raw in HTML;
+* ``bidi``: the bidirectional controls that reorder what follows: embeddings and overrides U+202A-U+202E, isolates
+  U+2066-U+2069, and the marks U+200E, U+200F, U+061C. A terminal gets none of them (they could reverse the rest
+  of the line or the lines after it); HTML keeps them, inside a ``<bdi>`` isolate that ends their effect;
+* ``joiner``: U+200C and U+200D (Cf), which shape Persian and Indic scripts and join emoji: kept everywhere;
+* ``format``: every other Cf character (zero-width space, word joiner, BOM, soft hyphen, tag characters
+  U+E0000-U+E007F, …): invisible, so left out of terminal text;
+* ``variation``: variation selectors (U+FE00-U+FE0F, U+E0100-U+E01EF, Mongolian U+180B-U+180D, U+180F): they
+  only pick a glyph, and long runs of them can hide data, so left out of terminal text;
+* ``visible``: everything else.
+"""
+from __future__ import annotations
+
+import html
+import os
+import sys
+import unicodedata
+from typing import Any, Optional, TextIO
+
+#: bidirectional controls and marks (all Cf): embeddings, overrides, isolates, LRM, RLM, ALM
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+#: zero-width non-joiner and joiner (Cf), needed to shape some scripts and emoji sequences
+JOINERS = frozenset("\u200c\u200d")
+#: kinds of character that show nothing: with whitespace, a text made only of these is blank
+INVISIBLE_KINDS = frozenset({"control", "bidi", "joiner", "format", "variation"})
+
+
+def _is_variation_selector(code: int) -> bool:
+    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF or 0x180B <= code <= 0x180D or code == 0x180F
+
+
+def char_kind(ch: str) -> str:
+    """What a character is for display: ``line``, ``control``, ``bidi``, ``joiner``, ``format``, ``variation`` or
+    ``visible`` (see the module's notes).
+
+    >>> [char_kind(c) for c in ("a", "\\n", "\\x1b", "\\u202e", "\\u200f", "\\u200d", "\\u00ad", "\\ufe0f", " ")]
+    ['visible', 'line', 'control', 'bidi', 'bidi', 'joiner', 'format', 'variation', 'visible']
+    """
+    if ch in "\t\n\r":
+        return "line"
+    category = unicodedata.category(ch)
+    if category in ("Zl", "Zp"):
+        return "line"
+    if category == "Cc":
+        return "control"
+    if ch in BIDI_CONTROLS:
+        return "bidi"
+    if ch in JOINERS:
+        return "joiner"
+    if category == "Cf":
+        return "format"
+    if _is_variation_selector(ord(ch)):
+        return "variation"
+    return "visible"
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: only whitespace and invisible characters (:data:`INVISIBLE_KINDS`).
+
+    >>> is_blank(" \\u200b\\u202e\\x00\\ufeff\\u200e\\u00ad"), is_blank("a\\u200b"), is_blank("")
+    (True, False, True)
+    """
+    return all(ch.isspace() or char_kind(ch) in INVISIBLE_KINDS for ch in text)
+
+
+def terminal_text(text: Any) -> str:
+    """``text`` (``str()`` of it) safe to print on one line: line breaks and tabs as spaces, control characters as
+    U+FFFD, bidi controls, other format characters and variation selectors left out, joiners kept.
+
+    >>> terminal_text("a\\x1b[31mb\\nc\\u202ed\\u2067e\\u200ff\\u00adg") == "a\\ufffd[31mb cdefg"
+    True
+    """
+    out = []
+    for ch in str(text):
+        if ch.isascii() and ch.isprintable():  # the common case, decided without a category lookup
+            out.append(ch)
+            continue
+        kind = char_kind(ch)
+        if kind == "line":
+            out.append(" ")
+        elif kind == "control":
+            out.append("\ufffd")
+        elif kind in ("visible", "joiner"):
+            out.append(ch)
+    return "".join(out)
+
+
+def html_text(text: Any, *, isolate: bool = False) -> str:
+    """``text`` (``str()`` of it) escaped for HTML, control characters other than line breaks and tabs as U+FFFD
+    (they are not allowed in HTML). Bidi controls stay: right-to-left writing may need them, and with
+    ``isolate=True`` the text is wrapped in ``<bdi>``, which ends whatever embedding or override it leaves open
+    (put the text in a ``<bdi>`` yourself when it is wrapped in other markup first).
+
+    >>> html_text("<b>\\x1b&\\u202e", isolate=True) == "<bdi>&lt;b&gt;\\ufffd&amp;\\u202e</bdi>"
+    True
+    """
+    escaped = html.escape("".join("\ufffd" if char_kind(ch) == "control" else ch for ch in str(text)))
+    return f"<bdi>{escaped}</bdi>" if isolate else escaped
+
+
+def use_color(stream: Optional[TextIO] = None) -> bool:
+    """Whether to colour output to ``stream`` (default ``sys.stdout``): when it is a terminal and ``NO_COLOR`` is
+    unset."""
+    stream = stream if stream is not None else sys.stdout
+    return bool(getattr(stream, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ

@@ -1,0 +1,64 @@
+"""Writing files and folders so that a failure never leaves a half-written artifact behind, and small frozen
+configuration dataclasses that travel as JSON.
+
+* :func:`atomic_path` yields a unique temporary path beside the target; the target appears (``os.replace``) only
+  when the block succeeds, and the temporary file is removed when it fails. Concurrent writers of the same
+  target never share a temporary name: the last complete write wins, and no reader sees a partial file.
+* :func:`atomic_folder` (and :class:`AtomicFolder`, for writers that stream over many calls) does the same for a
+  whole folder. An existing target is moved aside, the new folder renamed into place, and the old one deleted
+  only afterwards; if the rename fails, the old folder is put back. ``overwrite=True`` replaces only what the
+  writer's ``replaceable`` check (e.g. :func:`is_artifact_folder`) accepts, never the current or home folder.
+* :class:`JsonConfig` (:mod:`.config`) is the one serialisation API of the package's configuration dataclasses:
+  ``to_dict``/``from_dict`` (unknown fields are refused by name) and ``save_json``/``load_json`` (errors name the
+  file).
+* Manifests: every artifact records the size and content checksum (:data:`HASH_ALGORITHM`) of each file it
+  wrote (:func:`manifest_entry`, :class:`HashingFile` for files hashed while they are streamed out); readers
+  compare sizes on open (:func:`check_sizes`), checksums of their small files on open and of every file in
+  ``verify()`` (:func:`check_checksums`). A missing, resized, altered or unparsable file raises
+  :class:`DamagedFileError` naming it (see docs/index.md, "Checksums and verify()").
+
+Created files and folders follow the user's umask.
+
+One module per concern, every name importable from here as before: :mod:`.files` (atomic writes, JSON, artifact
+metadata), :mod:`.config` (:class:`JsonConfig`), :mod:`.errors` (:class:`DamagedFileError`,
+:class:`MissingFileError`), :mod:`.manifests` (sizes and checksums), :mod:`.docnos` (npids docno lookups).
+"""
+from .config import JsonConfig
+from .docnos import build_docno_inverse, docno_lookup_builder, open_npids
+from .errors import DamagedFileError, MissingFileError, PathLike
+from .files import (
+    ARTIFACT_META_FILE,
+    AtomicFolder,
+    atomic_folder,
+    atomic_path,
+    check_target,
+    is_artifact_folder,
+    read_artifact_meta,
+    read_json,
+    write_json,
+    write_text,
+)
+from .manifests import (
+    HASH_ALGORITHM,
+    HASH_ALGORITHMS,
+    HashingFile,
+    build_manifest,
+    check_checksums,
+    check_sizes,
+    checksum_problem,
+    file_checksum,
+    folder_files,
+    manifest_entry,
+    manifest_problems,
+    new_hasher,
+    parse_manifest,
+    raise_damaged,
+)
+
+__all__ = [
+    "ARTIFACT_META_FILE", "AtomicFolder", "DamagedFileError", "HASH_ALGORITHM", "HASH_ALGORITHMS", "HashingFile",
+    "JsonConfig", "MissingFileError", "PathLike", "atomic_folder", "atomic_path", "build_docno_inverse",
+    "build_manifest", "check_checksums", "check_sizes", "check_target", "checksum_problem", "docno_lookup_builder",
+    "file_checksum", "folder_files", "is_artifact_folder", "manifest_entry", "manifest_problems", "new_hasher",
+    "open_npids", "parse_manifest", "raise_damaged", "read_artifact_meta", "read_json", "write_json", "write_text",
+]
