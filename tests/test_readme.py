@@ -7,10 +7,9 @@ and register); ``__main__.py`` files are (they are entry points).
 import re
 from pathlib import Path
 
-import pyterrier_fandom_colbert as pfc
-
-PACKAGE = Path(pfc.__file__).parent
-README = PACKAGE.parent / "README.md"
+ROOT = Path(__file__).resolve().parents[1]  # the repository (the README and the package source beside it)
+PACKAGE = ROOT / "pyterrier_fandom_colbert"
+README = ROOT / "README.md"
 ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*([^|]*?)\s*\|\s*$")
 
 
