@@ -48,7 +48,7 @@ def test_colbert_refuses_them_by_name(tiny_bert_dir):
     frame = pd.DataFrame([{"qid": "q1", "query": "who forged it", "docno": "d1", "text": "Orrin forged it."}])
     assert np.isfinite(scorer(frame)["score"]).all()
     invisible = frame.assign(qid="qx", query="\u200b\u202e\ufeff")
-    with pytest.warns(UserWarning, match=r"\['qx'\]"):  # unusable, like an empty query: no rows (issue 18 policy)
+    with pytest.warns(UserWarning, match=r"\['qx'\]"):  # unusable, like an empty query: no rows (one policy for all)
         assert len(scorer(invisible)) == 0
     with pytest.raises(ValueError, match=r"\['qx'\]"):
         colbert.text_scorer(strict=True)(invisible)

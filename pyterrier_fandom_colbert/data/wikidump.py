@@ -517,7 +517,7 @@ def _parse_render(text: str) -> str:
     import mwparserfromhell
 
     # skip_style_tags: '' and ''' stay text (removed at the end) instead of being parsed as tags, which breaks
-    # templates and links that hold unbalanced quotes (mwparserfromhell issue #40)
+    # templates and links that hold unbalanced quotes (a known mwparserfromhell limitation)
     return _render(mwparserfromhell.parse(text, skip_style_tags=True).nodes)
 
 
