@@ -2,7 +2,7 @@
 
     python benchmarks/fact_questions.py                                  # the shared PokéClicker dump, whole
     python benchmarks/fact_questions.py --pages 300 --folder runs/fq300  # question pages + 300 seeded others
-    python benchmarks/fact_questions.py --ceiling-only                   # only: which answers were indexed
+    python benchmarks/fact_questions.py --ceiling-only --folder runs/x   # only the answers the reader keeps
 
 The questions (``benchmarks/fact_questions.jsonl``, one JSON object a line) were written by hand on the shared
 PokéClicker wiki dump; each answer sits in an infobox, a table or a template call of its page, not in its prose.
@@ -22,7 +22,9 @@ reports per system:
 
 and, over every indexed passage, the ceiling: ``answerable`` (an answer string occurs in some passage) and
 ``answerable_on_page`` (in a passage of the question's page). A reader that drops templates and tables caps
-every system at that ceiling.
+every system at that ceiling. ``--ceiling-only`` reports only the ceiling: from the folder when it exists, else
+from the passages the dump reader makes (``data.passages.dump_passages``, what ``pfc index`` indexes) without
+building anything (seconds instead of minutes: for trying a reader change).
 
 Matching (:func:`contains_answer`): case-insensitive, Unicode-normalised (NFKC), runs of whitespace as one space,
 thousands separators removed between digits ("2,500" = "2500"), dashes unified and spaces around them removed
@@ -218,6 +220,17 @@ def write_subset(dump: Path, out: Path, titles: Set[str], distractors: int, seed
 
 # -- running ----------------------------------------------------------------------------------------------------
 
+def source_for(dump: Path, folder: Path, questions: Sequence[Dict[str, Any]], pages: Optional[int],
+               seed: int) -> Tuple[Path, Optional[Dict[str, Any]]]:
+    """The export to read: ``dump`` itself, or with ``pages`` a subset written beside ``folder`` (and what it
+    holds)."""
+    if pages is None:
+        return dump, None
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    source = folder.with_name(folder.name + ".pages.xml")
+    return source, write_subset(dump, source, {q["title"] for q in questions}, pages, seed)
+
+
 def ensure_folder(dump: Path, folder: Path, questions: Sequence[Dict[str, Any]], pages: Optional[int], seed: int,
                   checkpoint: Optional[str], verbose: bool) -> Dict[str, Any]:
     """Reuse ``folder`` when it is a search folder, else build it (from a subset export with ``pages``)."""
@@ -228,11 +241,7 @@ def ensure_folder(dump: Path, folder: Path, questions: Sequence[Dict[str, Any]],
         print(f"reusing {folder} ({manifest.passages:,} passages of {manifest.articles:,} articles from "
               f"{manifest.source}; built in {manifest.seconds.get('total', 0):.0f} s)", file=sys.stderr)
         return {"reused": True, "manifest": manifest.to_dict()}
-    source, subset = dump, None
-    if pages is not None:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        source = folder.with_name(folder.name + ".pages.xml")
-        subset = write_subset(dump, source, {q["title"] for q in questions}, pages, seed)
+    source, subset = source_for(dump, folder, questions, pages, seed)
     started = time.perf_counter()
     report = build_folder(source, folder, checkpoint=checkpoint, verbose=verbose)
     print(report.summary(), file=sys.stderr)
@@ -240,23 +249,40 @@ def ensure_folder(dump: Path, folder: Path, questions: Sequence[Dict[str, Any]],
             "manifest": report.manifest.to_dict()}
 
 
-def passage_texts(searcher) -> Iterator[Tuple[str, str]]:
-    """(page title, text) of every passage of a loaded search folder, in index order."""
-    count, chunk = len(searcher.passages), 1024
-    for start in range(0, count, chunk):
-        positions = list(range(start, min(start + chunk, count)))
-        for position, text in zip(positions, searcher.tfidf.texts(positions)):
-            yield searcher.passages.get(position).get("title") or "", text
+def folder_passages(folder: Path) -> Iterator[Tuple[str, str]]:
+    """(page title, text) of every passage of a search folder, in index order (no model loaded)."""
+    from pyterrier_fandom_colbert.app.folder import TFIDF_DIR, PassageTable
+    from pyterrier_fandom_colbert.lexical.tfidf import TfidfIndex
+
+    table, tfidf = PassageTable(folder), TfidfIndex(folder / TFIDF_DIR)
+    try:
+        count, chunk = len(table), 1024
+        for start in range(0, count, chunk):
+            positions = list(range(start, min(start + chunk, count)))
+            for position, text in zip(positions, tfidf.texts(positions)):
+                yield table.get(position).get("title") or "", text
+    finally:
+        table.close()
+
+
+def reader_passages(source: Path) -> Iterator[Tuple[str, str]]:
+    """(page title, text) of every passage the dump reader makes of ``source`` (what ``pfc index`` would index),
+    without building anything."""
+    from pyterrier_fandom_colbert.data.passages import dump_passages
+
+    for passage in dump_passages(source):
+        yield passage.title, passage.text
 
 
 def _same_page(a: str, b: str) -> bool:
     return normalise(a) == normalise(b)
 
 
-def ceiling(searcher, questions: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, bool]]:
-    """Per qid: is an answer in some indexed passage (``anywhere``), in a passage of its page (``on_page``)?"""
+def ceiling(passages: Iterable[Tuple[str, str]], questions: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, bool]]:
+    """Per qid: is an answer in some passage (``anywhere``), in a passage of its page (``on_page``)?
+    ``passages``: (page title, text) pairs."""
     found = {q["qid"]: {"anywhere": False, "on_page": False} for q in questions}
-    for title, text in passage_texts(searcher):
+    for title, text in passages:
         text = normalise(text)
         for q in questions:
             hit = found[q["qid"]]
@@ -354,18 +380,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    from pyterrier_fandom_colbert.app.search import Searcher
+    from pyterrier_fandom_colbert.app.folder import is_search_folder
 
-    build = ensure_folder(args.dump, args.folder, questions, args.pages, args.seed, args.checkpoint,
-                          verbose=not args.quiet)
-    searcher = Searcher(args.folder, warm=False)
-    ceil = ceiling(searcher, questions)
+    if args.ceiling_only and not is_search_folder(args.folder):
+        source, subset = source_for(args.dump, args.folder, questions, args.pages, args.seed)
+        print(f"no search folder at {args.folder}: counting the answers in the passages the reader makes of "
+              f"{source} (nothing built)", file=sys.stderr)
+        build: Dict[str, Any] = {"built": False, "source": str(source), "subset": subset}
+        ceil = ceiling(reader_passages(source), questions)
+    else:
+        build = ensure_folder(args.dump, args.folder, questions, args.pages, args.seed, args.checkpoint,
+                              verbose=not args.quiet)
+        ceil = ceiling(folder_passages(args.folder), questions)
     systems = [] if args.ceiling_only else list(args.systems)
     per_system, seconds = {}, {}
-    for system in systems:
-        started = time.perf_counter()
-        per_system[system] = ask(searcher, questions, system, args.k)
-        seconds[system] = round(time.perf_counter() - started, 1)
+    if systems:
+        from pyterrier_fandom_colbert.app.search import Searcher
+
+        searcher = Searcher(args.folder, warm=False)
+        for system in systems:
+            started = time.perf_counter()
+            per_system[system] = ask(searcher, questions, system, args.k)
+            seconds[system] = round(time.perf_counter() - started, 1)
     summary = summarise(questions, per_system, ceil, args.k)
     print(table(summary, systems, args.k))
     missing = [q["qid"] for q in questions if not ceil[q["qid"]]["on_page"]]

@@ -138,3 +138,31 @@ def test_subset_export_keeps_question_pages_and_seeded_distractors(tmp_path):
     assert (tmp_path / "a.xml").read_text().rstrip().endswith("</mediawiki>")
     with pytest.raises(ValueError, match="Omega"):
         fq.write_subset(dump, tmp_path / "c.xml", {"Omega"}, 1, seed=0)
+
+
+def test_ceiling_and_summary_hand_computed():
+    """Three questions over four passages: q1's answer on its page, q2's only on another page, q3's nowhere."""
+    questions = [
+        {"qid": "q1", "question": "?", "title": "Sky Pillar", "answers": ["34,000"], "kind": "infobox", "where": "w"},
+        {"qid": "q2", "question": "?", "title": "Relic Castle", "answers": ["166,500"], "kind": "infobox",
+         "where": "w"},
+        {"qid": "q3", "question": "?", "title": "Gyms", "answers": ["1,354"], "kind": "table", "where": "w"},
+    ]
+    passages = [("Relic Castle", "a dungeon in Unova"), ("Sky pillar", "Sky Pillar — tokens: 34000"),
+                ("Other", "it once cost 166500 tokens"), ("Gyms", "min attack 11,354")]
+    ceil = fq.ceiling(passages, questions)
+    assert ceil == {"q1": {"anywhere": True, "on_page": True}, "q2": {"anywhere": True, "on_page": False},
+                    "q3": {"anywhere": False, "on_page": False}}
+    hits = {"q1": {"answer": True, "answer_on_page": True, "page": True},
+            "q2": {"answer": True, "answer_on_page": False, "page": False},
+            "q3": {"answer": False, "answer_on_page": False, "page": True}}
+    summary = fq.summarise(questions, {"tfidf": hits}, ceil, 10)
+    assert summary["questions"] == {"all": 3, "infobox": 2, "table": 1, "template": 0}
+    assert summary["ceiling"]["all"] == {"answerable": round(2 / 3, 3), "answerable_on_page": round(1 / 3, 3)}
+    assert summary["tfidf"]["infobox"] == {"answer@10": 1.0, "answer_on_page@10": 0.5, "page@10": 0.5}
+    assert summary["tfidf"]["table"] == {"answer@10": 0.0, "answer_on_page@10": 0.0, "page@10": 1.0}
+    assert "template" not in summary["tfidf"]
+    rows = fq.table(summary, ["tfidf"], 10).splitlines()
+    assert rows[0] == "| system | measure | all (n=3) | infobox (n=2) | table (n=1) |"
+    assert rows[2] == "| tfidf | answer@10 | 2/3 | 2/2 | 0/1 |"
+    assert rows[-1] == "| (indexed text) | answerable_on_page | 1/3 | 1/2 | 0/1 |"
