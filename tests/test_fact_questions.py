@@ -166,3 +166,11 @@ def test_ceiling_and_summary_hand_computed():
     assert rows[0] == "| system | measure | all (n=3) | infobox (n=2) | table (n=1) |"
     assert rows[2] == "| tfidf | answer@10 | 2/3 | 2/2 | 0/1 |"
     assert rows[-1] == "| (indexed text) | answerable_on_page | 1/3 | 1/2 | 0/1 |"
+
+
+def test_docstring_examples():
+    """The script's docstring examples (benchmarks/ is outside pytest's doctest collection)."""
+    import doctest
+
+    result = doctest.testmod(fq, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 3 and result.failed == 0
