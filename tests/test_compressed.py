@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from pyterrier_fandom_colbert.index import centroid_search as cs
 from pyterrier_fandom_colbert.index import codec as rc
 from pyterrier_fandom_colbert.index import compressed
+from pyterrier_fandom_colbert.index import residual_search as cs
 
 DIM = 16
 

@@ -4,7 +4,7 @@ The folder layout is in :mod:`.layout`; writing (the writer and the indexer) is 
 reads an index (each part on first use, as ``functools.cached_property``) and makes its retrievers. An index holds
 either fp16 vectors or residual codes (``format`` ``residual1|2|4``, :mod:`.compressed`): the same class reads
 both, decompressing a compressed index's vectors where they are needed, and retrieves from a compressed index by
-centroid search (:mod:`.centroid_search`).
+centroid search (:mod:`.residual_search`).
 
 Before the first part is read, the cheap checks run once (:meth:`ColBERTIndex.check`): every file's size against
 the manifest and the sizes the metadata implies, the checksums of the small files, the offsets' structure.
@@ -64,7 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..model.colbert import ColBERT
     from .ann import AnnIndex, FaissSpec
-    from .centroid_search import CompressedStore
+    from .residual_search import CompressedStore
     from .codec import ResidualCodec
     from .compressed import CompressionSpec
     from .writer import ColBERTIndexer, IndexWriter
@@ -308,7 +308,7 @@ class ColBERTIndex(pt.Artifact):
     @cached_property
     def store(self) -> "CompressedStore":
         """A compressed index's arrays (memory-mapped codes, residuals and inverted lists) for centroid search."""
-        from .centroid_search import CompressedStore
+        from .residual_search import CompressedStore
         from .compressed import codes_file
 
         info, meta, codec = self.codec_info, self.meta, self.codec
@@ -431,7 +431,7 @@ class ColBERTIndex(pt.Artifact):
         ``python -m pyterrier_fandom_colbert.index build-ann FOLDER --faiss KIND``.
         """
         from . import ann
-        from .search import default_search
+        from .token_search import default_search
 
         if self.compressed and faiss is None:
             return None  # centroid search needs no neighbour index
@@ -510,11 +510,11 @@ class ColBERTIndex(pt.Artifact):
                   verbose: bool = False) -> pt.Transformer:
         """End-to-end retrieval (qid, query_embs → docno, score, rank).
 
-        A compressed index retrieves by centroid search (:class:`~.centroid_search.CentroidRetriever`: the
+        A compressed index retrieves by centroid search (:class:`~.residual_search.CentroidRetriever`: the
         documents of each query vector's ``ncells`` best centroids, pruned by centroid interaction to ``ndocs`` and
         then ``nscore`` documents, which are scored exactly over their decompressed vectors; defaults follow
         ``num_results`` as PLAID's do, except that a top 10 scores 128 documents exactly rather than 64
-        (:meth:`~.centroid_search.SearchParams.for_k`); ``ndocs=None`` scores every candidate). The other arguments
+        (:meth:`~.residual_search.SearchParams.for_k`); ``ndocs=None`` scores every candidate). The other arguments
         are for fp16 indexes: token neighbours, exact MaxSim.
 
         Composes through columns: ``colbert.query_encoder() >> index.retriever()``. Given the encoder,
@@ -525,7 +525,7 @@ class ColBERTIndex(pt.Artifact):
         50)`` (so a short top 10 still draws on a deep candidate pool); their documents are scored exactly.
         ``faiss``: ``'exact'`` (``'flat'`` is another name for it), ``'ivf'``, ``'ivfpq'``, ``'ivfpq-fs'`` or a
         :class:`~pyterrier_fandom_colbert.index.ann.FaissSpec`; ``None`` (default): the measured best setting
-        (:func:`~pyterrier_fandom_colbert.index.search.default_search`: an IVF-PQ kind with its ``nprobe`` and
+        (:func:`~pyterrier_fandom_colbert.index.token_search.default_search`: an IVF-PQ kind with its ``nprobe`` and
         ``refine``, or ``'exact'`` for indexes under 100,000 tokens; figures in docs/index.md), resolved when the
         retriever is made (its repr shows it). ``nprobe``: inverted lists visited (IVF kinds; default 32 when a
         kind is named); ``refine``: FAISS fetches ``refine · k̂`` neighbours and the ``k̂`` nearest by the stored
@@ -534,7 +534,7 @@ class ColBERTIndex(pt.Artifact):
         """
         self.check()
         if self.compressed:
-            from .centroid_search import CentroidRetriever
+            from .residual_search import CentroidRetriever
 
             given = {"lam": lam, "k_hat": k_hat, "faiss": faiss, "nprobe": nprobe, "refine": refine}
             wrong = [f"{name}={value!r}" for name, value in given.items() if value is not None]
@@ -545,7 +545,7 @@ class ColBERTIndex(pt.Artifact):
             retriever = CentroidRetriever(self, num_results=num_results, ncells=ncells, threshold=threshold,
                                           ndocs=ndocs, nscore=nscore, strict=strict, verbose=verbose)
             return self._with_encoder(colbert, retriever, strict)
-        from .search import ColBERTRetriever
+        from .token_search import ColBERTRetriever
 
         given = {"ncells": ncells, "threshold": threshold, "nscore": nscore}
         wrong = [f"{name}={value!r}" for name, value in given.items() if value is not None]
@@ -563,7 +563,7 @@ class ColBERTIndex(pt.Artifact):
         """Re-ranker (qid, query_embs, docno → score, rank) from the stored vectors: no document text, no
         re-encoding. ``index.scorer(colbert)`` is ``colbert.query_encoder() >> index.scorer()`` after checking the
         encoder. Empty or non-text queries get no rows and one warning (``strict=True``: an error)."""
-        from .search import IndexScorer
+        from .token_search import IndexScorer
 
         self.check()
         return self._with_encoder(colbert, IndexScorer(self, strict=strict, verbose=verbose), strict)

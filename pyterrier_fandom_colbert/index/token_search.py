@@ -110,14 +110,14 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
     (:func:`~pyterrier_fandom_colbert.model.scoring.maxsim_repeat_padded`: sorted lengths keep the padding small, and
     one ``amax`` over a fixed width replaces a scatter-max). The buffers are allocated once per call: fresh
     multi-MB tensors per block cost page faults that rival the matmul on CPU. A compressed index's documents are
-    decompressed exactly instead (on CPU; :func:`~.centroid_search.exact_scores`).
+    decompressed exactly instead (on CPU; :func:`~.residual_search.exact_scores`).
     """
     import torch
 
     from ..model.scoring import maxsim_repeat_padded
 
     if index.compressed:
-        from .centroid_search import exact_scores
+        from .residual_search import exact_scores
 
         return exact_scores(index.store, q.cpu(), doc_ids, block_tokens)
 
