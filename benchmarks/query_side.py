@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     colbert = pfc.ColBERT.from_pretrained(device="cpu")
     index = pfc.ColBERTIndex(args.index)
     pipeline = index.retriever(colbert, num_results=10)
-    store, params = index.store, cs.SearchParams.for_k(10)
+    store, params = index.store.arrays, cs.SearchParams.for_k(10)
     centroids = torch.from_numpy(store.codec.centroids)
     times = {"pipeline": [], "direct": [], "encoding": [], "encoding_transformers": []}
     fast = colbert.model.fast_inference
