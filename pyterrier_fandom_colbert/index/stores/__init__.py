@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any, Dict, List, Mapping, Type
+from functools import cache
+from typing import Any, Dict, Mapping, Tuple, Type
 
 from .base import IndexStore, StoreWriter
 from .fp16 import Fp16Store
@@ -23,9 +24,10 @@ def store_class(fmt: str) -> Type[IndexStore]:
     return STORES[fmt]
 
 
-def retriever_parameters(store: Type[IndexStore]) -> List[str]:
-    """The keyword parameters of ``store``'s retriever factory, in order."""
-    return [name for name in inspect.signature(store.retriever).parameters if name != "self"]
+@cache
+def retriever_parameters(store: Type[IndexStore]) -> Tuple[str, ...]:
+    """The keyword parameters of ``store``'s retriever factory, in order (read once per class)."""
+    return tuple(name for name in inspect.signature(store.retriever).parameters if name != "self")
 
 
 def check_retriever_options(store: IndexStore, options: Mapping[str, Any]) -> None:
