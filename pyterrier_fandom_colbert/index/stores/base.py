@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional, Tuple, Union, cast
 
 import numpy as np
 
@@ -62,7 +62,7 @@ class IndexStore(ABC):
 
     def __init__(self, index: "ColBERTIndex"):
         self.index = index
-        self.path: Path = index.path
+        self.path = cast(Path, index.path)  # an index always has a folder (pt.Artifact types it Path | _NoPath)
 
     # -- layout and integrity ------------------------------------------------------------------------------
     @abstractmethod
@@ -94,9 +94,9 @@ class IndexStore(ABC):
         similarity and reduction over this format's vectors."""
 
     @abstractmethod
-    def retriever(self, **options: Any) -> "pt.Transformer":
-        """This format's end-to-end retriever (qid, query_embs -> docno, score, rank); its signature lists the
-        parameters this format takes, and only those."""
+    def retriever(self, *args: Any, **options: Any) -> "pt.Transformer":
+        """This format's end-to-end retriever (qid, query_embs -> docno, score, rank). Each store defines it with
+        the keyword parameters its format takes, and only those (``(*args, **options)`` here lets them differ)."""
 
     @abstractmethod
     def build_ann(self, faiss: Union[str, "FaissSpec", None] = None, *, verbose: bool = False) -> Optional[Path]:

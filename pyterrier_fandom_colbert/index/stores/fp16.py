@@ -14,7 +14,6 @@ from ..layout import ARTIFACT_FORMAT, CHECKED_ON_OPEN, OFFSETS_FILE, TOKEN_IDS_F
 from .base import IndexStore, Layout, Problem, StoreWriter
 
 if TYPE_CHECKING:  # pragma: no cover
-    import faiss
     import pyterrier as pt
     import torch
 
@@ -43,7 +42,7 @@ class Fp16Store(IndexStore):
 
     def __init__(self, index: "ColBERTIndex"):
         super().__init__(index)
-        self._ann: Dict["FaissSpec", "faiss.Index"] = {}  # FAISS indexes by spec, loaded or built on first use
+        self._ann: Dict["FaissSpec", "AnnIndex"] = {}  # neighbour indexes by spec, loaded or built on first use
 
     # -- layout and integrity ------------------------------------------------------------------------------
     def layout(self, meta: "IndexMeta") -> Layout:
