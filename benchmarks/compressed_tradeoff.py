@@ -82,8 +82,8 @@ def main(argv=None) -> int:
     import torch
 
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.index import centroid_search as cs
-    from pyterrier_fandom_colbert.index.search import score_docs
+    from pyterrier_fandom_colbert.index import residual_search as cs
+    from pyterrier_fandom_colbert.index.token_search import score_docs
     from pyterrier_fandom_colbert.ranking import top_k
 
     torch.set_num_threads(args.threads)
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     compressed.check_encoder(colbert)
     Q, mask = colbert.encode_queries(topics["query"].tolist())
     queries = [Q[i][mask[i]].clone() for i in range(len(topics))]
-    store = compressed.store
+    store = compressed.store.arrays
     centroids = torch.from_numpy(store.codec.centroids)
     ids = np.arange(len(fp16))
     exact = [ids[top_k(score_docs(fp16, q, ids), ids, 10)].tolist() for q in queries]

@@ -67,7 +67,7 @@ def build(path: Path, docs, colbert, **options):
 def max_window(index, retriever, q, k: int):
     """The top ``k`` (document ids, scores) when a windowed document scores as its best window: the retriever's
     own candidates (same neighbour search and k̂), each candidate's windows scored exactly, the maximum kept."""
-    from pyterrier_fandom_colbert.index.search import docs_of_rows, score_docs, token_neighbours
+    from pyterrier_fandom_colbert.index.token_search import docs_of_rows, score_docs, token_neighbours
     from pyterrier_fandom_colbert.ranking import top_k
 
     hits = token_neighbours(index, index.ann(retriever.spec), [q], retriever.k_hat, retriever.nprobe,
@@ -77,7 +77,7 @@ def max_window(index, retriever, q, k: int):
     first = np.searchsorted(parts, np.asarray(index.offsets)[docs])
     last = np.searchsorted(parts, np.asarray(index.offsets)[docs + 1])
     part_ids = np.concatenate([np.arange(a, b) for a, b in zip(first, last)])
-    view = SimpleNamespace(offsets=parts, vector_tensor=index.vector_tensor, config=index.config, compressed=False)
+    view = SimpleNamespace(offsets=parts, vector_tensor=index.vector_tensor, config=index.config)
     scores = np.maximum.reduceat(score_docs(view, q, part_ids), np.cumsum(np.r_[0, last - first])[:-1])
     best = top_k(scores, docs, k)
     return docs[best], scores[best]

@@ -196,8 +196,8 @@ def worker_serve(args) -> int:
     import torch
 
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.index import centroid_search as cs
-    from pyterrier_fandom_colbert.index.search import score_docs
+    from pyterrier_fandom_colbert.index import residual_search as cs
+    from pyterrier_fandom_colbert.index.token_search import score_docs
     from pyterrier_fandom_colbert.ranking import top_k
 
     replies = os.fdopen(os.dup(1), "w", buffering=1)
@@ -207,7 +207,7 @@ def worker_serve(args) -> int:
     index = pfc.ColBERTIndex(args.index)
     overrides = json.loads(args.search_params)
     pipeline = index.retriever(colbert, num_results=10, **overrides)
-    store = index.store
+    store = index.store.arrays
     params = cs.SearchParams.for_k(10, **overrides)
     centroids = torch.from_numpy(store.codec.centroids)
     exhaustive = cs.SearchParams(ncells=1 << 30, threshold=0.0, ndocs=None)

@@ -1,6 +1,6 @@
 """Where the time of one end-to-end query goes on a compressed index: the PyTerrier pipeline
 (``index.retriever(colbert, num_results=10).search(q)``) against the same encoder and centroid search called
-directly (``colbert.encode_queries`` + ``centroid_search.search_one``), interleaved query by query in one process
+directly (``colbert.encode_queries`` + ``residual_search.search_one``), interleaved query by query in one process
 (which of the two meets a query first alternates, so that neither always finds the query's data in the caches).
 
     .venv/bin/python benchmarks/query_side.py --index runs/plaid_compare/ours-residual2.colbert
@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     import torch
 
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.index import centroid_search as cs
+    from pyterrier_fandom_colbert.index import residual_search as cs
 
     torch.set_num_threads(args.threads)
     with gzip.open(queries_file, "rt", encoding="utf-8") as f:
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     colbert = pfc.ColBERT.from_pretrained(device="cpu")
     index = pfc.ColBERTIndex(args.index)
     pipeline = index.retriever(colbert, num_results=10)
-    store, params = index.store, cs.SearchParams.for_k(10)
+    store, params = index.store.arrays, cs.SearchParams.for_k(10)
     centroids = torch.from_numpy(store.codec.centroids)
     times = {"pipeline": [], "direct": [], "encoding": [], "encoding_transformers": []}
     fast = colbert.model.fast_inference

@@ -8,7 +8,7 @@ import torch
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.app.cli import main as pfc_cli
 from pyterrier_fandom_colbert.index import ann
-from pyterrier_fandom_colbert.index import search as retrieval
+from pyterrier_fandom_colbert.index import token_search as retrieval
 from pyterrier_fandom_colbert.index.__main__ import main as index_cli
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from pyterrier_fandom_colbert.index import centroid_search as cs
 from pyterrier_fandom_colbert.index import codec as rc
 from pyterrier_fandom_colbert.index import compressed
+from pyterrier_fandom_colbert.index import residual_search as cs
 
 DIM = 16
 
@@ -413,11 +413,11 @@ def test_bad_parameters_are_named(both, tmp_path):
     from pyterrier_fandom_colbert.model.config import ColBERTConfig
 
     fp16, small = both
-    with pytest.raises(ValueError, match="faiss='ivf'.*apply only to fp16 indexes"):
+    with pytest.raises(TypeError, match="faiss='ivf'.*apply only to fp16 indexes"):
         small.retriever(faiss="ivf")
-    with pytest.raises(ValueError, match="refine=2 apply only to fp16"):
+    with pytest.raises(TypeError, match="refine=2 apply only to fp16"):
         small.retriever(refine=2)
-    with pytest.raises(ValueError, match="ncells=2.*apply only to compressed indexes"):
+    with pytest.raises(TypeError, match="ncells=2.*apply only to compressed indexes"):
         fp16.retriever(ncells=2)
     with pytest.raises(ValueError, match="ndocs='many'"):
         small.retriever(ndocs="many")

@@ -17,7 +17,6 @@ import numpy as np
 
 from ..progress import progress
 from ..storage import JsonConfig, write_json
-from .centroid_search import doc_code_pairs
 from .codec import ResidualCodec, check_nbits, code_dtype, default_num_centroids
 from .layout import (
     CENTROIDS_FILE,
@@ -29,6 +28,7 @@ from .layout import (
     RESIDUALS_FILE,
     WEIGHTS_FILE,
 )
+from .residual_search import doc_code_pairs
 
 _PAIRS_SPILL = "pairs.spill"
 #: token rows quantised per chunk while building (whole documents; ~32 MB of float32 at d = 128)

@@ -22,8 +22,7 @@ from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..model.tokenization import LONG_DOCS, check_long_docs
 from ..progress import progress
 from ..storage import AtomicFolder, HashingFile, build_docno_inverse, build_manifest, docno_lookup_builder
-from .codec import check_nbits
-from .compressed import CompressionSpec, as_spec, compress_spill, compressed_files
+from .compressed import CompressionSpec, as_spec
 from .layout import (
     DOCNOS_FILE,
     OFFSETS_FILE,
@@ -33,6 +32,7 @@ from .layout import (
     IndexMeta,
     is_index_folder,
 )
+from .stores import store_class
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
@@ -65,11 +65,10 @@ class IndexWriter:
         if long_docs not in LONG_DOCS:
             raise ValueError(f"long_docs={long_docs!r}; expected one of {LONG_DOCS}")
         self.compression = as_spec(compression)
-        if self.compression.compressed:  # refuse a bit width the dimension cannot pack before any work
-            check_nbits(self.compression.nbits, config.dim)
+        #: the storage format's part: what close() makes of the streamed vectors (chosen once; refuses, before any
+        #: work, a spec the dimension cannot take)
+        self.format_writer = store_class(self.compression.format).writer(self.compression, config.dim)
         self.verbose = verbose
-        #: a compressed index's codec.json (after close)
-        self.codec_info: Optional[Dict[str, Any]] = None
         self.path = Path(path)
         self.config = config
         self.fingerprint = fingerprint
@@ -142,12 +141,8 @@ class IndexWriter:
             (self._tmp / _DOCNOS_TEXT).unlink()
             self.config.save(self._tmp)
             streamed = {f.path.name: f.entry() for f in (self._vectors, self._token_ids, self._offsets)}
-            names = [VECTORS_FILE, TOKEN_IDS_FILE, OFFSETS_FILE, DOCNOS_FILE, CONFIG_FILE]
-            if self.compression.compressed:  # the vectors were a spill: compress them, then list what replaced them
-                self.codec_info = compress_spill(self._tmp, self.num_tokens, self.config.dim, self.compression,
-                                                 vectors_file=VECTORS_FILE, token_ids_file_i32=TOKEN_IDS_FILE,
-                                                 offsets_file=OFFSETS_FILE, verbose=self.verbose)
-                names = compressed_files(self.codec_info) + [OFFSETS_FILE, DOCNOS_FILE, CONFIG_FILE]
+            names = self.format_writer.finish(self._tmp, self.num_tokens, self.config.dim, self.verbose)
+            names += [OFFSETS_FILE, DOCNOS_FILE, CONFIG_FILE]
             if (self._tmp / PARTS_FILE).exists():
                 names.append(PARTS_FILE)
             files = build_manifest(self._tmp, names, known={k: v for k, v in streamed.items() if k in names})
@@ -218,12 +213,11 @@ class ColBERTIndexer(pt.Indexer):
                  long_docs: str = "windows", stride: Optional[int] = None,
                  ann: Union[str, "FaissSpec", None] = "default",
                  compression: Union[str, CompressionSpec] = "fp16"):
-        from .ann import FaissSpec
-
         self.compression = as_spec(compression)
-        if self.compression.compressed and ann is not None and not (isinstance(ann, str) and ann == "default"):
-            raise ValueError(f"ann={ann!r}: a {self.compression.format}-compressed index searches by its centroids "
-                             "and has no neighbour index to build; leave ann at its default")
+        store = store_class(self.compression.format)
+        # what is built after indexing (None: nothing); a bad kind name, or a neighbour index for a format that has
+        # none, fails here, before hours of encoding
+        self.ann = store.ann_after_indexing(ann, self.compression.format)
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size}; expected a positive number of documents")
         stride = check_long_docs(long_docs, stride, colbert.tokenizer.max_doc_pieces, colbert.config.doc_maxlen)
@@ -235,10 +229,6 @@ class ColBERTIndexer(pt.Indexer):
         self.verbose = verbose
         self.long_docs = long_docs
         self.stride = stride
-        # a bad kind name fails here, before hours of encoding
-        self.ann = ann if ann is None or ann == "default" or isinstance(ann, FaissSpec) else FaissSpec(ann)
-        if self.compression.compressed:
-            self.ann = None
 
     def index_inputs(self) -> List[List[str]]:
         return [["docno", self.text_field]]
@@ -279,7 +269,7 @@ class ColBERTIndexer(pt.Indexer):
 
     def __repr__(self) -> str:
         extra = f", stride={self.stride}" if self.long_docs == "windows" else ", long_docs='truncate'"
-        extra += f", compression={self.compression.format!r}" if self.compression.compressed else ""
+        extra += f", compression={self.compression.format!r}" if self.compression != CompressionSpec() else ""
         return f"{self.index_ref!r}.indexer({self.colbert!r}{extra})"
 
 

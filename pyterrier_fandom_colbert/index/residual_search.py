@@ -128,7 +128,7 @@ class CompressedStore:
     """The arrays of a compressed index: the codec, every token's centroid id ``codes [N]`` and packed residual
     ``residuals [N, B]``, document ``offsets [D + 1]``, and the inverted lists ``ivf_offsets [C + 1]`` /
     ``ivf_docs [P]`` (the documents, ascending, holding a token coded by each centroid). Any of them may be
-    memory maps."""
+    memory maps (an index's: ``index.store.arrays``, :class:`~.stores.residual.ResidualStore`)."""
 
     def __init__(self, codec: ResidualCodec, codes: np.ndarray, residuals: np.ndarray, offsets: np.ndarray,
                  ivf_offsets: np.ndarray, ivf_docs: np.ndarray, similarity: str = "cosine", reduction: str = "mean"):
@@ -489,7 +489,7 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
             return empty_output(inp, ["docno", "score", "rank"])
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
-        store = self.index.store
+        store = self.index.store.arrays
         found: List[Tuple[np.ndarray, np.ndarray]] = []
         bar = progress(total=len(unique), desc="ColBERT retrieval (compressed)", unit="query", enabled=self.verbose)
         try:

@@ -109,17 +109,12 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
     fp16 vectors, each document padded to its block's longest by repeating its last token
     (:func:`~pyterrier_fandom_colbert.model.scoring.maxsim_repeat_padded`: sorted lengths keep the padding small, and
     one ``amax`` over a fixed width replaces a scatter-max). The buffers are allocated once per call: fresh
-    multi-MB tensors per block cost page faults that rival the matmul on CPU. A compressed index's documents are
-    decompressed exactly instead (on CPU; :func:`~.centroid_search.exact_scores`).
+    multi-MB tensors per block cost page faults that rival the matmul on CPU. fp16 indexes only (a compressed
+    index's scores: :func:`~.residual_search.exact_scores`; either: ``index.store.exact_scores``).
     """
     import torch
 
     from ..model.scoring import maxsim_repeat_padded
-
-    if index.compressed:
-        from .centroid_search import exact_scores
-
-        return exact_scores(index.store, q.cpu(), doc_ids, block_tokens)
 
     config = index.config
     block_tokens = block_tokens or BLOCK_TOKENS.get(q.device.type, BLOCK_TOKENS["cuda"])
@@ -335,7 +330,7 @@ class IndexScorer(EqualByKey, pt.Transformer):
             for j, q in enumerate(queries):
                 rows = rows_of_query[j]
                 docs, where = np.unique(doc_ids[rows], return_inverse=True)
-                scores[rows] = score_docs(self.index, q, docs)[where]
+                scores[rows] = self.index.store.exact_scores(q, docs)[where]
                 bar.update(1)
         finally:
             bar.close()

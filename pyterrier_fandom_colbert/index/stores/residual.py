@@ -1,0 +1,211 @@
+"""The residual formats ``residual1``, ``residual2``, ``residual4``: each token stored as a centroid id and a packed
+residual of 1, 2 or 4 bits per dimension (PLAID's scheme; files in :mod:`..layout`, building in
+:mod:`..compressed`), retrieved by centroid search (:mod:`..residual_search`)."""
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+
+import numpy as np
+
+from ...storage import DamagedFileError, read_json
+from ..integrity import REMEDY, size_problem
+from ..layout import (
+    CHECKED_ON_OPEN_COMPRESSED,
+    CODEC_FILE,
+    FORMATS,
+    IVF_DOCS_FILE,
+    IVF_OFFSETS_FILE,
+    OFFSETS_FILE,
+    RESIDUALS_FILE,
+    VECTORS_FILE,
+)
+from .base import IndexStore, Layout, Problem, StoreWriter
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyterrier as pt
+    import torch
+
+    from ..ann import FaissSpec
+    from ..artifact import ColBERTIndex
+    from ..codec import ResidualCodec
+    from ..compressed import CompressionSpec
+    from ..layout import IndexMeta
+    from ..residual_search import CompressedStore
+
+#: centroid ids scanned at a time in verify()
+SCAN_ROWS = 1 << 16
+#: what codec.json must hold
+CODEC_KEYS = ("nbits", "num_centroids", "code_dtype", "token_id_dtype", "num_pairs")
+
+
+class ResidualWriter(StoreWriter):
+    """Compresses the streamed fp16 spill (:func:`~..compressed.compress_spill`) and deletes it."""
+
+    def __init__(self, spec: "CompressionSpec", dim: int):
+        from ..codec import check_nbits
+
+        check_nbits(spec.nbits, dim)  # refuse a bit width the dimension cannot pack before any work
+        self.spec = spec
+        #: the index's codec.json (after finish)
+        self.codec_info: Optional[Dict[str, Any]] = None
+
+    def finish(self, folder: Path, num_tokens: int, dim: int, verbose: bool) -> List[str]:
+        from ..compressed import compress_spill, compressed_files
+        from ..layout import TOKEN_IDS_FILE
+
+        self.codec_info = compress_spill(folder, num_tokens, dim, self.spec, vectors_file=VECTORS_FILE,
+                                         token_ids_file_i32=TOKEN_IDS_FILE, offsets_file=OFFSETS_FILE,
+                                         verbose=verbose)
+        return compressed_files(self.codec_info)
+
+
+class ResidualStore(IndexStore):
+    """Residual-compressed token vectors (see the module docstring)."""
+
+    FORMATS = tuple(f for f in FORMATS if f.startswith("residual"))
+    CHECKED_ON_OPEN = CHECKED_ON_OPEN_COMPRESSED
+    KIND = "compressed indexes (centroid search)"
+
+    # -- layout and integrity ------------------------------------------------------------------------------
+    def codec_json(self) -> Dict[str, Any]:
+        """``codec.json``, read afresh; a DamagedFileError when it lacks a field."""
+        info = read_json(self.path / CODEC_FILE, "codec description of a compressed ColBERT index")
+        missing = [k for k in CODEC_KEYS if k not in info]
+        if missing:
+            file = self.path / CODEC_FILE
+            raise DamagedFileError(file, f"{file} is damaged: it lacks {missing}; {REMEDY}")
+        return info
+
+    def layout(self, meta: "IndexMeta") -> Layout:
+        from ..compressed import array_layout
+
+        layout = array_layout(self.codec_json(), meta.num_tokens, meta.num_docs, meta.dim)
+        layout[OFFSETS_FILE] = (np.int64, (meta.num_docs + 1,))
+        return layout
+
+    def problems(self, meta: "IndexMeta", found: List[Problem], offsets: Optional[np.ndarray],
+                 docnos: Any) -> List[Problem]:
+        """The codes and inverted lists: ids in range, lists well formed (files whose size is already wrong are
+        skipped)."""
+        from ..compressed import codes_file
+
+        bad = {name for name, _ in found}
+        try:
+            info = self.codec_json()
+        except (ValueError, FileNotFoundError) as err:
+            return [(CODEC_FILE, str(err))]
+        layout = self.layout(meta)
+        problems: List[Problem] = []
+        num_centroids = int(info["num_centroids"])
+        name = codes_file(np.dtype(info["code_dtype"]))
+        if name not in bad and size_problem(self.path, meta, layout, name) is None:
+            codes = np.memmap(self.path / name, dtype=layout[name][0], mode="r", shape=layout[name][1])
+            top = max((int(codes[s:s + SCAN_ROWS].max()) for s in range(0, meta.num_tokens, SCAN_ROWS)), default=0)
+            if top >= num_centroids:
+                problems.append((name, f"{self.path / name} holds centroid id {top}, but the codec has "
+                                       f"{num_centroids} centroids"))
+        if not {IVF_OFFSETS_FILE, IVF_DOCS_FILE} & bad \
+                and size_problem(self.path, meta, layout, IVF_OFFSETS_FILE) is None \
+                and size_problem(self.path, meta, layout, IVF_DOCS_FILE) is None:
+            lists = np.fromfile(self.path / IVF_OFFSETS_FILE, dtype=np.int64)
+            if lists[0] != 0 or lists[-1] != int(info["num_pairs"]) or (np.diff(lists) < 0).any():
+                problems.append((IVF_OFFSETS_FILE, f"{self.path / IVF_OFFSETS_FILE} is not a list of ascending "
+                                                   f"offsets from 0 to {info['num_pairs']}"))
+            docs = np.memmap(self.path / IVF_DOCS_FILE, dtype=np.int32, mode="r")
+            if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= meta.num_docs):
+                problems.append((IVF_DOCS_FILE, f"{self.path / IVF_DOCS_FILE} names documents outside 0.."
+                                                f"{meta.num_docs - 1}"))
+        return problems
+
+    # -- contents ------------------------------------------------------------------------------------------
+    @cached_property
+    def codec_info(self) -> Dict[str, Any]:
+        """``codec.json``: the CompressionSpec, nbits, centroids, dtypes and build timings (after the checks)."""
+        self.index.check()
+        return self.codec_json()
+
+    @cached_property
+    def codec(self) -> "ResidualCodec":
+        """The residual codec (centroids, bucket cutoffs and weights)."""
+        from ..compressed import load_codec
+
+        return load_codec(self.path, self.codec_info, self.index.meta.dim)
+
+    @cached_property
+    def arrays(self) -> "CompressedStore":
+        """The memory-mapped codes, residuals and inverted lists that centroid search works on."""
+        from ..compressed import codes_file
+        from ..residual_search import CompressedStore
+
+        index, info, codec = self.index, self.codec_info, self.codec
+        num_tokens = index.meta.num_tokens
+        code = np.dtype(info["code_dtype"])
+        codes = index.read_array(codes_file(code), code, (num_tokens,))
+        residuals = index.read_array(RESIDUALS_FILE, np.uint8, (num_tokens, codec.packed_bytes))
+        ivf_offsets = np.array(index.read_array(IVF_OFFSETS_FILE, np.int64, (codec.num_centroids + 1,)))
+        ivf_docs = index.read_array(IVF_DOCS_FILE, np.int32, (int(info["num_pairs"]),))
+        return CompressedStore(codec, codes, residuals, index.offsets, ivf_offsets, ivf_docs,
+                               index.config.similarity, index.config.reduction)
+
+    @cached_property
+    def token_ids(self) -> np.ndarray:
+        """int32, or uint16 when every id fits."""
+        from ..compressed import token_ids_file
+
+        dtype = np.dtype(self.codec_info["token_id_dtype"])
+        return self.index.read_array(token_ids_file(dtype), dtype, (self.index.meta.num_tokens,))
+
+    def rows(self, start: int, end: int) -> np.ndarray:
+        """Decompressed exactly (centroid + bucket weights)."""
+        arrays = self.arrays
+        return arrays.codec.decompress(arrays.codes[start:end], arrays.residuals[start:end])
+
+    # -- scores and retrieval ------------------------------------------------------------------------------
+    def exact_scores(self, q: "torch.Tensor", doc_ids: np.ndarray,
+                     block_tokens: Optional[int] = None) -> np.ndarray:
+        """:func:`~..residual_search.exact_scores` over the decompressed vectors (on CPU)."""
+        from ..residual_search import exact_scores
+
+        return exact_scores(self.arrays, q.cpu(), doc_ids, block_tokens)
+
+    def retriever(self, *, num_results: int = 1000, ncells: Optional[int] = None,
+                  threshold: Optional[float] = None, ndocs: Union[int, str, None] = "auto",
+                  nscore: Optional[int] = None, strict: bool = False, verbose: bool = False) -> "pt.Transformer":
+        """Centroid search (:class:`~..residual_search.CentroidRetriever`): the documents of each query vector's
+        ``ncells`` best centroids, pruned by centroid interaction to ``ndocs`` and then ``nscore`` documents,
+        which are scored exactly over their decompressed vectors; defaults follow ``num_results`` as PLAID's do,
+        except that a top 10 scores 128 documents exactly rather than 64
+        (:meth:`~..residual_search.SearchParams.for_k`); ``ndocs=None`` scores every candidate."""
+        from ..residual_search import CentroidRetriever
+
+        return CentroidRetriever(self.index, num_results=num_results, ncells=ncells, threshold=threshold,
+                                 ndocs=ndocs, nscore=nscore, strict=strict, verbose=verbose)
+
+    def build_ann(self, faiss: Union[str, "FaissSpec", None] = None, *, verbose: bool = False) -> Optional[Path]:
+        """Centroid search needs no neighbour index: None for the default; a neighbour index is refused."""
+        if faiss is None:
+            return None
+        from .fp16 import Fp16Store
+
+        raise ValueError(Fp16Store.missing(self.index, f"a neighbour index (faiss={faiss!r})"))
+
+    def describe(self) -> str:
+        return f"is {self.index.compression}-compressed and retrieves by centroid search"
+
+    @classmethod
+    def missing(cls, index: "ColBERTIndex", what: str) -> str:
+        return f"the index at {index.path} is not compressed (format {index.compression}): it has no codec"
+
+    # -- writing -------------------------------------------------------------------------------------------
+    @classmethod
+    def writer(cls, spec: "CompressionSpec", dim: int) -> StoreWriter:
+        return ResidualWriter(spec, dim)
+
+    @classmethod
+    def ann_after_indexing(cls, ann: Union[str, "FaissSpec", None], fmt: str) -> Union[str, "FaissSpec", None]:
+        if ann is not None and not (isinstance(ann, str) and ann == "default"):
+            raise ValueError(f"ann={ann!r}: a {fmt}-compressed index searches by its centroids and has no neighbour "
+                             "index to build; leave ann at its default")
+        return None
