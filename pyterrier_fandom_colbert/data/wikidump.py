@@ -29,12 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, NamedTuple, Optional
 
+from .infobox import infobox_fields, is_infobox, keep_value, portable_infobox_fields
+from .templates import Call, render_templates
 from .wikiguard import DROP_TAGS as _DROP_TAGS
-from .wikiguard import GONE_MARKUP, fallback_render, neutralise_lines, neutralise_piece
+from .wikiguard import GONE_MARKUP, fallback_render, neutralise, neutralise_lines, neutralise_piece
+from .wikitables import tables_to_text
 
 __all__ = ["DumpError", "SiteInfo", "WikiPage", "iter_pages", "xml_chunks", "clean_wikitext", "clean_page",
-           "CleanPage", "skip_reason", "is_translation", "DEFAULT_MAX_PAGE_CHARS",
-           "DEFAULT_TIME_BUDGET"]
+           "CleanPage", "PageText", "read_page", "skip_reason", "is_translation", "DEFAULT_MAX_PAGE_CHARS",
+           "DEFAULT_TIME_BUDGET", "DISAMBIGUATION_TEMPLATES"]
 
 CHUNK_BYTES = 1 << 20
 
@@ -521,12 +524,74 @@ def _parse_render(text: str) -> str:
     return _render(mwparserfromhell.parse(text, skip_style_tags=True).nodes)
 
 
+#: templates that mark a disambiguation page (lookup names, see ``templates.template_name``)
+DISAMBIGUATION_TEMPLATES = frozenset({"disambiguation", "disambig", "dab", "disamb", "dis", "hndis", "geodis",
+                                      "disambiguation page", "set index article", "surname", "given name"})
+
+
+class PageText(NamedTuple):
+    """What :func:`read_page` returns: the clean text, why the fallback cleaner made some of it (see
+    :class:`CleanPage`), the page's infobox facts as ``(key, clean value)`` pairs, and whether the page is a
+    disambiguation page (a disambiguation template or ``__DISAMBIG__``)."""
+    text: str
+    fallback: Optional[str]
+    facts: tuple
+    disambiguation: bool
+
+
+def _clean_value(value: str) -> str:
+    """An infobox value's wikitext as one line of text (line breaks become commas)."""
+    text = neutralise(value)
+    text = _finish(fallback_render(text, _skip_link, _GONE) if len(text) > MAX_RUN_CHARS else _parse_render(text))
+    return ", ".join(line.strip(" ,;") for line in text.split("\n") if line.strip(" ,;"))
+
+
+def read_page(wikitext: str, title: str = "", max_chars: int = DEFAULT_MAX_PAGE_CHARS,
+              time_budget: Optional[float] = DEFAULT_TIME_BUDGET, *, tables: bool = True,
+              infoboxes: bool = True, unknown_template=None) -> PageText:
+    """A page's clean text (:func:`clean_page`) and its infobox facts.
+
+    Before the guard and the parser: fact-bearing templates are rendered (``templates.render_templates``:
+    ``{{convert|6|ft|4|in|m}}`` -> ``6 ft 4 in (1.93 m)``); infobox calls (``infobox.is_infobox``) and
+    ``<infobox>`` markup are taken out of the text and, with ``infoboxes``, their fields become ``facts``
+    (values cleaned like the page; empty ones, file names, sizes and a ``name`` equal to ``title`` dropped);
+    tables become one line per row (``wikitables.tables_to_text``; ``tables=False``: dropped). Other templates
+    are removed, or rendered by ``unknown_template(call)`` when given (None from it: removed).
+    """
+    raw_facts = portable_infobox_fields(wikitext) if infoboxes else []
+    disambiguation = "__DISAMBIG__" in wikitext
+
+    def unknown(call: Call, at_top: bool) -> bool:
+        nonlocal disambiguation
+        if call.name in DISAMBIGUATION_TEMPLATES:
+            disambiguation = True
+            return True
+        if infoboxes and is_infobox(call, at_top):
+            raw_facts.extend(infobox_fields(call))
+            return True
+        return False
+
+    text = render_templates(wikitext.replace("\x00", ""), title, unknown, unknown_template)
+    text = tables_to_text(text) if tables else _strip_tables(text)
+    clean, fallback = _clean_marked(text, max_chars, time_budget)
+    facts, seen = [], set()
+    for key, value in raw_facts:
+        value = _clean_value(value)
+        if not keep_value(value) or (key in ("name", "title") and value.casefold() == title.casefold()):
+            continue
+        if (key, value) not in seen:
+            seen.add((key, value))
+            facts.append((key, value))
+    return PageText(clean, fallback, tuple(facts), disambiguation)
+
+
 def clean_page(wikitext: str, max_chars: int = DEFAULT_MAX_PAGE_CHARS,
                time_budget: Optional[float] = DEFAULT_TIME_BUDGET) -> CleanPage:
     """:func:`clean_wikitext`, also saying whether the fallback cleaner made some of the text, and why.
 
-    The guard against hostile pages: NUL characters are removed (they end mwparserfromhell's input), tables are
-    cut out, and :func:`~pyterrier_fandom_colbert.data.wikiguard.neutralise` removes templates and neutralises
+    Templates are rendered and tables turned into rows first (:func:`read_page`; infoboxes are dropped here).
+    The guard against hostile pages: NUL characters are removed (they end mwparserfromhell's input), and
+    :func:`~pyterrier_fandom_colbert.data.wikiguard.neutralise` removes the templates left and neutralises
     every unclosed construct in linear time, so that the parser has nothing to backtrack over. The rest is parsed
     in runs of whole lines of about :data:`RUN_CHARS` characters. A regular-expression cleaner
     (:func:`~pyterrier_fandom_colbert.data.wikiguard.fallback_render`: linear time, rougher results) makes
@@ -537,9 +602,15 @@ def clean_page(wikitext: str, max_chars: int = DEFAULT_MAX_PAGE_CHARS,
       limit; checked between runs, so the first run is always parsed). The output then depends on the machine's
       speed: the budget bounds the damage one hostile page can do, and ordinary pages take a small fraction of it.
     """
+    page = read_page(wikitext, "", max_chars, time_budget, infoboxes=False)
+    return CleanPage(page.text, page.fallback)
+
+
+def _clean_marked(text: str, max_chars: int, time_budget: Optional[float]) -> CleanPage:
+    """The guarded parse of wikitext whose GONE_MARKUP characters are marks of removed markup."""
     if max_chars < 0 or (time_budget is not None and time_budget < 0):
         raise ValueError(f"max_chars and time_budget must be >= 0, got {max_chars}, {time_budget}")
-    runs = neutralise_lines(_strip_tables(wikitext.replace("\x00", "")), RUN_CHARS)
+    runs = neutralise_lines(text, RUN_CHARS, keep_marks=True)
     if sum(map(len, runs)) > max_chars:
         return CleanPage(_finish(fallback_render("".join(runs), _skip_link, _GONE)), "size")
     if len(runs) == 1 and len(runs[0]) <= MAX_RUN_CHARS:

@@ -235,16 +235,18 @@ def _pass_links_and_tags(text: str, cut_every: Optional[int] = None) -> list:
     return _apply(text, edits, cuts)
 
 
-def neutralise_lines(wikitext: str, size: int) -> list:
+def neutralise_lines(wikitext: str, size: int, keep_marks: bool = False) -> list:
     """:func:`neutralise`, cut into pieces of about ``size`` characters (or more) before line breaks where a
     parser can start afresh (outside links, comments and ``<nowiki>``/``<pre>``): ``"".join`` of the pieces is
     ``neutralise(wikitext)``. A tag may be open across a cut: :func:`neutralise_piece` closes that gap for a
-    piece parsed on its own.
+    piece parsed on its own. ``keep_marks``: the text's GONE_MARKUP characters are marks made by an earlier
+    pass (the template renderer), kept as removed markup rather than removed as foreign input.
 
     >>> neutralise_lines("one two three\\nfour five [[x\\ny]] six\\nseven", 10)
     ['one two three', '\\nfour five [[x\\ny]] six', '\\nseven']
     """
-    return _pass_links_and_tags(_pass_templates(wikitext.replace(GONE_MARKUP, "")), size)
+    return _pass_links_and_tags(_pass_templates(wikitext if keep_marks else wikitext.replace(GONE_MARKUP, "")),
+                                size)
 
 
 def neutralise_piece(text: str) -> str:

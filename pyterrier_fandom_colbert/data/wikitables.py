@@ -1,0 +1,199 @@
+"""Wikitables as text a reader recognises: one line per row, ``header: cell; header: cell.``
+
+:func:`tables_to_text` replaces every line-start ``{| ... |}`` table of a page (nesting counted) by its rows:
+
+* a row of header cells only (``! A !! B``) sets the column headers (again, if a later row does so); a header
+  cell at the start of a row of data cells (``! Row || 1 || 2``) labels that row: ``Row — A: 1; B: 2.``;
+* data cells are paired with the header of their column: ``Year: 2012; Title: Emberfall.``; a cell without a
+  header, or whose header is empty, stands alone;
+* ``colspan`` repeats a cell over the columns it covers (shown once), ``rowspan`` carries it into the rows
+  below (both capped at :data:`MAX_SPAN`); empty cells are left out;
+* the caption (``|+``) is a line of its own; cell attributes (``style="..." |``) are dropped; a table nested in
+  a cell is flattened into that cell (its rows joined by ``; ``).
+
+The rows are lines of a paragraph of their own (a blank line before and after), so the passage splitter cuts a
+long table between rows, as it cuts prose between sentences. Cell text is still wikitext (links, bold), cleaned
+afterwards with the rest of the page. Linear time: each line is looked at once and each cell split once; an
+unclosed table runs to the end of the page.
+"""
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Tuple
+
+__all__ = ["MAX_SPAN", "tables_to_text", "table_rows"]
+
+#: the most columns a colspan covers and rows a rowspan reaches (hostile tables: colspan=1000000)
+MAX_SPAN = 50
+_CELL_SEP_RE = re.compile(r"\|\||!!|\[\[|\]\]")
+_ATTR_SPLIT_RE = re.compile(r"\[\[|\]\]|\|")
+_SPAN_RE = re.compile(r"""\b(row|col)span\s*=\s*["']?\s*(\d+)""", re.I)
+_ATTR_LIKE_RE = re.compile(r"""^\s*(?:[\w-]+\s*=\s*(?:"[^"]*"|'[^']*'|[^\s|='"]+)\s*)+$""")
+_END_RE = re.compile(r"[.!?:;]$")
+
+Cell = Tuple[bool, str, int, int]  # (header, text, rowspan, colspan)
+
+
+def _split_cells(line: str, header: bool) -> List[str]:
+    """A row line's cells (``||``, and ``!!`` on header lines), not splitting inside links."""
+    cells, depth, start = [], 0, 0
+    for m in _CELL_SEP_RE.finditer(line):
+        token = m.group()
+        if token == "[[":
+            depth += 1
+        elif token == "]]":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and (token == "||" or header):
+            cells.append(line[start:m.start()])
+            start = m.end()
+    cells.append(line[start:])
+    return cells
+
+
+def _cell(raw: str, header: bool) -> Cell:
+    """``style="x" | text`` -> the text and its spans (a single pipe outside links separates attributes)."""
+    depth, text, attrs = 0, raw, ""
+    for m in _ATTR_SPLIT_RE.finditer(raw):
+        token = m.group()
+        if token == "[[":
+            depth += 1
+        elif token == "]]":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            if m.start() <= 500 and _ATTR_LIKE_RE.match(raw[:m.start()]):
+                attrs, text = raw[:m.start()], raw[m.end():]
+            break
+    spans = {k.lower(): min(max(int(v), 1), MAX_SPAN) for k, v in _SPAN_RE.findall(attrs)}
+    return header, text.strip(), spans.get("row", 1), spans.get("col", 1)
+
+
+def _row_text(cells: List[Cell], headers: List[str], carried: dict) -> Tuple[Optional[str], Optional[List[str]]]:
+    """One row's line, or the new headers when the row holds header cells only."""
+    if cells and all(c[0] for c in cells) and not carried:  # (rowspans from above: a data row)
+        new = []
+        for _, text, _, colspan in cells:
+            new.extend([text] + [""] * (colspan - 1))
+        return None, new
+    label = ""
+    if len(cells) > 1 and cells[0][0] and not any(c[0] for c in cells[1:]):
+        label = cells[0][1]  # a row header
+    parts, column, shown = [], 0, []
+    previous = dict(carried)  # cells of rows above that reach into this one
+    carried.clear()
+    limit = max(previous, default=-1)
+    i = 0
+    while i < len(cells) or column <= limit:
+        if column in previous:
+            text, left = previous[column]
+            shown.append((column, text))
+            if left > 1:
+                carried[column] = (text, left - 1)
+            column += 1
+            continue
+        if i >= len(cells):
+            column += 1
+            continue
+        _, text, rowspan, colspan = cells[i]
+        i += 1
+        shown.append((column, text))
+        if rowspan > 1:
+            for k in range(colspan):
+                carried[column + k] = (text, rowspan - 1)
+        column += colspan
+    for column, text in shown:
+        if not text or (label and text == label and column == 0):
+            continue
+        header = headers[column] if column < len(headers) else ""
+        parts.append(f"{header}: {text}" if header and header != text else text)
+    if not parts and not label:
+        return None, None
+    line = (f"{label} \u2014 " if label and parts else label) + "; ".join(parts)
+    return (line if _END_RE.search(line) else line + "."), None
+
+
+def table_rows(lines: List[str], depth: int = 0) -> List[str]:
+    """The row lines of one table given as its lines from ``{|`` to ``|}`` (nested tables included)."""
+    rows: List[str] = []
+    headers: List[str] = []
+    carried: dict = {}
+    cells: List[Cell] = []
+    caption: Optional[str] = None
+    nested: List[str] = []
+    nest = 0
+
+    def end_row():
+        nonlocal headers
+        if cells:
+            line, new = _row_text(cells, headers, carried)
+            if new is not None:
+                headers = new
+            elif line:
+                rows.append(line)
+            cells.clear()
+
+    for line in lines[1:]:
+        head = line.lstrip()
+        if nest:
+            nested.append(line)
+            if head.startswith("{|"):
+                nest += 1
+            elif head.startswith("|}"):
+                nest -= 1
+                if not nest:
+                    inner = "; ".join(r.rstrip(".") for r in table_rows(nested, depth + 1)) if depth < 3 else ""
+                    if cells:
+                        h, text, rs, cs = cells[-1]
+                        cells[-1] = (h, f"{text} {inner}".strip(), rs, cs)
+                    nested = []
+            continue
+        if head.startswith("{|"):
+            nest, nested = 1, [line]
+        elif head.startswith("|}"):
+            break
+        elif head.startswith("|+"):
+            caption = _cell(head[2:], False)[1]
+        elif head.startswith("|-"):
+            end_row()
+        elif head.startswith("!"):
+            cells.extend(_cell(c, True) for c in _split_cells(head[1:], True))
+        elif head.startswith("|"):
+            cells.extend(_cell(c, False) for c in _split_cells(head[1:], False))
+        elif cells:  # a cell's text continues on this line
+            h, text, rs, cs = cells[-1]
+            cells[-1] = (h, f"{text}\n{line}".strip(), rs, cs)
+    end_row()
+    rows = [" ".join(r.split("\n")) for r in rows]
+    if caption:
+        rows.insert(0, caption if _END_RE.search(caption) else caption + ".")
+    return rows
+
+
+def tables_to_text(wikitext: str) -> str:
+    """Every line-start table replaced by its row lines, as a paragraph of its own (module docstring).
+
+    >>> tables_to_text("a\\n{| class=x\\n! Year !! Event\\n|-\\n| 300 || Born\\n|}\\nb")
+    'a\\n\\nYear: 300; Event: Born.\\n\\nb'
+    """
+    if "{|" not in wikitext:
+        return wikitext
+    out: List[str] = []
+    table: List[str] = []
+    depth = 0
+    for line in wikitext.split("\n"):
+        head = line.lstrip()
+        if depth:
+            table.append(line)
+            if head.startswith("{|"):
+                depth += 1
+            elif head.startswith("|}"):
+                depth -= 1
+                if not depth:
+                    out.extend(["", *table_rows(table), ""])
+                    table = []
+        elif head.startswith("{|"):
+            depth, table = 1, [line]
+        else:
+            out.append(line)
+    if table:  # unclosed: its rows run to the end of the page
+        out.extend(["", *table_rows(table), ""])
+    return "\n".join(out)
