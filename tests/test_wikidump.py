@@ -156,7 +156,8 @@ def test_passage_fields(dump_xml):
     # under 20 words, "Orrin was born ... for more." joins the next paragraph of its section; the "Later" section
     # holds only a 3-word fragment: appended to the previous passage, keeping its own heading
     assert passages[1].text == ("Early life. Orrin was born in Saltmere. He left at 12. See the official site or for "
-                                "more. Year: 300; Event: Born. First item with smiths Second item Later. Fate: He retired.")
+                                "more. Year: 300; Event: Born. First item with smiths Second item Later. "
+                                "Fate: He retired.")
     assert passages[1].section == "Early life"
 
 

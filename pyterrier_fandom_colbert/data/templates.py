@@ -26,7 +26,7 @@ __all__ = ["Call", "RENDERERS", "MAX_DEPTH", "render_templates", "template_name"
 
 #: rounds of innermost-first rendering (MediaWiki's own expansion limit is 40; fact templates nest 1-3 deep)
 MAX_DEPTH = 8
-_CALL_RE = re.compile(r"(?<!\{)\{\{(?!\{)([^{}]*)\}\}(?!\})")
+_CALL_RE = re.compile(r"(?<!\{)\{\{(?!\{)([^{}]*)\}\}")
 _SPLIT_RE = re.compile(r"\[\[|\]\]|\|")
 _PREFIX_RE = re.compile(r"^(?:template|subst|safesubst|msgnw)\s*:\s*", re.I)
 _NAME_SPACE_RE = re.compile(r"[\s_]+")
@@ -231,7 +231,7 @@ def convert(call: Call) -> Optional[str]:
     a = [x.strip() for x in call.args]
     if not a or _number(a[0]) is None:
         return " ".join(x for x in a if x) or None
-    values, shown, i, unit_name = [a[0]], [], 1, None
+    values, i, unit_name = [a[0]], 1, None
     if len(a) > 3 and a[1] in _RANGE_WORDS and _number(a[2]) is not None:
         values.append(a[2])
         unit_name, i = a[3], 4
@@ -371,7 +371,9 @@ def _nihongo(call: Call) -> Optional[str]:
 def _frac(call: Call) -> Optional[str]:
     """``{{frac|1|2}}`` -> ``1/2``, ``{{frac|3|1|2}}`` -> ``3 1/2``, ``{{frac|4}}`` -> ``1/4``."""
     a = [x for x in (call.arg(0), call.arg(1), call.arg(2)) if x]
-    return {0: None, 1: f"1/{a[0]}" if a else None, 2: "/".join(a[:2]), 3: f"{a[0]} {a[1]}/{a[2]}"}[len(a)]
+    if len(a) == 3:
+        return f"{a[0]} {a[1]}/{a[2]}"
+    return "/".join(a) if len(a) == 2 else f"1/{a[0]}" if a else None
 
 
 def _lang_x(call: Call) -> Optional[str]:
@@ -487,7 +489,7 @@ def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callab
             break
         top = _LEAD_RE.match(text).end()
 
-        def render(m: re.Match) -> str:
+        def render(m: re.Match, text: str = text, top: int = top) -> str:
             inner, start, end = m.group(1), m.start(), m.end()
             inline = "\n" not in inner and ((start > 0 and text[start - 1] not in "\n") or
                                             (end < len(text) and text[end] not in "\n"))

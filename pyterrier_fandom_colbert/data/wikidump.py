@@ -543,7 +543,8 @@ def _clean_value(value: str) -> str:
     """An infobox value's wikitext as one line of text (line breaks become commas)."""
     text = neutralise(value)
     text = _finish(fallback_render(text, _skip_link, _GONE) if len(text) > MAX_RUN_CHARS else _parse_render(text))
-    return ", ".join(line.strip(" ,;") for line in text.split("\n") if line.strip(" ,;"))
+    lines = [line.strip(" ,;") for line in text.split("\n") if line.strip(" ,;")]
+    return "".join((" " if k and line.startswith("(") else ", " if k else "") + line for k, line in enumerate(lines))
 
 
 def read_page(wikitext: str, title: str = "", max_chars: int = DEFAULT_MAX_PAGE_CHARS,

@@ -7,7 +7,8 @@
 * data cells are paired with the header of their column: ``Year: 2012; Title: Emberfall.``; a cell without a
   header, or whose header is empty, stands alone;
 * ``colspan`` repeats a cell over the columns it covers (shown once), ``rowspan`` carries it into the rows
-  below (both capped at :data:`MAX_SPAN`); empty cells are left out;
+  below (both capped at :data:`MAX_SPAN`; columns past :data:`MAX_COLUMNS` are left out); empty cells are
+  left out;
 * the caption (``|+``) is a line of its own; cell attributes (``style="..." |``) are dropped; a table nested in
   a cell is flattened into that cell (its rows joined by ``; ``).
 
@@ -21,10 +22,12 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-__all__ = ["MAX_SPAN", "tables_to_text", "table_rows"]
+__all__ = ["MAX_SPAN", "MAX_COLUMNS", "tables_to_text", "table_rows"]
 
 #: the most columns a colspan covers and rows a rowspan reaches (hostile tables: colspan=1000000)
 MAX_SPAN = 50
+#: columns of a row that are read (the rest is left out): bounds the work per row of a hostile table
+MAX_COLUMNS = 100
 _CELL_SEP_RE = re.compile(r"\|\||!!|\[\[|\]\]")
 _ATTR_SPLIT_RE = re.compile(r"\[\[|\]\]|\|")
 _SPAN_RE = re.compile(r"""\b(row|col)span\s*=\s*["']?\s*(\d+)""", re.I)
@@ -82,7 +85,7 @@ def _row_text(cells: List[Cell], headers: List[str], carried: dict) -> Tuple[Opt
     carried.clear()
     limit = max(previous, default=-1)
     i = 0
-    while i < len(cells) or column <= limit:
+    while (i < len(cells) or column <= limit) and column < MAX_COLUMNS:
         if column in previous:
             text, left = previous[column]
             shown.append((column, text))
