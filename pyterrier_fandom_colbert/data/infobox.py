@@ -53,7 +53,7 @@ def is_infobox(call: Call, at_top: bool) -> bool:
 
     >>> is_infobox(Call("infobox person", [], {"name": "x"}), False), is_infobox(Call("navbox"), False)
     (True, False)
-    >>> is_infobox(Call("character", [], dict(name="a", born="b", species="c")), True)
+    >>> is_infobox(Call("character", [], dict(name="a", born="b", species="c"), inline=False), True)
     True
     """
     name = call.name

@@ -234,8 +234,8 @@ def section_paragraphs(clean_text: str) -> list[tuple[str, list[list[str]]]]:
 def drop_sections(clean_text: str, headings) -> str:
     """Clean text without the sections whose heading is in ``headings`` (casefolded), subsections included.
 
-    >>> drop_sections("A.\n== See also ==\nB.\n=== More ===\nC.\n== Story ==\nD.", {"see also"})
-    'A.\n== Story ==\nD.'
+    >>> drop_sections("A.\\n== See also ==\\nB.\\n=== More ===\\nC.\\n== Story ==\\nD.", {"see also"})
+    'A.\\n== Story ==\\nD.'
     """
     if not headings:
         return clean_text

@@ -22,7 +22,8 @@ from typing import Callable, Dict, List, Optional
 
 from .wikiguard import GONE_MARKUP
 
-__all__ = ["Call", "RENDERERS", "MAX_DEPTH", "render_templates", "template_name", "parse_call", "convert"]
+__all__ = ["Call", "RENDERERS", "MAX_DEPTH", "render_templates", "template_name", "parse_call", "convert",
+           "first_positional", "all_positional"]
 
 #: rounds of innermost-first rendering (MediaWiki's own expansion limit is 40; fact templates nest 1-3 deep)
 MAX_DEPTH = 8
@@ -471,17 +472,31 @@ _register("·,dot,middot,dot separator", _constant(" · "))
 _register("•,bull,bullet", _constant(" • "))
 _register("pagename,fullpagename,basepagename,subpagename,pagenamee", _title)
 
+def first_positional(call: Call) -> Optional[str]:
+    """A candidate rule for unknown templates (measured, not used by default; docs/data.md): the first
+    positional argument of an inline call."""
+    return call.arg(0) or None if call.inline else None
+
+
+def all_positional(call: Call) -> Optional[str]:
+    """A candidate rule for unknown templates (measured, not used by default): the positional arguments of an
+    inline call, joined by spaces; named ones dropped."""
+    return " ".join(a.strip() for a in call.args if a.strip()) or None if call.inline else None
+
+
 _LEAD_RE = re.compile(rf"(?:\s+|{GONE_MARKUP}|<!--.*?-->|__[A-Z]+__|\[\[(?i:file|image|category):[^\[\]]*\]\])*",
                       re.S)
 
 
 def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callable[[Call, bool], bool]] = None,
-                     fallback: Optional[Renderer] = None, max_depth: int = MAX_DEPTH) -> str:
+                     fallback: Optional[Renderer] = None, max_depth: int = MAX_DEPTH,
+                     counts: Optional[Dict[str, int]] = None) -> str:
     """The wikitext with template calls rendered innermost first (module docstring), GONE_MARKUP for removed
     ones. ``on_infobox(call, at_top)`` is asked about every call no renderer knows (``at_top``: only markup
     before it on the page) and returns True when it took the call as an infobox (then removed); ``fallback``
-    renders the rest (None: removed). ``{{PAGENAME}}`` is ``title``. Linear time in the text's length for a
-    fixed ``max_depth``; the input's own GONE_MARKUP characters are removed first.
+    renders the rest (None: removed). ``{{PAGENAME}}`` is ``title``. ``counts`` (a Counter), when given, counts
+    the calls a renderer of the table turned into text, by name. Linear time in the text's length for a fixed
+    ``max_depth``; the input's own GONE_MARKUP characters are removed first.
     """
     text = wikitext.replace(GONE_MARKUP, "")
     for _ in range(max_depth):
@@ -499,7 +514,11 @@ def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callab
                 return title or GONE_MARKUP
             if renderer is not None:
                 out = renderer(call)
-                return GONE_MARKUP if out is None or not out.strip() else out
+                if out is None or not out.strip():
+                    return GONE_MARKUP
+                if counts is not None:
+                    counts[call.name] += 1
+                return out
             if on_infobox is not None and on_infobox(call, start <= top):
                 return GONE_MARKUP
             out = fallback(call) if fallback is not None else None

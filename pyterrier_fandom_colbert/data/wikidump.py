@@ -33,7 +33,7 @@ from .infobox import infobox_fields, is_infobox, keep_value, portable_infobox_fi
 from .templates import Call, render_templates
 from .wikiguard import DROP_TAGS as _DROP_TAGS
 from .wikiguard import GONE_MARKUP, fallback_render, neutralise, neutralise_lines, neutralise_piece
-from .wikitables import tables_to_text
+from .wikitables import drop_empty_cells, tables_to_text
 
 __all__ = ["DumpError", "SiteInfo", "WikiPage", "iter_pages", "xml_chunks", "clean_wikitext", "clean_page",
            "CleanPage", "PageText", "read_page", "skip_reason", "is_translation", "DEFAULT_MAX_PAGE_CHARS",
@@ -509,6 +509,23 @@ def _finish(raw: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
+#: markup in a table's rows that needs the guard before the regular-expression cleaner: comments, dropped tags
+_NEEDS_GUARD_RE = re.compile("<!--|<(?:" + "|".join(sorted(_DROP_TAGS)) + r")\b|<(?:nowiki|pre)\b", re.I)
+
+
+_ROW_PARENS_RE = re.compile(r"[ \t]*\([ \t;,]*\)")
+_ROW_SPACE_RE = re.compile(r"[ \t]+([;,.:])(?=\s|$)", re.M)
+
+
+def _finish_rows(raw: str) -> str:
+    """:func:`_finish` for the row lines of a table, done on the whole block at once (they are many)."""
+    text = _QUOTES_RE.sub("", raw) if "''" in raw else raw
+    text = _HTML_RE.sub("", text) if "<" in text else text
+    if _GONE in text:  # removed markup in cells (pictures, templates): its parentheses and spaces go too
+        text = _ROW_SPACE_RE.sub(r"\1", _ROW_PARENS_RE.sub("", text.replace(_GONE, "")))
+    return "\n".join(" ".join(line.split()) for line in text.split("\n") if not line.isspace() and line)
+
+
 class CleanPage(NamedTuple):
     """What :func:`clean_page` returns: the clean text, and why the fallback cleaner made some or all of it
     (``"size"`` or ``"time"``; None: the parser made all of it)."""
@@ -529,6 +546,10 @@ DISAMBIGUATION_TEMPLATES = frozenset({"disambiguation", "disambig", "dab", "disa
                                       "disambiguation page", "set index article", "surname", "given name"})
 
 
+_TABLE_MARK = "\ue020"  # (private use) stands for a table's rows, cleaned apart: "<mark>3<mark>" is the fourth
+_TABLE_MARK_RE = re.compile(f"{_TABLE_MARK}(\\d+){_TABLE_MARK}")
+
+
 class PageText(NamedTuple):
     """What :func:`read_page` returns: the clean text, why the fallback cleaner made some of it (see
     :class:`CleanPage`), the page's infobox facts as ``(key, clean value)`` pairs, and whether the page is a
@@ -539,8 +560,13 @@ class PageText(NamedTuple):
     disambiguation: bool
 
 
+_MARKUP_CHARS_RE = re.compile(r"[\[\]{}<>&'\n_|=*#:;" + _GONE + GONE_MARKUP + "]")
+
+
 def _clean_value(value: str) -> str:
     """An infobox value's wikitext as one line of text (line breaks become commas)."""
+    if not _MARKUP_CHARS_RE.search(value):
+        return _SPACE_RE.sub(" ", value).strip(" ,;")
     text = neutralise(value)
     text = _finish(fallback_render(text, _skip_link, _GONE) if len(text) > MAX_RUN_CHARS else _parse_render(text))
     lines = [line.strip(" ,;") for line in text.split("\n") if line.strip(" ,;")]
@@ -572,9 +598,20 @@ def read_page(wikitext: str, title: str = "", max_chars: int = DEFAULT_MAX_PAGE_
             return True
         return False
 
-    text = render_templates(wikitext.replace("\x00", ""), title, unknown, unknown_template)
-    text = tables_to_text(text) if tables else _strip_tables(text)
+    text = render_templates(wikitext.replace("\x00", "").replace(_TABLE_MARK, ""), title, unknown, unknown_template)
+    blocks: list = []
+
+    def table_block(rows: str) -> str:  # cleaned now, without the parser, and put back after it
+        if ("{{" in rows or "}}" in rows or rows.count("[[") != rows.count("]]") or
+                ("<" in rows and _NEEDS_GUARD_RE.search(rows))):  # else nothing for the guard to do
+            rows = "".join(neutralise_lines(rows, len(rows) + 1, keep_marks=True))
+        blocks.append(drop_empty_cells(_finish_rows(fallback_render(rows, _skip_link, _GONE))))
+        return f"{_TABLE_MARK}{len(blocks) - 1}{_TABLE_MARK}"
+
+    text = tables_to_text(text, table_block) if tables else _strip_tables(text)
     clean, fallback = _clean_marked(text, max_chars, time_budget)
+    if blocks:
+        clean = _TABLE_MARK_RE.sub(lambda m: blocks[int(m.group(1))], clean)
     facts, seen = [], set()
     for key, value in raw_facts:
         value = _clean_value(value)

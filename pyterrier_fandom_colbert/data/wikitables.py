@@ -10,7 +10,8 @@
   below (both capped at :data:`MAX_SPAN`; columns past :data:`MAX_COLUMNS` are left out); empty cells are
   left out;
 * the caption (``|+``) is a line of its own; cell attributes (``style="..." |``) are dropped; a table nested in
-  a cell is flattened into that cell (its rows joined by ``; ``).
+  a cell is flattened into that cell (its rows joined by ``; ``); a header whose cell turns out empty once
+  cleaned (a cell holding only an image) is removed with the cell (``drop_empty_cells``, after cleaning).
 
 The rows are lines of a paragraph of their own (a blank line before and after), so the passage splitter cuts a
 long table between rows, as it cuts prose between sentences. Cell text is still wikitext (links, bold), cleaned
@@ -20,9 +21,9 @@ unclosed table runs to the end of the page.
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
-__all__ = ["MAX_SPAN", "MAX_COLUMNS", "tables_to_text", "table_rows"]
+__all__ = ["MAX_SPAN", "MAX_COLUMNS", "tables_to_text", "table_rows", "drop_empty_cells"]
 
 #: the most columns a colspan covers and rows a rowspan reaches (hostile tables: colspan=1000000)
 MAX_SPAN = 50
@@ -31,7 +32,6 @@ MAX_COLUMNS = 100
 _CELL_SEP_RE = re.compile(r"\|\||!!|\[\[|\]\]")
 _ATTR_SPLIT_RE = re.compile(r"\[\[|\]\]|\|")
 _SPAN_RE = re.compile(r"""\b(row|col)span\s*=\s*["']?\s*(\d+)""", re.I)
-_ATTR_LIKE_RE = re.compile(r"""^\s*(?:[\w-]+\s*=\s*(?:"[^"]*"|'[^']*'|[^\s|='"]+)\s*)+$""")
 _END_RE = re.compile(r"[.!?:;]$")
 
 Cell = Tuple[bool, str, int, int]  # (header, text, rowspan, colspan)
@@ -39,6 +39,11 @@ Cell = Tuple[bool, str, int, int]  # (header, text, rowspan, colspan)
 
 def _split_cells(line: str, header: bool) -> List[str]:
     """A row line's cells (``||``, and ``!!`` on header lines), not splitting inside links."""
+    if "||" not in line and not (header and "!!" in line):
+        return [line]
+    if "[[" not in line:
+        cells = line.split("||")
+        return [c for cell in cells for c in cell.split("!!")] if header else cells
     cells, depth, start = [], 0, 0
     for m in _CELL_SEP_RE.finditer(line):
         token = m.group()
@@ -54,20 +59,28 @@ def _split_cells(line: str, header: bool) -> List[str]:
 
 
 def _cell(raw: str, header: bool) -> Cell:
-    """``style="x" | text`` -> the text and its spans (a single pipe outside links separates attributes)."""
+    """``style="x" | text`` -> the text and its spans: as in MediaWiki, what precedes the first single pipe outside
+    links is the cell's attributes. A stray ``!`` opening a cell's text (``|| ! x``) is dropped."""
+    if "|" not in raw:  # no attributes
+        text = raw.strip()
+        return header, (text[1:].strip() if text.startswith("!") else text), 1, 1
     depth, text, attrs = 0, raw, ""
-    for m in _ATTR_SPLIT_RE.finditer(raw):
+    if "[[" not in raw:
+        attrs, _, text = raw.partition("|")
+    for m in _ATTR_SPLIT_RE.finditer(raw if "[[" in raw else ""):
         token = m.group()
         if token == "[[":
             depth += 1
         elif token == "]]":
             depth = max(depth - 1, 0)
         elif depth == 0:
-            if m.start() <= 500 and _ATTR_LIKE_RE.match(raw[:m.start()]):
-                attrs, text = raw[:m.start()], raw[m.end():]
+            attrs, text = raw[:m.start()], raw[m.end():]
             break
-    spans = {k.lower(): min(max(int(v), 1), MAX_SPAN) for k, v in _SPAN_RE.findall(attrs)}
-    return header, text.strip(), spans.get("row", 1), spans.get("col", 1)
+    spans = {k.lower(): min(max(int(v), 1), MAX_SPAN) for k, v in _SPAN_RE.findall(attrs[:500])}
+    text = text.strip()
+    if text.startswith("!"):
+        text = text[1:].strip()
+    return header, text, spans.get("row", 1), spans.get("col", 1)
 
 
 def _row_text(cells: List[Cell], headers: List[str], carried: dict) -> Tuple[Optional[str], Optional[List[str]]]:
@@ -85,6 +98,8 @@ def _row_text(cells: List[Cell], headers: List[str], carried: dict) -> Tuple[Opt
     carried.clear()
     limit = max(previous, default=-1)
     i = 0
+    if not previous and all(c[2] == 1 and c[3] == 1 for c in cells):  # the common row: no spans
+        shown, i = list(enumerate(c[1] for c in cells[:MAX_COLUMNS])), len(cells)
     while (i < len(cells) or column <= limit) and column < MAX_COLUMNS:
         if column in previous:
             text, left = previous[column]
@@ -111,7 +126,7 @@ def _row_text(cells: List[Cell], headers: List[str], carried: dict) -> Tuple[Opt
     if not parts and not label:
         return None, None
     line = (f"{label} \u2014 " if label and parts else label) + "; ".join(parts)
-    return (line if _END_RE.search(line) else line + "."), None
+    return (line if line[-1:] in ".!?:;" else line + "."), None
 
 
 def table_rows(lines: List[str], depth: int = 0) -> List[str]:
@@ -120,12 +135,20 @@ def table_rows(lines: List[str], depth: int = 0) -> List[str]:
     headers: List[str] = []
     carried: dict = {}
     cells: List[Cell] = []
+    more: List[str] = []  # lines continuing the last cell's text (joined once: linear time)
     caption: Optional[str] = None
     nested: List[str] = []
     nest = 0
 
+    def flush():
+        if more and cells:
+            h, text, rs, cs = cells[-1]
+            cells[-1] = (h, " ".join([text, *more]).strip(), rs, cs)
+        more.clear()
+
     def end_row():
         nonlocal headers
+        flush()
         if cells:
             line, new = _row_text(cells, headers, carried)
             if new is not None:
@@ -136,6 +159,7 @@ def table_rows(lines: List[str], depth: int = 0) -> List[str]:
 
     for line in lines[1:]:
         head = line.lstrip()
+        first = head[:1]
         if nest:
             nested.append(line)
             if head.startswith("{|"):
@@ -143,36 +167,37 @@ def table_rows(lines: List[str], depth: int = 0) -> List[str]:
             elif head.startswith("|}"):
                 nest -= 1
                 if not nest:
-                    inner = "; ".join(r.rstrip(".") for r in table_rows(nested, depth + 1)) if depth < 3 else ""
-                    if cells:
-                        h, text, rs, cs = cells[-1]
-                        cells[-1] = (h, f"{text} {inner}".strip(), rs, cs)
+                    if depth < 3 and cells:
+                        more.append("; ".join(r.rstrip(".") for r in table_rows(nested, depth + 1)))
                     nested = []
             continue
-        if head.startswith("{|"):
-            nest, nested = 1, [line]
-        elif head.startswith("|}"):
-            break
-        elif head.startswith("|+"):
-            caption = _cell(head[2:], False)[1]
-        elif head.startswith("|-"):
-            end_row()
-        elif head.startswith("!"):
+        if first == "|":
+            second = head[1:2]
+            if second == "}":
+                break
+            if second == "-":
+                end_row()
+            elif second == "+":
+                caption = _cell(head[2:], False)[1]
+            else:
+                flush()
+                cells.extend(_cell(c, False) for c in _split_cells(head[1:], False))
+        elif first == "!":
+            flush()
             cells.extend(_cell(c, True) for c in _split_cells(head[1:], True))
-        elif head.startswith("|"):
-            cells.extend(_cell(c, False) for c in _split_cells(head[1:], False))
-        elif cells:  # a cell's text continues on this line
-            h, text, rs, cs = cells[-1]
-            cells[-1] = (h, f"{text}\n{line}".strip(), rs, cs)
+        elif head.startswith("{|"):
+            nest, nested = 1, [line]
+        elif cells and head:  # a cell's text continues on this line
+            more.append(head.lstrip("*#:").strip())
     end_row()
-    rows = [" ".join(r.split("\n")) for r in rows]
     if caption:
         rows.insert(0, caption if _END_RE.search(caption) else caption + ".")
     return rows
 
 
-def tables_to_text(wikitext: str) -> str:
+def tables_to_text(wikitext: str, render: Optional[Callable[[str], str]] = None) -> str:
     """Every line-start table replaced by its row lines, as a paragraph of its own (module docstring).
+    ``render``: what replaces each table's row lines, given them joined by line breaks (None: the lines).
 
     >>> tables_to_text("a\\n{| class=x\\n! Year !! Event\\n|-\\n| 300 || Born\\n|}\\nb")
     'a\\n\\nYear: 300; Event: Born.\\n\\nb'
@@ -182,6 +207,11 @@ def tables_to_text(wikitext: str) -> str:
     out: List[str] = []
     table: List[str] = []
     depth = 0
+
+    def emit():
+        rows = "\n".join(table_rows(table))
+        out.extend(["", render(rows) if render is not None else rows, ""])
+
     for line in wikitext.split("\n"):
         head = line.lstrip()
         if depth:
@@ -191,12 +221,26 @@ def tables_to_text(wikitext: str) -> str:
             elif head.startswith("|}"):
                 depth -= 1
                 if not depth:
-                    out.extend(["", *table_rows(table), ""])
+                    emit()
                     table = []
         elif head.startswith("{|"):
             depth, table = 1, [line]
         else:
             out.append(line)
     if table:  # unclosed: its rows run to the end of the page
-        out.extend(["", *table_rows(table), ""])
+        emit()
     return "\n".join(out)
+
+
+_EMPTY_CELL_RE = re.compile(r"(?:^|(?<=; ))[^;:\n]{1,80}:[ \t]*; |; [^;:\n]{1,80}:[ \t]*(?=\.$)", re.M)
+
+
+def drop_empty_cells(clean_text: str) -> str:
+    """Remove ``header:`` pairs left empty by cleaning from row lines (``Type: Fire; Icon:; Cost: 5.``).
+
+    >>> drop_empty_cells("Type: Fire; Icon:; Cost: 5.\\nName: A; Icon:.\\nIcon:; B: 1.")
+    'Type: Fire; Cost: 5.\\nName: A.\\nB: 1.'
+    """
+    if ":;" not in clean_text and ":." not in clean_text and ": ;" not in clean_text:
+        return clean_text
+    return _EMPTY_CELL_RE.sub("", clean_text)
