@@ -8,9 +8,10 @@
 For each dump: pages, articles, passages, passages per article, facts passages and facts (infobox fields, when
 the reader makes them), template calls rendered by the renderer table (by name), and the share of passages
 with leftover markup of each kind below ("residue": the issue's target is at most 0.5% of passages with any).
-``--unknown first|positional`` compares, page by page, the default reader with one that renders unknown inline
-templates by their first / all positional arguments: words added, passages changed, and the templates that
-contribute most (their names; ``--examples`` prints added text to stderr). The dump text is not to be copied
+``--unknown first|positional`` compares, page by page, the reader that drops unknown templates
+(``unknown_templates="drop"``) with one that renders unknown inline templates by their first / all positional
+arguments: words added, passages changed (facts passages included), and the templates that contribute most
+(their names; ``--examples`` prints changed passages to stderr). The dump text is not to be copied
 into the repository.
 """
 from __future__ import annotations
@@ -79,7 +80,7 @@ def unknown_rule(dump: Path, rule: str, examples: int = 0) -> dict:
     from pyterrier_fandom_colbert.data.wikidump import iter_pages, read_page, skip_reason
 
     renderer = {"first": T.first_positional, "positional": T.all_positional}[rule]
-    config = PassageConfig()
+    config = PassageConfig(unknown_templates="drop")
     by_name: Counter = Counter()
     words = {"default": 0, rule: 0}
     changed = total = 0
@@ -88,7 +89,7 @@ def unknown_rule(dump: Path, rule: str, examples: int = 0) -> dict:
     def texts(page, fallback):
         read = read_page(page.text, page.title, tables=True, infoboxes=True, unknown_template=fallback)
         clean = P.drop_sections(read.text, set(config.skip_sections))
-        return [t for _, t in P.text_passages(clean, config)]
+        return P.facts_passages(page.title, read.facts, config) + [t for _, t in P.text_passages(clean, config)]
 
     def counting(call):
         out = renderer(call)
@@ -106,7 +107,8 @@ def unknown_rule(dump: Path, rule: str, examples: int = 0) -> dict:
         words[rule] += sum(len(t.split()) for t in after)
         if printed < examples and before != after:
             printed += 1
-            print(f"[{rule}] {page.title}: {' '.join(after)[:300]!r}", file=sys.stderr)
+            new = next(a for a in after if a not in set(before))
+            print(f"[{rule}] {page.title}: {new[:300]!r}", file=sys.stderr)
     return {"words": words, "changed": changed, "passages": total, "by_name": by_name}
 
 

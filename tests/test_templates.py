@@ -72,7 +72,9 @@ def test_issue_example_renders_values_and_keeps_the_infobox_as_facts():
     ("{{color|red|Danger}}", "Danger"),
     ("a {{!}} b {{snd}} c", "a | b – c"),
     ("{{nowrap|{{convert|5|km|mi}}}}", "5 km (3.1 mi)"),     # nested: innermost first
-    ("{{unknown template|x|y=z}} kept", "kept"),
+    ("{{unknown template|x|y=z}} kept", "x kept"),         # the general rule: positional arguments shown
+    ("{{unknown template\n|x}}\nkept", "kept"),             # a block call (over lines) is not shown
+    ("Ann.{{sfn|Smith|2000}} {{IPA-fr|pa.ʁi}}{{#expr:1+1}} {{Item|sprite.png}}", "Ann."),  # not visible text
 ])
 def test_template_renderers(wikitext, shown):
     assert clean_wikitext(wikitext) == shown

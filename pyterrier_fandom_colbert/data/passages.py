@@ -42,6 +42,7 @@ from typing import Iterator, NamedTuple, Optional
 
 from ..storage import JsonConfig
 from .infobox import facts_text
+from .templates import all_positional, first_positional
 from .wikidump import (
     DEFAULT_MAX_PAGE_CHARS,
     DEFAULT_TIME_BUDGET,
@@ -76,6 +77,9 @@ _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e no nos vol lt c
                            "fig inc ltd co cf al ed pp".split())
 
 
+_UNKNOWN_RULES = {"positional": all_positional, "first": first_positional, "drop": None}
+
+
 @dataclass(frozen=True)
 class PassageConfig(JsonConfig):
     """How a dump becomes passages; saved as JSON beside every derived corpus."""
@@ -92,6 +96,9 @@ class PassageConfig(JsonConfig):
     infobox_passage: bool = True  # a page's infobox fields make one facts passage (False: dropped)
     tables: bool = True  # table rows as "header: cell; header: cell." lines (False: tables dropped)
     skip_sections: tuple = DEFAULT_SKIP_SECTIONS  # headings whose sections (with subsections) are left out
+    #: templates no renderer knows: "positional" (an inline call shows its positional arguments), "first" (its
+    #: first one) or "drop" (docs/data.md measures the three)
+    unknown_templates: str = "positional"
 
     def __post_init__(self):
         if not 0 < self.min_words <= self.target_words <= self.max_words:
@@ -104,6 +111,9 @@ class PassageConfig(JsonConfig):
             raise ValueError(f"need max_page_chars >= 0 and page_time_budget > 0 (or None), got "
                              f"{self.max_page_chars}, {self.page_time_budget}")
         object.__setattr__(self, "namespaces", tuple(int(n) for n in self.namespaces))
+        if self.unknown_templates not in _UNKNOWN_RULES:
+            raise ValueError(f"unknown_templates must be one of {sorted(_UNKNOWN_RULES)}, got "
+                             f"{self.unknown_templates!r}")
         if isinstance(self.skip_sections, str):
             raise ValueError(f"skip_sections must be a sequence of headings, got the string {self.skip_sections!r}")
         object.__setattr__(self, "skip_sections", tuple(str(h).strip().casefold() for h in self.skip_sections))
@@ -362,7 +372,7 @@ def facts_passages(title: str, facts, config: PassageConfig = PassageConfig()) -
 def _read(page: WikiPage, config: PassageConfig):
     """(clean text without skipped sections, facts, fallback reason, disambiguation) of a page."""
     text = read_page(page.text, page.title, config.max_page_chars, config.page_time_budget, tables=config.tables,
-                     infoboxes=config.infobox_passage)
+                     infoboxes=config.infobox_passage, unknown_template=_UNKNOWN_RULES[config.unknown_templates])
     return drop_sections(text.text, set(config.skip_sections)), text.facts, text.fallback, text.disambiguation
 
 

@@ -461,6 +461,7 @@ _register("circa,c.", lambda c: f"c. {c.arg(0)}" if c.arg(0) else "c.")
 _register("hlist,flatlist,plainlist,ubl,unbulleted list,bulleted list,ublist,plain list,flat list,enum", _list)
 _register("marriage,married", _marriage)
 _register("val,value", _val)
+_register("flagicon,flag icon,flagdeco,flag deco,flagicon image,flagicon2,country flag", lambda call: None)  # icons
 _register("!", _constant("|"))
 _register("=", _constant("="))
 RENDERERS["'"] = _constant("'")
@@ -472,16 +473,36 @@ _register("·,dot,middot,dot separator", _constant(" · "))
 _register("•,bull,bullet", _constant(" • "))
 _register("pagename,fullpagename,basepagename,subpagename,pagenamee", _title)
 
+#: inline templates whose arguments are not visible text (references, pronunciation, maintenance tags, files):
+#: the general rule for unknown templates leaves them out, as it does parser functions (``{{#expr:...}}``)
+NOT_TEXT_TEMPLATES = frozenset(
+    "sfn|sfnp|sfnm|efn|efn-ua|efn-lr|refn|r|rp|ref|note|nb|harv|harvnb|harvp|harvtxt|ipa|ipac-en|ipa-en|respell|"
+    "audio|pronunciation|coord|citation needed|cn|fact|dubious|clarify|when|who|which|by whom|verify|"
+    "better source|page needed|sic|anchor|visible anchor|main|see also|further|about|for|redirect|hatnote|"
+    "distinguish|short description|file|image|icon|sprite|img|citation|cite".split("|"))
+_NOT_TEXT_PREFIXES = ("#", "cite ", "ipa", "audio", "lang-", "infobox", "navbox", "citation")
+_FILE_ARG_RE = re.compile(r"(?i)\.(?:png|jpe?g|gif|svg|webp|ogg|mp3|mp4|webm)\s*$|^\d+\s*px$")
+
+
+def _text_args(call: Call) -> List[str]:
+    if not call.inline or call.name in NOT_TEXT_TEMPLATES or call.name.startswith(_NOT_TEXT_PREFIXES):
+        return []
+    return [a.strip() for a in call.args if a.strip() and not _FILE_ARG_RE.search(a.strip())]
+
+
 def first_positional(call: Call) -> Optional[str]:
-    """A candidate rule for unknown templates (measured, not used by default; docs/data.md): the first
-    positional argument of an inline call."""
-    return call.arg(0) or None if call.inline else None
+    """A general rule for unknown templates (measured in docs/data.md): the first positional argument of an
+    inline call (not a parser function, reference, pronunciation or file template; not a file name)."""
+    args = _text_args(call)
+    return args[0] if args else None
 
 
 def all_positional(call: Call) -> Optional[str]:
-    """A candidate rule for unknown templates (measured, not used by default): the positional arguments of an
-    inline call, joined by spaces; named ones dropped."""
-    return " ".join(a.strip() for a in call.args if a.strip()) or None if call.inline else None
+    """The general rule for unknown templates that the reader uses (docs/data.md has the measurement): the
+    positional arguments of an inline call joined by spaces, named ones dropped (exceptions as
+    :func:`first_positional`). ``{{Bag2|Yellow Shard}}`` -> ``Yellow Shard``, ``{{VA|Ann Lee|en}}`` ->
+    ``Ann Lee en``."""
+    return " ".join(_text_args(call)) or None
 
 
 _LEAD_RE = re.compile(rf"(?:\s+|{GONE_MARKUP}|<!--.*?-->|__[A-Z]+__|\[\[(?i:file|image|category):[^\[\]]*\]\])*",

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Iterator, NamedTuple, Optional
 
 from .infobox import infobox_fields, is_infobox, keep_value, portable_infobox_fields
-from .templates import Call, render_templates
+from .templates import Call, all_positional, render_templates
 from .wikiguard import DROP_TAGS as _DROP_TAGS
 from .wikiguard import GONE_MARKUP, fallback_render, neutralise, neutralise_lines, neutralise_piece
 from .wikitables import drop_empty_cells, tables_to_text
@@ -627,7 +627,8 @@ def clean_page(wikitext: str, max_chars: int = DEFAULT_MAX_PAGE_CHARS,
                time_budget: Optional[float] = DEFAULT_TIME_BUDGET) -> CleanPage:
     """:func:`clean_wikitext`, also saying whether the fallback cleaner made some of the text, and why.
 
-    Templates are rendered and tables turned into rows first (:func:`read_page`; infoboxes are dropped here).
+    Templates are rendered and tables turned into rows first (:func:`read_page`; infoboxes are dropped here;
+    unknown inline templates show their positional arguments, ``templates.all_positional``).
     The guard against hostile pages: NUL characters are removed (they end mwparserfromhell's input), and
     :func:`~pyterrier_fandom_colbert.data.wikiguard.neutralise` removes the templates left and neutralises
     every unclosed construct in linear time, so that the parser has nothing to backtrack over. The rest is parsed
@@ -640,7 +641,7 @@ def clean_page(wikitext: str, max_chars: int = DEFAULT_MAX_PAGE_CHARS,
       limit; checked between runs, so the first run is always parsed). The output then depends on the machine's
       speed: the budget bounds the damage one hostile page can do, and ordinary pages take a small fraction of it.
     """
-    page = read_page(wikitext, "", max_chars, time_budget, infoboxes=False)
+    page = read_page(wikitext, "", max_chars, time_budget, infoboxes=False, unknown_template=all_positional)
     return CleanPage(page.text, page.fallback)
 
 

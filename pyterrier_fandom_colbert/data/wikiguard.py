@@ -268,6 +268,7 @@ def neutralise(wikitext: str) -> str:
 
 
 _LINK_RE = re.compile(r"\[\[([^\[\]]*)\]\]")
+_FILE_LINK_RE = re.compile(r"\[\[[ \t]*(?i:file|image)[ \t]*:[^\[\]]*\]\]")
 _PLAIN_LINK_RE = re.compile(r"\[\[([^\[\]|:#\s][^\[\]|:#]*)\]\]")
 _LABEL_LINK_RE = re.compile(r"\[\[[^\[\]|:#\s][^\[\]|:#]*\|([^\[\]|\s][^\[\]|]*)\]\]")
 _URL_LINK_RE = re.compile(r"\[(?:https?:|ftp:|mailto:|irc:|ircs:|news:|//)[^\s\]]*[ \t]*([^\]\n]*)\]", re.I)
@@ -321,6 +322,8 @@ def fallback_render(wikitext: str, skip_prefixes, gone: str = "\x00") -> str:
     if "[[" in text:
         # the common links first, without a Python call each: [[Page]] and [[Page|label]] (no namespace, anchor)
         text = _LABEL_LINK_RE.sub(r"\1", _PLAIN_LINK_RE.sub(r"\1", text))
+        if skip_prefixes("file") and skip_prefixes("image"):
+            text = _FILE_LINK_RE.sub(gone, text)
         for _ in range(8):  # innermost links first: "[[File:a|b [[c]]]]" needs two rounds
             text, n = _LINK_RE.subn(lambda m: _fallback_link(m, skip_prefixes, gone), text)
             if not n:

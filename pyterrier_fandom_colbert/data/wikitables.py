@@ -29,7 +29,6 @@ __all__ = ["MAX_SPAN", "MAX_COLUMNS", "tables_to_text", "table_rows", "drop_empt
 MAX_SPAN = 50
 #: columns of a row that are read (the rest is left out): bounds the work per row of a hostile table
 MAX_COLUMNS = 100
-_CELL_SEP_RE = re.compile(r"\|\||!!|\[\[|\]\]")
 _ATTR_SPLIT_RE = re.compile(r"\[\[|\]\]|\|")
 _SPAN_RE = re.compile(r"""\b(row|col)span\s*=\s*["']?\s*(\d+)""", re.I)
 _END_RE = re.compile(r"[.!?:;]$")
@@ -41,20 +40,20 @@ def _split_cells(line: str, header: bool) -> List[str]:
     """A row line's cells (``||``, and ``!!`` on header lines), not splitting inside links."""
     if "||" not in line and not (header and "!!" in line):
         return [line]
+    pieces = line.split("||")
+    if header:
+        pieces = [c for piece in pieces for c in piece.split("!!")]
     if "[[" not in line:
-        cells = line.split("||")
-        return [c for cell in cells for c in cell.split("!!")] if header else cells
-    cells, depth, start = [], 0, 0
-    for m in _CELL_SEP_RE.finditer(line):
-        token = m.group()
-        if token == "[[":
-            depth += 1
-        elif token == "]]":
-            depth = max(depth - 1, 0)
-        elif depth == 0 and (token == "||" or header):
-            cells.append(line[start:m.start()])
-            start = m.end()
-    cells.append(line[start:])
+        return pieces
+    cells, depth, open_cell = [], 0, None  # pieces split inside a link are joined again
+    for piece in pieces:
+        open_cell = piece if open_cell is None else f"{open_cell}||{piece}"
+        depth += piece.count("[[") - piece.count("]]")
+        if depth <= 0:
+            cells.append(open_cell)
+            open_cell, depth = None, 0
+    if open_cell is not None:
+        cells.append(open_cell)
     return cells
 
 
