@@ -4,31 +4,29 @@ Two concerns, kept apart from passage splitting (``passages.py``):
 
 * :func:`iter_pages` streams ``<page>`` records out of an export (schema 0.10/0.11) in plain ``.xml``, ``.bz2``,
   ``.gz`` or ``.7z`` form, in memory that does not grow with the dump: the file is decompressed chunk by chunk
-  (1 MiB) into an :class:`xml.etree.ElementTree.XMLPullParser`, and each ``<page>`` element is dropped once read.
-  For ``.7z``, py7zr decompresses in a background thread that hands 1 MiB pieces over through a bounded queue;
-  nothing is extracted to disk. py7zr itself works in blocks of 1 MiB of *compressed* data, so the peak is about
-  one block's worth of XML (10-20 MB for wiki dumps) plus the queue.
-* :func:`clean_wikitext` turns wikitext into plain prose with mwparserfromhell (rules in its docstring), keeping
-  section headings as ``== Heading ==`` lines so that the passage splitter can see them.
+  (1 MiB, ``dumpbytes.xml_chunks``) into an :class:`xml.etree.ElementTree.XMLPullParser`, and each ``<page>``
+  element is dropped once read. For ``.7z``, py7zr decompresses in a background thread that hands 1 MiB pieces
+  over through a bounded queue; nothing is extracted to disk. py7zr itself works in blocks of 1 MiB of
+  *compressed* data, so the peak is about one block's worth of XML (10-20 MB for wiki dumps) plus the queue.
+* :func:`clean_wikitext` / :func:`read_page` turn wikitext into plain prose with mwparserfromhell (rules in their
+  docstrings), keeping section headings as ``== Heading ==`` lines so that the passage splitter can see them,
+  after fact templates are rendered (``templates``), tables made into rows (``wikitables``) and infoboxes taken
+  out as facts (``infobox``).
 
 Malformed XML and truncated archives raise :class:`DumpError`, naming the file and the position.
 """
 from __future__ import annotations
 
-import bz2
-import gzip
 import html
-import queue
 import re
-import threading
 import time
 import urllib.parse
 import xml.etree.ElementTree as ET
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, NamedTuple, Optional
 
+from .dumpbytes import DumpError, _Counter, xml_chunks
 from .infobox import infobox_fields, is_infobox, keep_value, portable_infobox_fields
 from .templates import Call, all_positional, render_templates
 from .wikiguard import DROP_TAGS as _DROP_TAGS
@@ -38,8 +36,6 @@ from .wikitables import drop_empty_cells, tables_to_text
 __all__ = ["DumpError", "SiteInfo", "WikiPage", "iter_pages", "xml_chunks", "clean_wikitext", "clean_page",
            "CleanPage", "PageText", "read_page", "skip_reason", "is_translation", "DEFAULT_MAX_PAGE_CHARS",
            "DEFAULT_TIME_BUDGET", "DISAMBIGUATION_TEMPLATES"]
-
-CHUNK_BYTES = 1 << 20
 
 # ISO 639-1 codes (plus a few 3-letter codes MediaWiki uses): "Title/de" translation subpages, "[[de:Titel]]" links
 _LANGS = frozenset("""
@@ -62,20 +58,6 @@ _TABLE_LINE_RE = re.compile(r"\s*(?:\{\||\||!)")
 _HTML_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 _LIST_RE = re.compile(r"^[*#:;]+\s*")
 _SPACE_RE = re.compile(r"[ \t\u00a0\u2009\u200b]+")
-
-
-class DumpError(ValueError):
-    """A dump that cannot be read: malformed XML, a truncated or corrupt archive, an unknown format."""
-
-    def __init__(self, path, message: str, *, line: Optional[int] = None, column: Optional[int] = None,
-                 offset: Optional[int] = None):
-        where = []
-        if line is not None:
-            where.append(f"line {line}, column {column}")
-        if offset is not None:
-            where.append(f"after {offset:,} bytes of XML")
-        super().__init__(f"{path}: {message}" + (f" ({'; '.join(where)})" if where else ""))
-        self.path, self.line, self.column, self.offset = str(path), line, column, offset
 
 
 @dataclass(frozen=True)
@@ -110,131 +92,6 @@ def _base_url(base: str) -> str:
     """
     i = base.find("/wiki/")
     return base[: i + len("/wiki/")] if i >= 0 else base.rsplit("/", 1)[0] + "/"
-
-
-# ----------------------------------------------------------------------------------------------- byte sources
-
-class _Counter:
-    """Counts the uncompressed bytes handed to the XML parser (for error positions and throughput)."""
-    def __init__(self):
-        self.bytes = 0
-
-
-def _file_chunks(path: Path, opener, counter: _Counter) -> Iterator[bytes]:
-    with open(path, "rb") as raw:
-        f = opener(raw) if opener else raw
-        try:
-            while True:
-                try:
-                    chunk = f.read1(CHUNK_BYTES)  # what is ready: a truncation is found where it is
-                except (EOFError, OSError, ValueError, zlib.error) as err:
-                    raise DumpError(path, f"truncated or corrupt archive ({err}), compressed byte {raw.tell():,}",
-                                    offset=counter.bytes) from err
-                if not chunk:
-                    return
-                counter.bytes += len(chunk)
-                yield chunk
-        finally:
-            if opener:
-                f.close()
-
-
-def _7z_chunks(path: Path, counter: _Counter) -> Iterator[bytes]:
-    """Decompress the single ``.xml`` member of a 7z archive in a worker thread, yielding chunks as they come."""
-    import py7zr
-    from py7zr.io import Py7zIO, WriterFactory
-
-    try:
-        archive = py7zr.SevenZipFile(path, mode="r")
-    except (py7zr.Bad7zFile, EOFError, OSError, KeyError, ValueError) as err:
-        raise DumpError(path, f"truncated or corrupt 7z archive ({type(err).__name__}: {err})") from err
-    names = [n for n in archive.getnames() if n.endswith(".xml")]
-    if len(names) != 1:
-        archive.close()
-        raise DumpError(path, f"expected exactly one .xml file in the 7z archive, found {names}")
-    chunks: queue.Queue = queue.Queue(maxsize=2)
-    stop = threading.Event()
-    done = object()
-
-    class _Cancelled(Exception):
-        pass
-
-    class _Sink(Py7zIO):
-        def write(self, s):
-            view = memoryview(s)  # py7zr hands over one decompressed block (1 MiB of 7z data, ~15 MB of XML)
-            for i in range(0, len(view), CHUNK_BYTES):
-                piece = bytes(view[i:i + CHUNK_BYTES])
-                while True:
-                    if stop.is_set():
-                        raise _Cancelled()
-                    try:
-                        chunks.put(piece, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-            return len(view)
-
-        def read(self, size=None):
-            return b""
-
-        def seek(self, offset, whence=0):
-            return 0
-
-        def flush(self):
-            pass
-
-        def size(self):
-            return 0
-
-    class _Factory(WriterFactory):
-        def create(self, filename):
-            return _Sink()
-
-    def work():
-        try:
-            archive.extract(targets=names, factory=_Factory())
-            item = done
-        except BaseException as err:  # handed to the reading thread, which raises it
-            item = err
-        while not stop.is_set():
-            try:
-                chunks.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    worker = threading.Thread(target=work, name=f"7z:{path.name}", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = chunks.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise DumpError(path, f"truncated or corrupt 7z archive ({type(item).__name__}: {item})",
-                                offset=counter.bytes) from item
-            counter.bytes += len(item)
-            yield item
-    finally:
-        stop.set()
-        worker.join()
-        archive.close()
-
-
-def xml_chunks(path, counter: Optional[_Counter] = None) -> Iterator[bytes]:
-    """The uncompressed bytes of a dump (``.xml``, ``.bz2``, ``.gz`` or ``.7z``, told apart by their first bytes)."""
-    path, counter = Path(path), counter or _Counter()
-    with open(path, "rb") as f:
-        magic = f.read(6)
-    if magic.startswith(b"BZh"):
-        return _file_chunks(path, bz2.BZ2File, counter)
-    if magic.startswith(b"\x1f\x8b"):
-        return _file_chunks(path, lambda raw: gzip.GzipFile(fileobj=raw), counter)
-    if magic.startswith(b"7z\xbc\xaf\x27\x1c"):
-        return _7z_chunks(path, counter)
-    if magic.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") or magic.startswith(b"\xef\xbb\xbf"):
-        return _file_chunks(path, None, counter)
-    raise DumpError(path, f"not a MediaWiki XML export (.xml, .bz2, .gz or .7z); starts with {magic!r}")
 
 
 # ----------------------------------------------------------------------------------------------- XML pages
@@ -672,7 +529,11 @@ def clean_wikitext(wikitext: str, max_chars: int = DEFAULT_MAX_PAGE_CHARS,
                    time_budget: Optional[float] = DEFAULT_TIME_BUDGET) -> str:
     """Plain prose from wikitext, headings kept as ``== Heading ==`` lines, paragraphs split by blank lines.
 
-    Dropped: templates and parser functions (infoboxes, navboxes), tables, file/image links (with captions),
+    Rendered: fact-bearing templates (``{{convert|6|ft|4|in|m}}`` -> ``6 ft 4 in (1.93 m)``, dates, names;
+    ``templates.RENDERERS``), other inline templates by their positional arguments (``templates.all_positional``),
+    tables as one line per row (``Year: 2012; Title: Emberfall.``, ``wikitables``). Dropped: infoboxes (see
+    :func:`read_page` for their facts), block templates and parser functions (navboxes, ``{{#if:}}``),
+    file/image links (with captions),
     category and interlanguage links, ``<ref>``, ``<gallery>``, ``<math>`` and similar tags, comments, magic words
     (``__NOTOC__``), bare and numbered external links, and what removed markup leaves behind (parentheses that
     held only removed templates and separators, a space before punctuation). Kept: the text of internal links
