@@ -63,13 +63,20 @@ def residue(dump: Path, examples: int = 0) -> dict:
 
 def rendered_templates(dump: Path) -> Counter:
     """Template calls the renderer table turned into text on the dump's articles, by name (new reader only)."""
-    from pyterrier_fandom_colbert.data.templates import render_templates
+    from pyterrier_fandom_colbert.data.templates import all_positional, render_templates
     from pyterrier_fandom_colbert.data.wikidump import iter_pages, skip_reason
 
     counts: Counter = Counter()
+
+    def positional(call):
+        out = all_positional(call)
+        if out:
+            counts["(unknown, positional arguments)"] += 1
+        return out
+
     for _, page in iter_pages(dump):
         if skip_reason(page) is None:
-            render_templates(page.text, page.title, counts=counts)
+            render_templates(page.text, page.title, fallback=positional, counts=counts)
     return counts
 
 

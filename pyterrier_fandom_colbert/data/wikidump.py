@@ -370,17 +370,22 @@ def _finish(raw: str) -> str:
 _NEEDS_GUARD_RE = re.compile("<!--|<(?:" + "|".join(sorted(_DROP_TAGS)) + r")\b|<(?:nowiki|pre)\b", re.I)
 
 
+_INVISIBLE_RE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 _ROW_PARENS_RE = re.compile(r"[ \t]*\([ \t;,]*\)")
-_ROW_SPACE_RE = re.compile(r"[ \t]+([;,.:])(?=\s|$)", re.M)
+_ROW_SPACE_RE = re.compile(r"(?:[ \t]+|[ \t]*,[ \t]*(?=[;.]))([;,.:])(?=\s|$)", re.M)
+_BR_RE = re.compile(r"<br\s*/?\s*>", re.I)
 
 
 def _finish_rows(raw: str) -> str:
     """:func:`_finish` for the row lines of a table, done on the whole block at once (they are many)."""
     text = _QUOTES_RE.sub("", raw) if "''" in raw else raw
     text = _HTML_RE.sub("", text) if "<" in text else text
-    if _GONE in text:  # removed markup in cells (pictures, templates): its parentheses and spaces go too
-        text = _ROW_SPACE_RE.sub(r"\1", _ROW_PARENS_RE.sub("", text.replace(_GONE, "")))
-    return "\n".join(" ".join(line.split()) for line in text.split("\n") if not line.isspace() and line)
+    if _GONE in text:  # removed markup in cells (pictures, templates): its parentheses go too
+        text = _ROW_PARENS_RE.sub("", text.replace(_GONE, ""))
+    text = _INVISIBLE_RE.sub("", text)
+    text = "\n".join(" ".join(line.split()) for line in text.split("\n") if not line.isspace() and line)
+    return _ROW_SPACE_RE.sub(r"\1", text) if " ;" in text or " ," in text or " ." in text or ",;" in text \
+        or ",." in text else text
 
 
 class CleanPage(NamedTuple):
@@ -459,6 +464,8 @@ def read_page(wikitext: str, title: str = "", max_chars: int = DEFAULT_MAX_PAGE_
     blocks: list = []
 
     def table_block(rows: str) -> str:  # cleaned now, without the parser, and put back after it
+        if "<" in rows:  # a line break inside a cell: a comma, so that the row stays one line
+            rows = _BR_RE.sub(", ", rows)
         if ("{{" in rows or "}}" in rows or rows.count("[[") != rows.count("]]") or
                 ("<" in rows and _NEEDS_GUARD_RE.search(rows))):  # else nothing for the guard to do
             rows = "".join(neutralise_lines(rows, len(rows) + 1, keep_marks=True))

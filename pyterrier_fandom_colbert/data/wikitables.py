@@ -61,8 +61,7 @@ def _cell(raw: str, header: bool) -> Cell:
     """``style="x" | text`` -> the text and its spans: as in MediaWiki, what precedes the first single pipe outside
     links is the cell's attributes. A stray ``!`` opening a cell's text (``|| ! x``) is dropped."""
     if "|" not in raw:  # no attributes
-        text = raw.strip()
-        return header, (text[1:].strip() if text.startswith("!") else text), 1, 1
+        return header, raw.strip().lstrip("!").strip(), 1, 1
     depth, text, attrs = 0, raw, ""
     if "[[" not in raw:
         attrs, _, text = raw.partition("|")
@@ -76,10 +75,7 @@ def _cell(raw: str, header: bool) -> Cell:
             attrs, text = raw[:m.start()], raw[m.end():]
             break
     spans = {k.lower(): min(max(int(v), 1), MAX_SPAN) for k, v in _SPAN_RE.findall(attrs[:500])}
-    text = text.strip()
-    if text.startswith("!"):
-        text = text[1:].strip()
-    return header, text, spans.get("row", 1), spans.get("col", 1)
+    return header, text.strip().lstrip("!|").strip(), spans.get("row", 1), spans.get("col", 1)
 
 
 def _row_text(cells: List[Cell], headers: List[str], carried: dict) -> Tuple[Optional[str], Optional[List[str]]]:
