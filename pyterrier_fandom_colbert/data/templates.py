@@ -15,6 +15,7 @@ handed to a callback and removed from the text.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ class Call:
         return default
 
 
+@functools.lru_cache(maxsize=4096)
 def template_name(raw: str) -> str:
     """The lookup form of a template name.
 

@@ -425,14 +425,37 @@ class PageText(NamedTuple):
 _MARKUP_CHARS_RE = re.compile(r"[\[\]{}<>&'\n_|=*#:;" + _GONE + GONE_MARKUP + "]")
 
 
+def _one_line(text: str) -> str:
+    """Clean lines as one: line breaks become commas (a line opening with a parenthesis follows a space)."""
+    lines = [line.strip(" ,;") for line in text.split("\n") if line.strip(" ,;")]
+    return "".join((" " if k and line.startswith("(") else ", " if k else "") + line for k, line in enumerate(lines))
+
+
 def _clean_value(value: str) -> str:
     """An infobox value's wikitext as one line of text (line breaks become commas)."""
     if not _MARKUP_CHARS_RE.search(value):
         return _SPACE_RE.sub(" ", value).strip(" ,;")
     text = neutralise(value)
-    text = _finish(fallback_render(text, _skip_link, _GONE) if len(text) > MAX_RUN_CHARS else _parse_render(text))
-    lines = [line.strip(" ,;") for line in text.split("\n") if line.strip(" ,;")]
-    return "".join((" " if k and line.startswith("(") else ", " if k else "") + line for k, line in enumerate(lines))
+    return _one_line(_finish(fallback_render(text, _skip_link, _GONE) if len(text) > MAX_RUN_CHARS
+                             else _parse_render(text)))
+
+
+_VALUE_SEP = "\ue021"  # (private use) between infobox values cleaned in one parse
+
+
+def _clean_values(values: list) -> list:
+    """:func:`_clean_value` of each value; the values with markup are parsed together, in one call."""
+    out = [None if _MARKUP_CHARS_RE.search(v) else _SPACE_RE.sub(" ", v).strip(" ,;") for v in values]
+    marked = [k for k, v in enumerate(out) if v is None]
+    if len(marked) > 1:
+        joined = f"\n\n{_VALUE_SEP}\n\n".join(values[k].replace(_VALUE_SEP, "") for k in marked)
+        text = neutralise(joined)
+        if len(text) <= MAX_RUN_CHARS:
+            chunks = _finish(_parse_render(text)).split(_VALUE_SEP)
+            if len(chunks) == len(marked):  # else (a construct across values) one by one below
+                for k, chunk in zip(marked, chunks):
+                    out[k] = _one_line(chunk)
+    return [_clean_value(values[k]) if v is None else v for k, v in enumerate(out)]
 
 
 def read_page(wikitext: str, title: str = "", max_chars: int = DEFAULT_MAX_PAGE_CHARS,
@@ -477,8 +500,7 @@ def read_page(wikitext: str, title: str = "", max_chars: int = DEFAULT_MAX_PAGE_
     if blocks:
         clean = _TABLE_MARK_RE.sub(lambda m: blocks[int(m.group(1))], clean)
     facts, seen = [], set()
-    for key, value in raw_facts:
-        value = _clean_value(value)
+    for (key, _), value in zip(raw_facts, _clean_values([v for _, v in raw_facts])):
         if not keep_value(value) or (key in ("name", "title") and value.casefold() == title.casefold()):
             continue
         if (key, value) not in seen:

@@ -80,21 +80,43 @@ def _cell(raw: str, header: bool) -> Cell:
 
 def _row_text(cells: List[Cell], headers: List[str], carried: dict) -> Tuple[Optional[str], Optional[List[str]]]:
     """One row's line, or the new headers when the row holds header cells only."""
-    if cells and all(c[0] for c in cells) and not carried:  # (rowspans from above: a data row)
+    spans = False
+    all_headers = True
+    for cell in cells:
+        if cell[2] != 1 or cell[3] != 1:
+            spans = True
+        if not cell[0]:
+            all_headers = False
+    if cells and all_headers and not carried:  # (rowspans from above: a data row)
         new = []
         for _, text, _, colspan in cells:
             new.extend([text] + [""] * (colspan - 1))
         return None, new
-    label = ""
-    if len(cells) > 1 and cells[0][0] and not any(c[0] for c in cells[1:]):
-        label = cells[0][1]  # a row header
-    parts, column, shown = [], 0, []
-    previous = dict(carried)  # cells of rows above that reach into this one
+    label = cells[0][1] if len(cells) > 1 and cells[0][0] and not any(c[0] for c in cells[1:]) else ""
+    if not carried and not spans:  # the common row: cells are columns
+        shown = [(column, cell[1]) for column, cell in enumerate(cells[:MAX_COLUMNS])]
+    else:
+        shown = _place(cells, carried)
+    parts = []
+    for column, text in shown:
+        if not text or (label and column == 0 and text == label):
+            continue
+        header = headers[column] if column < len(headers) else ""
+        parts.append(f"{header}: {text}" if header and header != text else text)
+    if not parts and not label:
+        return None, None
+    line = (f"{label} \u2014 " if label and parts else label) + "; ".join(parts)
+    return (line if line[-1:] in ".!?:;" else line + "."), None
+
+
+def _place(cells: List[Cell], carried: dict) -> List[Tuple[int, str]]:
+    """(column, text) of a row's cells and of the cells of rows above that reach into it (``carried``: column ->
+    (text, rows left), updated for the rows below)."""
+    shown, column = [], 0
+    previous = dict(carried)
     carried.clear()
     limit = max(previous, default=-1)
     i = 0
-    if not previous and all(c[2] == 1 and c[3] == 1 for c in cells):  # the common row: no spans
-        shown, i = list(enumerate(c[1] for c in cells[:MAX_COLUMNS])), len(cells)
     while (i < len(cells) or column <= limit) and column < MAX_COLUMNS:
         if column in previous:
             text, left = previous[column]
@@ -113,15 +135,7 @@ def _row_text(cells: List[Cell], headers: List[str], carried: dict) -> Tuple[Opt
             for k in range(colspan):
                 carried[column + k] = (text, rowspan - 1)
         column += colspan
-    for column, text in shown:
-        if not text or (label and text == label and column == 0):
-            continue
-        header = headers[column] if column < len(headers) else ""
-        parts.append(f"{header}: {text}" if header and header != text else text)
-    if not parts and not label:
-        return None, None
-    line = (f"{label} \u2014 " if label and parts else label) + "; ".join(parts)
-    return (line if line[-1:] in ".!?:;" else line + "."), None
+    return shown
 
 
 def table_rows(lines: List[str], depth: int = 0) -> List[str]:
@@ -176,10 +190,12 @@ def table_rows(lines: List[str], depth: int = 0) -> List[str]:
                 caption = _cell(head[2:], False)[1]
             else:
                 flush()
-                cells.extend(_cell(c, False) for c in _split_cells(head[1:], False))
+                cells.extend([(False, c.strip().lstrip("!").strip(), 1, 1) if "|" not in c else _cell(c, False)
+                              for c in _split_cells(head[1:], False)])
         elif first == "!":
             flush()
-            cells.extend(_cell(c, True) for c in _split_cells(head[1:], True))
+            cells.extend([(True, c.strip(), 1, 1) if "|" not in c else _cell(c, True)
+                          for c in _split_cells(head[1:], True)])
         elif head.startswith("{|"):
             nest, nested = 1, [line]
         elif cells and head:  # a cell's text continues on this line
