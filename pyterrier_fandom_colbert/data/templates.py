@@ -531,7 +531,8 @@ def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callab
             inner, start, end = m.group(1), m.start(), m.end()
             inline = "\n" not in inner and ((start > 0 and text[start - 1] not in "\n") or
                                             (end < len(text) and text[end] not in "\n"))
-            call = parse_call(inner, inline)
+            call = parse_call(inner, inline) if "|" in inner or ":" in inner else Call(template_name(inner), [], {},
+                                                                                      inline)
             renderer = RENDERERS.get(call.name)
             if renderer is _title:
                 return title or GONE_MARKUP

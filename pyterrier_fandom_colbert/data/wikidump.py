@@ -371,8 +371,8 @@ _NEEDS_GUARD_RE = re.compile("<!--|<(?:" + "|".join(sorted(_DROP_TAGS)) + r")\b|
 
 
 _INVISIBLE_RE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
-_ROW_PARENS_RE = re.compile(r"[ \t]*\([ \t;,]*\)")
-_ROW_SPACE_RE = re.compile(r"(?:[ \t]+|[ \t]*,[ \t]*(?=[;.]))([;,.:])(?=\s|$)", re.M)
+_ROW_PARENS_RE = re.compile(r"\([ \t;,]*\)")
+_ROW_END_RE = re.compile(r"(?: |,)\.(?=\s|$)")
 _BR_RE = re.compile(r"<br\s*/?\s*>", re.I)
 
 
@@ -381,11 +381,14 @@ def _finish_rows(raw: str) -> str:
     text = _QUOTES_RE.sub("", raw) if "''" in raw else raw
     text = _HTML_RE.sub("", text) if "<" in text else text
     if _GONE in text:  # removed markup in cells (pictures, templates): its parentheses go too
-        text = _ROW_PARENS_RE.sub("", text.replace(_GONE, ""))
+        text = text.replace(_GONE, "")
+        text = _ROW_PARENS_RE.sub("", text) if "(" in text else text
     text = _INVISIBLE_RE.sub("", text)
     text = "\n".join(" ".join(line.split()) for line in text.split("\n") if not line.isspace() and line)
-    return _ROW_SPACE_RE.sub(r"\1", text) if " ;" in text or " ," in text or " ." in text or ",;" in text \
-        or ",." in text else text
+    for before, after in ((" ;", ";"), (" ,", ","), (" :", ":"), (",;", ";"), (", ;", ";")):
+        if before in text:
+            text = text.replace(before, after)
+    return _ROW_END_RE.sub(".", text) if " ." in text or ",." in text else text
 
 
 class CleanPage(NamedTuple):
