@@ -238,3 +238,21 @@ def test_search_folder_from_an_older_reader_asks_for_a_rebuild(tmp_path):
     assert load_manifest(folder).reader == READER_VERSION
     (folder / MANIFEST).write_text(json.dumps({**values, "source": "irds:fandom-qa/sample"}))
     assert load_manifest(folder).reader is None  # passages from a release: no reader involved
+
+
+def test_pfc_index_min_words_lowers_the_stub_limit(tmp_path, tiny_bert_dir, capsys):
+    from pyterrier_fandom_colbert.app.cli import main
+    from pyterrier_fandom_colbert.app.folder import load_manifest
+
+    dump = _dump(tmp_path, [("Short", 0, "A genuine but short article of eight words."),
+                            ("Gone", 0, "#REDIRECT [[Short]]")])
+    folder = tmp_path / "wiki"
+    assert main(["index", str(dump), str(folder), "--checkpoint", tiny_bert_dir, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing to index" in err and "1 redirect, 1 stub" in err and "--min-words" in err
+    assert not folder.exists()
+    assert main(["index", str(dump), str(folder), "--checkpoint", tiny_bert_dir, "--quiet", "--min-words", "5"]) == 0
+    manifest = load_manifest(folder)
+    assert (manifest.passages, manifest.reader, manifest.skipped) == (1, READER_VERSION, {"redirect": 1})
+    assert main(["index", str(dump), str(tmp_path / "x"), "--quiet", "--min-words", "-1"]) == 2
+    assert "--min-words must be >= 0, got -1" in capsys.readouterr().err
