@@ -256,3 +256,25 @@ def test_pfc_index_min_words_lowers_the_stub_limit(tmp_path, tiny_bert_dir, caps
     assert (manifest.passages, manifest.reader, manifest.skipped) == (1, READER_VERSION, {"redirect": 1})
     assert main(["index", str(dump), str(tmp_path / "x"), "--quiet", "--min-words", "-1"]) == 2
     assert "--min-words must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_fandom_corpus_records_the_reader_and_names_older_stores(tmp_path, monkeypatch, caplog):
+    from pyterrier_fandom_colbert.data import irds
+
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "home"))
+    dump = _dump(tmp_path, [("Orrin", 0, FANDOM_TOP + " " + PROSE)])
+    monkeypatch.setenv("FANDOM_QA_DUMP_READERTEST", str(dump))
+    old = tmp_path / "home" / "fandom-qa" / "readertest" / "passages-0123456789ab"
+    old.mkdir(parents=True)
+    (old / "config.json").write_text(json.dumps({"config": {}, "source": {}}))  # no reader: version 1
+    with caplog.at_level("WARNING", logger="pyterrier_fandom_colbert.data.irds"):
+        docs = list(irds.fandom_dataset("readertest", dbname="testwiki").docs_iter())
+    assert docs == list(dump_passages(dump)) and docs[0].text.startswith("Orrin — birth place: Vel Amara")
+    assert str(old) in caplog.text and "reader version 1" in caplog.text
+    new = [p for p in old.parent.iterdir() if p.name.startswith("passages-") and p != old]
+    assert json.loads((new[0] / "config.json").read_text())["reader"] == READER_VERSION
+
+    (tmp_path / "stubs").mkdir()
+    monkeypatch.setenv("FANDOM_QA_DUMP_STUBS", str(_dump(tmp_path / "stubs", [("Short", 0, "Few words.")])))
+    with pytest.raises(EmptyDumpError, match="1 stub.*--min-words"):
+        list(irds.fandom_dataset("stubs", dbname="testwiki").docs_iter())
