@@ -57,6 +57,8 @@ He is tall & strong today.(citation needed)
 Orrin was born in Saltmere.
 He left at 12. See the official site or for more.
 
+Year: 300; Event: Born.
+
 First item with smiths
 Second item
 
@@ -115,7 +117,7 @@ def test_clean_wikitext_details():
     assert clean_wikitext("A [[w:c:other:Page|label]] and [[Help:Editing]].") == "A label and Help:Editing."
     assert clean_wikitext("<span style='x'>Kept</span> <math>x^2</math> gone") == "Kept gone"
     assert clean_wikitext("Line one\n{{Template only line}}\nLine two") == "Line one\nLine two"
-    assert clean_wikitext("Before\n{|\n|cell\n|}\nAfter") == "Before\n\nAfter"  # a table ends the paragraph
+    assert clean_wikitext("Before\n{|\n|cell\n|}\nAfter") == "Before\n\ncell.\n\nAfter"  # a table: its own paragraph
     assert clean_wikitext("<center>Unclosed <span style='c'>text") == "Unclosed text"
 
 
@@ -154,7 +156,8 @@ def test_passage_fields(dump_xml):
     # under 20 words, "Orrin was born ... for more." joins the next paragraph of its section; the "Later" section
     # holds only a 3-word fragment: appended to the previous passage, keeping its own heading
     assert passages[1].text == ("Early life. Orrin was born in Saltmere. He left at 12. See the official site or for "
-                                "more. First item with smiths Second item Later. Fate: He retired.")
+                                "more. Year: 300; Event: Born. First item with smiths Second item Later. "
+                                "Fate: He retired.")
     assert passages[1].section == "Early life"
 
 

@@ -163,7 +163,9 @@ def test_guarded_pages_are_counted_and_reported(tmp_path, caplog):
 
 
 def test_empty_parentheses_of_removed_templates_go():
-    assert clean_wikitext("'''Paris''' ({{IPA-fr|pa.ʁi}}; {{lang-fr|Paris}}) is a city.") == "Paris is a city."
+    assert clean_wikitext("'''Paris''' ({{IPA-fr|pa.ʁi}}; {{lang-fr|Paris}}) is a city.") == \
+        "Paris (French: Paris) is a city."
+    assert clean_wikitext("'''Paris''' ({{IPA-fr|pa.ʁi}}; {{respell|x}}) is a city.") == "Paris is a city."
     assert clean_wikitext("Lyon ( {{IPA|x}} , {{audio|y}} ; ) is old.") == "Lyon is old."
     assert clean_wikitext("Nice (<ref>x</ref>) too.") == "Nice too."
 

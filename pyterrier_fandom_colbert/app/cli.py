@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="ColBERT token neighbour search: ivf (default; above 4M tokens ivfpq-fs), flat (exact), "
                          "ivfpq, ivfpq-fs")
     ix.add_argument("--batch-size", type=int, default=256, help="passages encoded per batch")
+    ix.add_argument("--min-words", type=int, default=None, metavar="N",
+                    help="a dump's pages with fewer than N words of text and infobox facts are skipped as stubs "
+                         "(default 20; 0 keeps every page with text)")
     _common(ix)
 
     se = sub.add_parser("search", help="search a folder from the terminal")
@@ -165,9 +168,17 @@ def _index(args) -> int:
 
     settings = SearchSettings(fusion=FusionSettings(method=args.fusion, weights=tuple(args.weights),
                                                     depth=args.depth), faiss=args.faiss)
+    passage_config = None
+    if args.min_words is not None:
+        from ..data.passages import PassageConfig
+
+        if args.min_words < 0:
+            raise ValueError(f"--min-words must be >= 0, got {args.min_words}")
+        passage_config = PassageConfig(min_page_words=args.min_words)
     try:
         report = build_folder(args.source, args.folder, checkpoint=args.checkpoint, settings=settings,
-                              overwrite=args.overwrite, batch_size=args.batch_size, verbose=not args.quiet)
+                              overwrite=args.overwrite, batch_size=args.batch_size, verbose=not args.quiet,
+                              passage_config=passage_config)
     except KeyboardInterrupt:
         print(f"pfc index: interrupted; nothing was written to {args.folder}", file=sys.stderr)
         return 130

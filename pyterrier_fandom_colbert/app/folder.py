@@ -92,6 +92,8 @@ class Manifest(JsonConfig):
     skipped: Dict[str, int] = field(default_factory=dict)
     format: str = FORMAT
     version: int = VERSION
+    #: ``data.passages.READER_VERSION`` of the dump reader that made the passages (None: not built from a dump)
+    reader: Optional[int] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.settings, dict):
@@ -123,6 +125,14 @@ def load_manifest(path: Union[str, Path]) -> Manifest:
     if values.get("version") != VERSION:
         raise ValueError(f"{path} is a version {values.get('version')} search folder; this package reads version "
                          f"{VERSION}: rebuild it with `pfc index`")
+    source = str(values.get("source", ""))
+    if source and not source.startswith("irds:") and source != "records":  # built from a dump file
+        from ..data.passages import READER_VERSION
+
+        if values.get("reader", 1) != READER_VERSION:
+            raise ValueError(f"{path} was built by an older dump reader (version {values.get('reader', 1)}; this "
+                             f"package's is {READER_VERSION}, which also reads infoboxes, fact templates and "
+                             f"tables): rebuild it with `pfc index {source} {path} --overwrite`")
     return Manifest.from_dict(values, source=path / MANIFEST)
 
 
@@ -167,23 +177,24 @@ def _is_dump(source: Union[str, Path]) -> bool:
 
 
 def open_source(source: Union[str, Path, Iterable[Dict[str, Any]]], stats: SourceStats,
-                verbose: bool = False) -> Tuple[Iterator[Dict[str, Any]], Optional[int], str]:
+                verbose: bool = False, passage_config=None) -> Tuple[Iterator[Dict[str, Any]], Optional[int], str]:
     """(passage records, their number when known beforehand, a description) of a dump file, an ir_datasets id
     (``irds:`` prefix optional) or an iterable of dicts (``docno``, ``text``, optional ``title``/``url``/
-    ``section``/``page_id``)."""
+    ``section``/``page_id``). ``passage_config``: how a dump becomes passages (``data.passages.PassageConfig``;
+    None: the default)."""
     if isinstance(source, (str, Path)) and _is_dump(source):
         path = Path(source)
         if not path.is_file():
             raise FileNotFoundError(f"dump not found: {path}")
-        return _dump_records(path, stats, verbose), None, str(path.resolve())
+        return _dump_records(path, stats, verbose, passage_config), None, str(path.resolve())
     if isinstance(source, (str, Path)):
         return _irds_records(str(source), stats)
     stats.name = stats.name or "passages"
     return _counted(iter(source), stats), None, "records"
 
 
-def _dump_records(path: Path, stats: SourceStats, verbose: bool) -> Iterator[Dict[str, Any]]:
-    from ..data.passages import DumpStats, dump_passages
+def _dump_records(path: Path, stats: SourceStats, verbose: bool, config=None) -> Iterator[Dict[str, Any]]:
+    from ..data.passages import DumpStats, PassageConfig, dump_passages
 
     dump_stats = DumpStats()
     total = path.stat().st_size if path.suffix.lower() == ".xml" else None
@@ -192,7 +203,7 @@ def _dump_records(path: Path, stats: SourceStats, verbose: bool) -> Iterator[Dic
         bar.unit_scale, bar.unit_divisor = True, 1024
     seen = 0
     try:
-        for passage in dump_passages(path, stats=dump_stats):
+        for passage in dump_passages(path, config or PassageConfig(), stats=dump_stats):
             if not stats.name:
                 stats.name = passage.wiki
             stats.pages, stats.articles, stats.passages = dump_stats.pages, dump_stats.articles, dump_stats.passages
@@ -205,6 +216,8 @@ def _dump_records(path: Path, stats: SourceStats, verbose: bool) -> Iterator[Dic
         bar.close()
     stats.pages, stats.articles, stats.passages = dump_stats.pages, dump_stats.articles, dump_stats.passages
     stats.skipped = dict(dump_stats.skipped)
+    if dump_stats.passages == 0:
+        raise dump_stats.empty_error(path)
     if not stats.name:
         stats.name = path.name.split("_pages")[0]
 
@@ -298,8 +311,12 @@ def folder_bytes(path: Path) -> int:
 
 def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Union[str, Path], *,
                  checkpoint: Optional[str] = None, colbert=None, settings: SearchSettings = SearchSettings(),
-                 overwrite: bool = False, batch_size: int = 256, verbose: bool = False) -> BuildReport:
+                 overwrite: bool = False, batch_size: int = 256, verbose: bool = False,
+                 passage_config=None) -> BuildReport:
     """Build a search folder from a dump file, an ir_datasets id or an iterable of passage dicts.
+
+    ``passage_config``: how a dump becomes passages (``data.passages.PassageConfig``, e.g. a lower
+    ``min_page_words``); None: the default.
 
     ``checkpoint``: a ColBERT checkpoint (or backbone) folder, None for the package's default; ``colbert``: an
     already loaded encoder instead (its checkpoint is still recorded as ``checkpoint``).
@@ -317,7 +334,7 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
     with _interruptible(), atomic_folder(folder, overwrite=overwrite, replaceable=is_search_folder,
                                          what="search folder") as tmp:
         (tmp / _OWNER).write_text(f"{socket.gethostname()} {os.getpid()}\n")
-        records, total, description = open_source(source, stats, verbose)
+        records, total, description = open_source(source, stats, verbose, passage_config)
         is_dump = isinstance(source, (str, Path)) and _is_dump(source)  # (a dump shows its own progress bar)
         offsets = [0]
         with open(tmp / PASSAGES, "wb") as table:
@@ -355,10 +372,16 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
             tokens=int(index.meta.num_tokens),
             seconds={"read_tfidf": round(read_seconds, 2), "colbert": round(colbert_seconds, 2),
                      "total": round(time.perf_counter() - started, 2)},
-            bytes=0, settings=settings, skipped=dict(stats.skipped))
+            bytes=0, settings=settings, skipped=dict(stats.skipped), reader=_reader_version(is_dump))
         manifest = dataclasses.replace(manifest, bytes=folder_bytes(tmp) + len(json.dumps(manifest.to_dict())))
         write_json(tmp / MANIFEST, manifest.to_dict())
     return BuildReport(folder, manifest)
+
+
+def _reader_version(is_dump: bool) -> Optional[int]:
+    from ..data.passages import READER_VERSION
+
+    return READER_VERSION if is_dump else None
 
 
 def _ticking(records: Iterator[Dict[str, Any]], bar) -> Iterator[Dict[str, Any]]:

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import http.client
 import json
+import logging
 import os
 import urllib.parse
 import urllib.request
@@ -29,7 +30,7 @@ from ir_datasets.indices import Docstore, PickleLz4FullStore
 from ir_datasets.indices.lz4_pickle import Lz4PickleLookup
 
 from ..storage import atomic_folder, atomic_path, write_json
-from .passages import DumpStats, Passage, PassageConfig, dump_passages
+from .passages import READER_VERSION, DumpStats, Passage, PassageConfig, dump_passages
 from .qa_formats import SPLITS, QAQuery, QARelease, SquadDoc, page_splits, read_qa_json, read_squad, read_tsv_release
 
 __all__ = ["WIKIS", "SPLITS", "QAQuery", "SquadDoc", "DumpUnavailableError", "dump_url", "page_splits",
@@ -40,6 +41,7 @@ __all__ = ["WIKIS", "SPLITS", "QAQuery", "SquadDoc", "DumpUnavailableError", "du
 WIKIS = {"dc": "dc", "elderscrolls": "elderscrolls", "harrypotter": "harrypotter", "marvel": "enmarveldatabase",
          "starwars": "starwars", "witcher": "witcher"}
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
+logger = logging.getLogger(__name__)
 _DUMP_SUFFIXES = (".xml.7z", ".xml.bz2", ".xml.gz", ".xml")
 
 
@@ -287,14 +289,28 @@ class _DumpCorpus:
         dump = self.dump_path()
         st = dump.stat()
         source = {"dump": str(dump.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-        key = hashlib.sha1(json.dumps([self.config.to_dict(), source], sort_keys=True).encode()).hexdigest()[:12]
+        key = hashlib.sha1(json.dumps([self.config.to_dict(), source, READER_VERSION],
+                                      sort_keys=True).encode()).hexdigest()[:12]
         final = self.folder() / f"passages-{key}"
         if not final.is_dir():
+            self._warn_outdated()
             self._build(dump, final, source)
 
         def never():
             raise RuntimeError(f"passage store {final} is incomplete; delete the folder to rebuild it")
         return PickleLz4FullStore(str(final), never, Passage, "doc_id", ["doc_id"])
+
+    def _warn_outdated(self) -> None:
+        """Name the passage stores of this wiki made by an older dump reader: they are not used any more."""
+        for old in sorted(self.folder().glob("passages-*/config.json")):
+            try:
+                reader = json.loads(old.read_text()).get("reader", 1)
+            except (OSError, ValueError, AttributeError):
+                continue
+            if reader != READER_VERSION:
+                logger.warning("%s was built by dump reader version %s (now %s) and is not used: the passages of "
+                               "fandom-qa/%s are rebuilt; delete the old folder to free its space", old.parent,
+                               reader, READER_VERSION, self.name)
 
     def _build(self, dump: Path, final: Path, source: dict) -> None:
         stats = DumpStats()
@@ -306,10 +322,11 @@ class _DumpCorpus:
                         trans.add(passage)
                 lookup.close()
                 if stats.passages == 0:
-                    raise ValueError(f"{dump}: no article passages (pages read: {stats.pages}, skipped: "
-                                     f"{dict(stats.skipped)})")
+                    raise stats.empty_error(dump)
                 write_json(tmp / "config.json", {"config": self.config.to_dict(), "source": source,
-                                                 "stats": {**asdict(stats), "skipped": dict(stats.skipped)}})
+                                                 "reader": READER_VERSION,
+                                                 "stats": {**asdict(stats), "skipped": dict(stats.skipped),
+                                                           "guarded": dict(stats.guarded)}})
         except OSError:
             if not final.is_dir():  # anything but another process having finished first
                 raise

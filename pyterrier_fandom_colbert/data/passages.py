@@ -19,9 +19,16 @@ Rules, applied per page to the text :func:`~pyterrier_fandom_colbert.data.wikidu
    a part merged in from another section carries its own heading inside the text. Word limits count every word
    but the passage's leading heading.
 
-A page is kept when it is an article (not a redirect, in ``namespaces``, not a translation subpage ``Title/de``)
-with at least ``min_page_words`` words of prose. Passage ids are ``f"{wiki}-{page_id}-{n}"`` (n from 0 in page
-order), stable for a given dump and configuration.
+7. **Boilerplate sections** (``skip_sections``: References, External links, See also, Gallery, ...) are left out,
+   with their subsections.
+8. **Facts passage.** With ``infobox_passage``, a page's infobox fields (``wikidump.read_page``) make one passage
+   before the others, ``"Title — born: 19 BBY; species: Human"`` (section ``""``), cut at fields into
+   several passages only when longer than ``max_words``.
+
+A page is kept when it is an article (not a redirect, in ``namespaces``, not a translation subpage ``Title/de``,
+not a disambiguation page) with at least ``min_page_words`` words of prose and facts. Passage ids are
+``f"{wiki}-{page_id}-{n}"`` (n from 0 in page order), stable for a given dump, configuration and
+:data:`READER_VERSION`.
 """
 # no `from __future__ import annotations`: PyTerrier reads the doc class field types (str) at run time
 
@@ -34,18 +41,32 @@ from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Optional
 
 from ..storage import JsonConfig
+from .infobox import facts_text
+from .templates import all_positional, first_positional
 from .wikidump import (
     DEFAULT_MAX_PAGE_CHARS,
     DEFAULT_TIME_BUDGET,
     SiteInfo,
     WikiPage,
-    clean_page,
     iter_pages,
+    read_page,
     skip_reason,
 )
 
-__all__ = ["PassageConfig", "Passage", "DumpStats", "split_sentences", "section_paragraphs", "text_passages",
+__all__ = ["PassageConfig", "Passage", "DumpStats", "EmptyDumpError", "READER_VERSION", "DEFAULT_SKIP_SECTIONS",
+           "split_sentences", "section_paragraphs", "drop_sections", "text_passages", "facts_passages",
            "page_passages", "dump_passages"]
+
+#: version of what the dump reader makes of a page (cleaning, templates, tables, infoboxes, sections, splitting).
+#: Recorded with every dump-built corpus and search folder; raised whenever the same dump would give different
+#: passages, so that older builds are known to need rebuilding. 1: until templates, tables and infoboxes were
+#: read (no version recorded); 2: they are.
+READER_VERSION = 2
+#: sections left out by default (compared case-insensitively): references, links and galleries, not content
+DEFAULT_SKIP_SECTIONS = ("references", "notes", "notes and references", "footnotes", "citations", "works cited",
+                         "sources", "bibliography", "further reading", "external links", "external link", "links",
+                         "see also", "related pages", "gallery", "images", "image gallery", "screenshots", "videos",
+                         "navigation", "site navigation")
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +75,9 @@ _END_RE = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
 _BOUNDARY_RE = re.compile(r"(?<![.!?])[.!?]+[\"'\u201d\u2019)\]]*\s+")  # from a run's start: linear time
 _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e no nos vol lt col gen sgt capt prof mt ft approx ca "
                            "fig inc ltd co cf al ed pp".split())
+
+
+_UNKNOWN_RULES = {"positional": all_positional, "first": first_positional, "drop": None}
 
 
 @dataclass(frozen=True)
@@ -69,6 +93,12 @@ class PassageConfig(JsonConfig):
     skip_translations: bool = True
     max_page_chars: int = DEFAULT_MAX_PAGE_CHARS  # longer pages: fallback cleaner (wikidump.clean_page)
     page_time_budget: Optional[float] = DEFAULT_TIME_BUDGET  # parser seconds per page, then fallback; None: no limit
+    infobox_passage: bool = True  # a page's infobox fields make one facts passage (False: dropped)
+    tables: bool = True  # table rows as "header: cell; header: cell." lines (False: tables dropped)
+    skip_sections: tuple = DEFAULT_SKIP_SECTIONS  # headings whose sections (with subsections) are left out
+    #: templates no renderer knows: "positional" (an inline call shows its positional arguments), "first" (its
+    #: first one) or "drop" (docs/data.md measures the three)
+    unknown_templates: str = "positional"
 
     def __post_init__(self):
         if not 0 < self.min_words <= self.target_words <= self.max_words:
@@ -81,6 +111,12 @@ class PassageConfig(JsonConfig):
             raise ValueError(f"need max_page_chars >= 0 and page_time_budget > 0 (or None), got "
                              f"{self.max_page_chars}, {self.page_time_budget}")
         object.__setattr__(self, "namespaces", tuple(int(n) for n in self.namespaces))
+        if self.unknown_templates not in _UNKNOWN_RULES:
+            raise ValueError(f"unknown_templates must be one of {sorted(_UNKNOWN_RULES)}, got "
+                             f"{self.unknown_templates!r}")
+        if isinstance(self.skip_sections, str):
+            raise ValueError(f"skip_sections must be a sequence of headings, got the string {self.skip_sections!r}")
+        object.__setattr__(self, "skip_sections", tuple(str(h).strip().casefold() for h in self.skip_sections))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -105,15 +141,24 @@ class Passage(NamedTuple):
         return self.text
 
 
+class EmptyDumpError(ValueError):
+    """A dump with nothing to index: no page gave a passage. The message counts the skipped pages by reason."""
+
+
 @dataclass
 class DumpStats:
-    """Counts filled in while a dump is converted. ``guarded``: articles that the fallback cleaner made in part or
-    whole, by reason (``size``, ``time``; see ``wikidump.clean_page``), with the first titles in
-    ``guarded_titles``."""
+    """Counts filled in while a dump is converted. ``skipped``: pages left out, by reason (``redirect``,
+    ``namespace``, ``translation``, ``disambiguation``, ``empty``: no text at all, ``stub``: under
+    ``min_page_words``). ``guarded``: articles that the fallback cleaner made in part or whole, by reason
+    (``size``, ``time``; see ``wikidump.clean_page``), with the first titles in ``guarded_titles``.
+    ``facts_passages``: passages made of infobox fields; ``facts``: the fields."""
     pages: int = 0
     articles: int = 0
     passages: int = 0
     bytes_read: int = 0
+    facts_passages: int = 0
+    facts: int = 0
+    min_page_words: int = 0
     skipped: Counter = field(default_factory=Counter)
     guarded: Counter = field(default_factory=Counter)
     guarded_titles: list = field(default_factory=list)
@@ -130,6 +175,15 @@ class DumpStats:
             line += (f"; cleaned by the fallback cleaner (page over the size or time limit): {dict(self.guarded)}, "
                      f"e.g. {self.guarded_titles[:5]}{more}")
         return line
+
+    def empty_error(self, path) -> EmptyDumpError:
+        """The error for a dump that gave no passage, with the counts and the option that lowers the limit."""
+        skipped = ", ".join(f"{n:,} {why}" for why, n in sorted(self.skipped.items())) or "none"
+        return EmptyDumpError(
+            f"{path}: nothing to index: {self.pages:,} pages read, no article passages (skipped: {skipped}). "
+            f"Pages with fewer than {self.min_page_words} words of text are stubs; lower the limit with "
+            f"`pfc index --min-words N` (PassageConfig(min_page_words=N)); other namespaces are read with "
+            f"PassageConfig(namespaces=...)")
 
 
 def _words(text: str) -> int:
@@ -185,6 +239,27 @@ def section_paragraphs(clean_text: str) -> list[tuple[str, list[list[str]]]]:
             end_paragraph()
     end_paragraph()
     return [(h, ps) for h, ps in sections if ps]
+
+
+def drop_sections(clean_text: str, headings) -> str:
+    """Clean text without the sections whose heading is in ``headings`` (casefolded), subsections included.
+
+    >>> drop_sections("A.\\n== See also ==\\nB.\\n=== More ===\\nC.\\n== Story ==\\nD.", {"see also"})
+    'A.\\n== Story ==\\nD.'
+    """
+    if not headings:
+        return clean_text
+    out, skipping = [], 0  # skipping: the level of the dropped heading, 0 when keeping
+    for line in clean_text.split("\n"):
+        m = _HEADING_RE.match(line)
+        if m:
+            level = len(m.group(1))
+            if skipping and level > skipping:
+                continue
+            skipping = level if m.group(2).strip().casefold() in headings else 0
+        if not skipping:
+            out.append(line)
+    return "\n".join(out)
 
 
 def _join_heading(heading: str, text: str) -> str:
@@ -279,16 +354,41 @@ def text_passages(clean_text: str, config: PassageConfig = PassageConfig()) -> l
     return [(parts[0][0], _render(parts, config)) for parts in _merge(items, config)]
 
 
+def facts_passages(title: str, facts, config: PassageConfig = PassageConfig()) -> list[str]:
+    """The facts passage of a page (``"Title — key: value; ..."``), cut between fields into several only when
+    longer than ``max_words`` (a single field over it stays whole)."""
+    out: list[list] = [[]]
+    size = 0
+    for key, value in facts:
+        words = _words(key) + _words(value)
+        if out[-1] and size + words > config.max_words:
+            out.append([])
+            size = 0
+        out[-1].append((key, value))
+        size += words
+    return [facts_text(title, part) for part in out if part]
+
+
+def _read(page: WikiPage, config: PassageConfig):
+    """(clean text without skipped sections, facts, fallback reason, disambiguation) of a page."""
+    text = read_page(page.text, page.title, config.max_page_chars, config.page_time_budget, tables=config.tables,
+                     infoboxes=config.infobox_passage, unknown_template=_UNKNOWN_RULES[config.unknown_templates])
+    return drop_sections(text.text, set(config.skip_sections)), text.facts, text.fallback, text.disambiguation
+
+
 def page_passages(site: SiteInfo, page: WikiPage, config: PassageConfig = PassageConfig(),
-                  clean_text: Optional[str] = None) -> list[Passage]:
-    """The passages of one article page (no filtering here; see :func:`dump_passages`)."""
+                  clean_text: Optional[str] = None, facts=None) -> list[Passage]:
+    """The passages of one article page (no filtering here; see :func:`dump_passages`): its facts passage (with
+    ``config.infobox_passage``), then its text's. ``clean_text``/``facts``: the page already read."""
     if clean_text is None:
-        clean_text = clean_page(page.text, config.max_page_chars, config.page_time_budget).text
-    text = clean_text
+        clean_text, facts, _, _ = _read(page, config)
+    parts = [("", text) for text in facts_passages(page.title, facts or (), config)] \
+        if config.infobox_passage else []
+    parts += text_passages(clean_text, config)
     url = site.page_url(page.title)
     return [Passage(f"{site.dbname}-{page.page_id}-{n}", body, page.title, site.dbname, url, section,
                     page.page_id, page.revid)
-            for n, (section, body) in enumerate(text_passages(text, config))]
+            for n, (section, body) in enumerate(parts)]
 
 
 def _prose_words(clean_text: str) -> int:
@@ -300,11 +400,13 @@ def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional
     """Stream the passages of every article of a MediaWiki export (``.xml``, ``.bz2``, ``.gz`` or ``.7z``).
 
     ``stats`` (optional) is filled in as pages are read: pages, articles kept, passages, skipped pages by reason
-    (``redirect``, ``namespace``, ``translation``, ``stub``), articles the fallback cleaner made (``guarded``:
+    (``redirect``, ``namespace``, ``translation``, ``disambiguation``, ``empty``, ``stub``: fewer than
+    ``config.min_page_words`` words of text and facts), articles the fallback cleaner made (``guarded``:
     pages over ``config.max_page_chars`` or ``config.page_time_budget``) and uncompressed bytes read. At the end,
     guarded pages are reported in a warning (logger ``pyterrier_fandom_colbert.data.passages``).
     """
     stats = stats if stats is not None else DumpStats()
+    stats.min_page_words = config.min_page_words
     pages = iter_pages(path)
     iterator = iter(pages)
     if verbose:
@@ -314,11 +416,12 @@ def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional
         stats.pages += 1
         stats.bytes_read = pages.bytes_read
         reason = skip_reason(page, config.namespaces, config.skip_translations)
-        clean, fallback = "", None
+        clean, facts, fallback = "", (), None
         if reason is None:
-            clean, fallback = clean_page(page.text, config.max_page_chars, config.page_time_budget)
-            if _prose_words(clean) < max(config.min_page_words, 1):
-                reason = "stub"
+            clean, facts, fallback, disambiguation = _read(page, config)
+            words = _prose_words(clean) + sum(_words(k) + _words(v) for k, v in facts)
+            reason = ("disambiguation" if disambiguation else "empty" if words == 0 else
+                      "stub" if words < config.min_page_words else None)
         if reason is not None:
             stats.skipped[reason] += 1
             continue
@@ -327,7 +430,10 @@ def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional
             stats.guarded[fallback] += 1
             if len(stats.guarded_titles) < stats.MAX_TITLES:
                 stats.guarded_titles.append(page.title)
-        for passage in page_passages(site, page, config, clean):
+        if config.infobox_passage and facts:
+            stats.facts += len(facts)
+            stats.facts_passages += len(facts_passages(page.title, facts, config))
+        for passage in page_passages(site, page, config, clean, facts):
             stats.passages += 1
             yield passage
     stats.bytes_read = pages.bytes_read

@@ -4,39 +4,38 @@ Two concerns, kept apart from passage splitting (``passages.py``):
 
 * :func:`iter_pages` streams ``<page>`` records out of an export (schema 0.10/0.11) in plain ``.xml``, ``.bz2``,
   ``.gz`` or ``.7z`` form, in memory that does not grow with the dump: the file is decompressed chunk by chunk
-  (1 MiB) into an :class:`xml.etree.ElementTree.XMLPullParser`, and each ``<page>`` element is dropped once read.
-  For ``.7z``, py7zr decompresses in a background thread that hands 1 MiB pieces over through a bounded queue;
-  nothing is extracted to disk. py7zr itself works in blocks of 1 MiB of *compressed* data, so the peak is about
-  one block's worth of XML (10-20 MB for wiki dumps) plus the queue.
-* :func:`clean_wikitext` turns wikitext into plain prose with mwparserfromhell (rules in its docstring), keeping
-  section headings as ``== Heading ==`` lines so that the passage splitter can see them.
+  (1 MiB, ``dumpbytes.xml_chunks``) into an :class:`xml.etree.ElementTree.XMLPullParser`, and each ``<page>``
+  element is dropped once read. For ``.7z``, py7zr decompresses in a background thread that hands 1 MiB pieces
+  over through a bounded queue; nothing is extracted to disk. py7zr itself works in blocks of 1 MiB of
+  *compressed* data, so the peak is about one block's worth of XML (10-20 MB for wiki dumps) plus the queue.
+* :func:`clean_wikitext` / :func:`read_page` turn wikitext into plain prose with mwparserfromhell (rules in their
+  docstrings), keeping section headings as ``== Heading ==`` lines so that the passage splitter can see them,
+  after fact templates are rendered (``templates``), tables made into rows (``wikitables``) and infoboxes taken
+  out as facts (``infobox``).
 
 Malformed XML and truncated archives raise :class:`DumpError`, naming the file and the position.
 """
 from __future__ import annotations
 
-import bz2
-import gzip
 import html
-import queue
 import re
-import threading
 import time
 import urllib.parse
 import xml.etree.ElementTree as ET
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, NamedTuple, Optional
 
+from .dumpbytes import DumpError, _Counter, xml_chunks
+from .infobox import infobox_fields, is_infobox, keep_value, portable_infobox_fields
+from .templates import Call, all_positional, render_templates
 from .wikiguard import DROP_TAGS as _DROP_TAGS
-from .wikiguard import GONE_MARKUP, fallback_render, neutralise_lines, neutralise_piece
+from .wikiguard import GONE_MARKUP, fallback_render, neutralise, neutralise_lines, neutralise_piece
+from .wikitables import drop_empty_cells, tables_to_text
 
 __all__ = ["DumpError", "SiteInfo", "WikiPage", "iter_pages", "xml_chunks", "clean_wikitext", "clean_page",
-           "CleanPage", "skip_reason", "is_translation", "DEFAULT_MAX_PAGE_CHARS",
-           "DEFAULT_TIME_BUDGET"]
-
-CHUNK_BYTES = 1 << 20
+           "CleanPage", "PageText", "read_page", "skip_reason", "is_translation", "DEFAULT_MAX_PAGE_CHARS",
+           "DEFAULT_TIME_BUDGET", "DISAMBIGUATION_TEMPLATES"]
 
 # ISO 639-1 codes (plus a few 3-letter codes MediaWiki uses): "Title/de" translation subpages, "[[de:Titel]]" links
 _LANGS = frozenset("""
@@ -59,20 +58,6 @@ _TABLE_LINE_RE = re.compile(r"\s*(?:\{\||\||!)")
 _HTML_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 _LIST_RE = re.compile(r"^[*#:;]+\s*")
 _SPACE_RE = re.compile(r"[ \t\u00a0\u2009\u200b]+")
-
-
-class DumpError(ValueError):
-    """A dump that cannot be read: malformed XML, a truncated or corrupt archive, an unknown format."""
-
-    def __init__(self, path, message: str, *, line: Optional[int] = None, column: Optional[int] = None,
-                 offset: Optional[int] = None):
-        where = []
-        if line is not None:
-            where.append(f"line {line}, column {column}")
-        if offset is not None:
-            where.append(f"after {offset:,} bytes of XML")
-        super().__init__(f"{path}: {message}" + (f" ({'; '.join(where)})" if where else ""))
-        self.path, self.line, self.column, self.offset = str(path), line, column, offset
 
 
 @dataclass(frozen=True)
@@ -107,131 +92,6 @@ def _base_url(base: str) -> str:
     """
     i = base.find("/wiki/")
     return base[: i + len("/wiki/")] if i >= 0 else base.rsplit("/", 1)[0] + "/"
-
-
-# ----------------------------------------------------------------------------------------------- byte sources
-
-class _Counter:
-    """Counts the uncompressed bytes handed to the XML parser (for error positions and throughput)."""
-    def __init__(self):
-        self.bytes = 0
-
-
-def _file_chunks(path: Path, opener, counter: _Counter) -> Iterator[bytes]:
-    with open(path, "rb") as raw:
-        f = opener(raw) if opener else raw
-        try:
-            while True:
-                try:
-                    chunk = f.read1(CHUNK_BYTES)  # what is ready: a truncation is found where it is
-                except (EOFError, OSError, ValueError, zlib.error) as err:
-                    raise DumpError(path, f"truncated or corrupt archive ({err}), compressed byte {raw.tell():,}",
-                                    offset=counter.bytes) from err
-                if not chunk:
-                    return
-                counter.bytes += len(chunk)
-                yield chunk
-        finally:
-            if opener:
-                f.close()
-
-
-def _7z_chunks(path: Path, counter: _Counter) -> Iterator[bytes]:
-    """Decompress the single ``.xml`` member of a 7z archive in a worker thread, yielding chunks as they come."""
-    import py7zr
-    from py7zr.io import Py7zIO, WriterFactory
-
-    try:
-        archive = py7zr.SevenZipFile(path, mode="r")
-    except (py7zr.Bad7zFile, EOFError, OSError, KeyError, ValueError) as err:
-        raise DumpError(path, f"truncated or corrupt 7z archive ({type(err).__name__}: {err})") from err
-    names = [n for n in archive.getnames() if n.endswith(".xml")]
-    if len(names) != 1:
-        archive.close()
-        raise DumpError(path, f"expected exactly one .xml file in the 7z archive, found {names}")
-    chunks: queue.Queue = queue.Queue(maxsize=2)
-    stop = threading.Event()
-    done = object()
-
-    class _Cancelled(Exception):
-        pass
-
-    class _Sink(Py7zIO):
-        def write(self, s):
-            view = memoryview(s)  # py7zr hands over one decompressed block (1 MiB of 7z data, ~15 MB of XML)
-            for i in range(0, len(view), CHUNK_BYTES):
-                piece = bytes(view[i:i + CHUNK_BYTES])
-                while True:
-                    if stop.is_set():
-                        raise _Cancelled()
-                    try:
-                        chunks.put(piece, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-            return len(view)
-
-        def read(self, size=None):
-            return b""
-
-        def seek(self, offset, whence=0):
-            return 0
-
-        def flush(self):
-            pass
-
-        def size(self):
-            return 0
-
-    class _Factory(WriterFactory):
-        def create(self, filename):
-            return _Sink()
-
-    def work():
-        try:
-            archive.extract(targets=names, factory=_Factory())
-            item = done
-        except BaseException as err:  # handed to the reading thread, which raises it
-            item = err
-        while not stop.is_set():
-            try:
-                chunks.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    worker = threading.Thread(target=work, name=f"7z:{path.name}", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = chunks.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise DumpError(path, f"truncated or corrupt 7z archive ({type(item).__name__}: {item})",
-                                offset=counter.bytes) from item
-            counter.bytes += len(item)
-            yield item
-    finally:
-        stop.set()
-        worker.join()
-        archive.close()
-
-
-def xml_chunks(path, counter: Optional[_Counter] = None) -> Iterator[bytes]:
-    """The uncompressed bytes of a dump (``.xml``, ``.bz2``, ``.gz`` or ``.7z``, told apart by their first bytes)."""
-    path, counter = Path(path), counter or _Counter()
-    with open(path, "rb") as f:
-        magic = f.read(6)
-    if magic.startswith(b"BZh"):
-        return _file_chunks(path, bz2.BZ2File, counter)
-    if magic.startswith(b"\x1f\x8b"):
-        return _file_chunks(path, lambda raw: gzip.GzipFile(fileobj=raw), counter)
-    if magic.startswith(b"7z\xbc\xaf\x27\x1c"):
-        return _7z_chunks(path, counter)
-    if magic.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") or magic.startswith(b"\xef\xbb\xbf"):
-        return _file_chunks(path, None, counter)
-    raise DumpError(path, f"not a MediaWiki XML export (.xml, .bz2, .gz or .7z); starts with {magic!r}")
 
 
 # ----------------------------------------------------------------------------------------------- XML pages
@@ -506,6 +366,31 @@ def _finish(raw: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
+#: markup in a table's rows that needs the guard before the regular-expression cleaner: comments, dropped tags
+_NEEDS_GUARD_RE = re.compile("<!--|<(?:" + "|".join(sorted(_DROP_TAGS)) + r")\b|<(?:nowiki|pre)\b", re.I)
+
+
+_INVISIBLE_RE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_ROW_PARENS_RE = re.compile(r"\([ \t;,]*\)")
+_ROW_END_RE = re.compile(r"(?: |,)\.(?=\s|$)")
+_BR_RE = re.compile(r"<br\s*/?\s*>", re.I)
+
+
+def _finish_rows(raw: str) -> str:
+    """:func:`_finish` for the row lines of a table, done on the whole block at once (they are many)."""
+    text = _QUOTES_RE.sub("", raw) if "''" in raw else raw
+    text = _HTML_RE.sub("", text) if "<" in text else text
+    if _GONE in text:  # removed markup in cells (pictures, templates): its parentheses go too
+        text = text.replace(_GONE, "")
+        text = _ROW_PARENS_RE.sub("", text) if "(" in text else text
+    text = _INVISIBLE_RE.sub("", text)
+    text = "\n".join(" ".join(line.split()) for line in text.split("\n") if not line.isspace() and line)
+    for before, after in ((" ;", ";"), (" ,", ","), (" :", ":"), (",;", ";"), (", ;", ";")):
+        if before in text:
+            text = text.replace(before, after)
+    return _ROW_END_RE.sub(".", text) if " ." in text or ",." in text else text
+
+
 class CleanPage(NamedTuple):
     """What :func:`clean_page` returns: the clean text, and why the fallback cleaner made some or all of it
     (``"size"`` or ``"time"``; None: the parser made all of it)."""
@@ -521,12 +406,120 @@ def _parse_render(text: str) -> str:
     return _render(mwparserfromhell.parse(text, skip_style_tags=True).nodes)
 
 
+#: templates that mark a disambiguation page (lookup names, see ``templates.template_name``)
+DISAMBIGUATION_TEMPLATES = frozenset({"disambiguation", "disambig", "dab", "disamb", "dis", "hndis", "geodis",
+                                      "disambiguation page", "set index article", "surname", "given name"})
+
+
+_TABLE_MARK = "\ue020"  # (private use) stands for a table's rows, cleaned apart: "<mark>3<mark>" is the fourth
+_TABLE_MARK_RE = re.compile(f"{_TABLE_MARK}(\\d+){_TABLE_MARK}")
+
+
+class PageText(NamedTuple):
+    """What :func:`read_page` returns: the clean text, why the fallback cleaner made some of it (see
+    :class:`CleanPage`), the page's infobox facts as ``(key, clean value)`` pairs, and whether the page is a
+    disambiguation page (a disambiguation template or ``__DISAMBIG__``)."""
+    text: str
+    fallback: Optional[str]
+    facts: tuple
+    disambiguation: bool
+
+
+_MARKUP_CHARS_RE = re.compile(r"[\[\]{}<>&'\n_|=*#:;" + _GONE + GONE_MARKUP + "]")
+
+
+def _one_line(text: str) -> str:
+    """Clean lines as one: line breaks become commas (a line opening with a parenthesis follows a space)."""
+    lines = [line.strip(" ,;") for line in text.split("\n") if line.strip(" ,;")]
+    return "".join((" " if k and line.startswith("(") else ", " if k else "") + line for k, line in enumerate(lines))
+
+
+def _clean_value(value: str) -> str:
+    """An infobox value's wikitext as one line of text (line breaks become commas)."""
+    if not _MARKUP_CHARS_RE.search(value):
+        return _SPACE_RE.sub(" ", value).strip(" ,;")
+    text = neutralise(value)
+    return _one_line(_finish(fallback_render(text, _skip_link, _GONE) if len(text) > MAX_RUN_CHARS
+                             else _parse_render(text)))
+
+
+_VALUE_SEP = "\ue021"  # (private use) between infobox values cleaned in one parse
+
+
+def _clean_values(values: list) -> list:
+    """:func:`_clean_value` of each value; the values with markup are parsed together, in one call."""
+    out = [None if _MARKUP_CHARS_RE.search(v) else _SPACE_RE.sub(" ", v).strip(" ,;") for v in values]
+    marked = [k for k, v in enumerate(out) if v is None]
+    if len(marked) > 1:
+        joined = f"\n\n{_VALUE_SEP}\n\n".join(values[k].replace(_VALUE_SEP, "") for k in marked)
+        text = neutralise(joined)
+        if len(text) <= MAX_RUN_CHARS:
+            chunks = _finish(_parse_render(text)).split(_VALUE_SEP)
+            if len(chunks) == len(marked):  # else (a construct across values) one by one below
+                for k, chunk in zip(marked, chunks):
+                    out[k] = _one_line(chunk)
+    return [_clean_value(values[k]) if v is None else v for k, v in enumerate(out)]
+
+
+def read_page(wikitext: str, title: str = "", max_chars: int = DEFAULT_MAX_PAGE_CHARS,
+              time_budget: Optional[float] = DEFAULT_TIME_BUDGET, *, tables: bool = True,
+              infoboxes: bool = True, unknown_template=None) -> PageText:
+    """A page's clean text (:func:`clean_page`) and its infobox facts.
+
+    Before the guard and the parser: fact-bearing templates are rendered (``templates.render_templates``:
+    ``{{convert|6|ft|4|in|m}}`` -> ``6 ft 4 in (1.93 m)``); infobox calls (``infobox.is_infobox``) and
+    ``<infobox>`` markup are taken out of the text and, with ``infoboxes``, their fields become ``facts``
+    (values cleaned like the page; empty ones, file names, sizes and a ``name`` equal to ``title`` dropped);
+    tables become one line per row (``wikitables.tables_to_text``; ``tables=False``: dropped). Other templates
+    are removed, or rendered by ``unknown_template(call)`` when given (None from it: removed).
+    """
+    raw_facts = portable_infobox_fields(wikitext) if infoboxes else []
+    disambiguation = "__DISAMBIG__" in wikitext
+
+    def unknown(call: Call, at_top: bool) -> bool:
+        nonlocal disambiguation
+        if call.name in DISAMBIGUATION_TEMPLATES:
+            disambiguation = True
+            return True
+        if infoboxes and is_infobox(call, at_top):
+            raw_facts.extend(infobox_fields(call))
+            return True
+        return False
+
+    text = render_templates(wikitext.replace("\x00", "").replace(_TABLE_MARK, ""), title, unknown, unknown_template)
+    blocks: list = []
+
+    def table_block(rows: str) -> str:  # cleaned now, without the parser, and put back after it
+        if "<" in rows:  # a line break inside a cell: a comma, so that the row stays one line
+            rows = _BR_RE.sub(", ", rows)
+        if ("{{" in rows or "}}" in rows or rows.count("[[") != rows.count("]]") or
+                ("<" in rows and _NEEDS_GUARD_RE.search(rows))):  # else nothing for the guard to do
+            rows = "".join(neutralise_lines(rows, len(rows) + 1, keep_marks=True))
+        blocks.append(drop_empty_cells(_finish_rows(fallback_render(rows, _skip_link, _GONE))))
+        return f"{_TABLE_MARK}{len(blocks) - 1}{_TABLE_MARK}"
+
+    text = tables_to_text(text, table_block) if tables else _strip_tables(text)
+    clean, fallback = _clean_marked(text, max_chars, time_budget)
+    if blocks:
+        clean = _TABLE_MARK_RE.sub(lambda m: blocks[int(m.group(1))], clean)
+    facts, seen = [], set()
+    for (key, _), value in zip(raw_facts, _clean_values([v for _, v in raw_facts])):
+        if not keep_value(value) or (key in ("name", "title") and value.casefold() == title.casefold()):
+            continue
+        if (key, value) not in seen:
+            seen.add((key, value))
+            facts.append((key, value))
+    return PageText(clean, fallback, tuple(facts), disambiguation)
+
+
 def clean_page(wikitext: str, max_chars: int = DEFAULT_MAX_PAGE_CHARS,
                time_budget: Optional[float] = DEFAULT_TIME_BUDGET) -> CleanPage:
     """:func:`clean_wikitext`, also saying whether the fallback cleaner made some of the text, and why.
 
-    The guard against hostile pages: NUL characters are removed (they end mwparserfromhell's input), tables are
-    cut out, and :func:`~pyterrier_fandom_colbert.data.wikiguard.neutralise` removes templates and neutralises
+    Templates are rendered and tables turned into rows first (:func:`read_page`; infoboxes are dropped here;
+    unknown inline templates show their positional arguments, ``templates.all_positional``).
+    The guard against hostile pages: NUL characters are removed (they end mwparserfromhell's input), and
+    :func:`~pyterrier_fandom_colbert.data.wikiguard.neutralise` removes the templates left and neutralises
     every unclosed construct in linear time, so that the parser has nothing to backtrack over. The rest is parsed
     in runs of whole lines of about :data:`RUN_CHARS` characters. A regular-expression cleaner
     (:func:`~pyterrier_fandom_colbert.data.wikiguard.fallback_render`: linear time, rougher results) makes
@@ -537,9 +530,15 @@ def clean_page(wikitext: str, max_chars: int = DEFAULT_MAX_PAGE_CHARS,
       limit; checked between runs, so the first run is always parsed). The output then depends on the machine's
       speed: the budget bounds the damage one hostile page can do, and ordinary pages take a small fraction of it.
     """
+    page = read_page(wikitext, "", max_chars, time_budget, infoboxes=False, unknown_template=all_positional)
+    return CleanPage(page.text, page.fallback)
+
+
+def _clean_marked(text: str, max_chars: int, time_budget: Optional[float]) -> CleanPage:
+    """The guarded parse of wikitext whose GONE_MARKUP characters are marks of removed markup."""
     if max_chars < 0 or (time_budget is not None and time_budget < 0):
         raise ValueError(f"max_chars and time_budget must be >= 0, got {max_chars}, {time_budget}")
-    runs = neutralise_lines(_strip_tables(wikitext.replace("\x00", "")), RUN_CHARS)
+    runs = neutralise_lines(text, RUN_CHARS, keep_marks=True)
     if sum(map(len, runs)) > max_chars:
         return CleanPage(_finish(fallback_render("".join(runs), _skip_link, _GONE)), "size")
     if len(runs) == 1 and len(runs[0]) <= MAX_RUN_CHARS:
@@ -562,7 +561,11 @@ def clean_wikitext(wikitext: str, max_chars: int = DEFAULT_MAX_PAGE_CHARS,
                    time_budget: Optional[float] = DEFAULT_TIME_BUDGET) -> str:
     """Plain prose from wikitext, headings kept as ``== Heading ==`` lines, paragraphs split by blank lines.
 
-    Dropped: templates and parser functions (infoboxes, navboxes), tables, file/image links (with captions),
+    Rendered: fact-bearing templates (``{{convert|6|ft|4|in|m}}`` -> ``6 ft 4 in (1.93 m)``, dates, names;
+    ``templates.RENDERERS``), other inline templates by their positional arguments (``templates.all_positional``),
+    tables as one line per row (``Year: 2012; Title: Emberfall.``, ``wikitables``). Dropped: infoboxes (see
+    :func:`read_page` for their facts), block templates and parser functions (navboxes, ``{{#if:}}``),
+    file/image links (with captions),
     category and interlanguage links, ``<ref>``, ``<gallery>``, ``<math>`` and similar tags, comments, magic words
     (``__NOTOC__``), bare and numbered external links, and what removed markup leaves behind (parentheses that
     held only removed templates and separators, a space before punctuation). Kept: the text of internal links

@@ -235,16 +235,18 @@ def _pass_links_and_tags(text: str, cut_every: Optional[int] = None) -> list:
     return _apply(text, edits, cuts)
 
 
-def neutralise_lines(wikitext: str, size: int) -> list:
+def neutralise_lines(wikitext: str, size: int, keep_marks: bool = False) -> list:
     """:func:`neutralise`, cut into pieces of about ``size`` characters (or more) before line breaks where a
     parser can start afresh (outside links, comments and ``<nowiki>``/``<pre>``): ``"".join`` of the pieces is
     ``neutralise(wikitext)``. A tag may be open across a cut: :func:`neutralise_piece` closes that gap for a
-    piece parsed on its own.
+    piece parsed on its own. ``keep_marks``: the text's GONE_MARKUP characters are marks made by an earlier
+    pass (the template renderer), kept as removed markup rather than removed as foreign input.
 
     >>> neutralise_lines("one two three\\nfour five [[x\\ny]] six\\nseven", 10)
     ['one two three', '\\nfour five [[x\\ny]] six', '\\nseven']
     """
-    return _pass_links_and_tags(_pass_templates(wikitext.replace(GONE_MARKUP, "")), size)
+    return _pass_links_and_tags(_pass_templates(wikitext if keep_marks else wikitext.replace(GONE_MARKUP, "")),
+                                size)
 
 
 def neutralise_piece(text: str) -> str:
@@ -266,6 +268,9 @@ def neutralise(wikitext: str) -> str:
 
 
 _LINK_RE = re.compile(r"\[\[([^\[\]]*)\]\]")
+_FILE_LINK_RE = re.compile(r"\[\[[ \t]*(?i:file|image)[ \t]*:[^\[\]]*\]\]")
+_PLAIN_LINK_RE = re.compile(r"\[\[([^\[\]|:#\s][^\[\]|:#]*)\]\]")
+_LABEL_LINK_RE = re.compile(r"\[\[[^\[\]|:#\s][^\[\]|:#]*\|([^\[\]|\s][^\[\]|]*)\]\]")
 _URL_LINK_RE = re.compile(r"\[(?:https?:|ftp:|mailto:|irc:|ircs:|news:|//)[^\s\]]*[ \t]*([^\]\n]*)\]", re.I)
 _BARE_URL_RE = re.compile(r"(?:https?|ftp)://[^\s<>\[\]]+", re.I)
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
@@ -302,24 +307,42 @@ def fallback_render(wikitext: str, skip_prefixes, gone: str = "\x00") -> str:
     >>> fallback_render("== Hi ==\\nA [[b|c]] [[File:x.png|y]] [https://e.org site]<br>x &amp; y", "file".__eq__)
     '== Hi ==\\nA c \\x00 site\\nx & y'
     """
-    text = _COMMENT_RE.sub(gone, wikitext.replace(GONE_MARKUP, gone))
+    text = wikitext.replace(GONE_MARKUP, gone)
+    tags = "<" in text  # (each pass runs only when its markup can be there: this cleaner also does table rows)
+    if tags:
+        text = _COMMENT_RE.sub(gone, text)
     raw: list = []
 
     def keep_raw(m: re.Match) -> str:  # nowiki/pre text is not markup (but has entities): set it aside
         raw.append(html.unescape(m.group(2)))
         return f"\ue000{len(raw) - 1}\ue001"
 
-    text = _RAW_RE.sub(keep_raw, text)
-    for _ in range(8):  # innermost links first: "[[File:a|b [[c]]]]" needs two rounds
-        text, n = _LINK_RE.subn(lambda m: _fallback_link(m, skip_prefixes, gone), text)
-        if not n:
-            break
-    text = _URL_LINK_RE.sub(lambda m: m.group(1) if m.group(1).strip() else gone, text)
-    text = _BARE_URL_RE.sub(gone, text)
-    heading = re.compile(_HEADING_LINE_RE.format(gone=re.escape(gone)), re.M)
-    text = heading.sub(lambda m: f"{m.group(1)} {m.group(2).replace(gone, '').strip()} {m.group(1)}", text)
-    text = _RULE_RE.sub(gone, _TERM_RE.sub(lambda m: f"{m.group(1)}: ", text))
-    text = _BLOCK_TAG_RE.sub("\n", text)
-    text = _ANY_TAG_RE.sub("", text)
-    text = _MAGIC_RE.sub("", html.unescape(text))
+    if tags:
+        text = _RAW_RE.sub(keep_raw, text)
+    if "[[" in text:
+        # the common links first, without a Python call each: [[Page]] and [[Page|label]] (no namespace, anchor)
+        text = _LABEL_LINK_RE.sub(r"\1", _PLAIN_LINK_RE.sub(r"\1", text))
+        if skip_prefixes("file") and skip_prefixes("image"):
+            text = _FILE_LINK_RE.sub(gone, text)
+        for _ in range(8):  # innermost links first: "[[File:a|b [[c]]]]" needs two rounds
+            text, n = _LINK_RE.subn(lambda m: _fallback_link(m, skip_prefixes, gone), text)
+            if not n:
+                break
+    if "[" in text:
+        text = _URL_LINK_RE.sub(lambda m: m.group(1) if m.group(1).strip() else gone, text)
+    if "://" in text:
+        text = _BARE_URL_RE.sub(gone, text)
+    if "=" in text:
+        heading = re.compile(_HEADING_LINE_RE.format(gone=re.escape(gone)), re.M)
+        text = heading.sub(lambda m: f"{m.group(1)} {m.group(2).replace(gone, '').strip()} {m.group(1)}", text)
+    if "----" in text or ";" in text:
+        text = _RULE_RE.sub(gone, _TERM_RE.sub(lambda m: f"{m.group(1)}: ", text))
+    if tags:
+        text = _ANY_TAG_RE.sub("", _BLOCK_TAG_RE.sub("\n", text))
+    if "&" in text:
+        text = html.unescape(text)
+    if "__" in text:
+        text = _MAGIC_RE.sub("", text)
+    if not raw:
+        return text
     return re.sub("\ue000(\\d+)\ue001", lambda m: raw[int(m.group(1))], text)

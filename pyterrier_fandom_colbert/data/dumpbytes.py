@@ -1,0 +1,157 @@
+"""The bytes of a MediaWiki XML export, decompressed chunk by chunk: plain ``.xml``, ``.bz2``, ``.gz`` or ``.7z``.
+
+Kept apart from the XML and wikitext reading of ``wikidump`` (which re-exports :class:`DumpError` and
+:func:`xml_chunks`). For ``.7z``, py7zr decompresses in a background thread that hands 1 MiB pieces over through
+a bounded queue; nothing is extracted to disk. A truncated or corrupt archive raises :class:`DumpError`, naming
+the file and the position.
+"""
+from __future__ import annotations
+
+import bz2
+import gzip
+import queue
+import threading
+import zlib
+from pathlib import Path
+from typing import Iterator, Optional
+
+__all__ = ["CHUNK_BYTES", "DumpError", "xml_chunks"]
+
+CHUNK_BYTES = 1 << 20
+
+
+class DumpError(ValueError):
+    """A dump that cannot be read: malformed XML, a truncated or corrupt archive, an unknown format."""
+
+    def __init__(self, path, message: str, *, line: Optional[int] = None, column: Optional[int] = None,
+                 offset: Optional[int] = None):
+        where = []
+        if line is not None:
+            where.append(f"line {line}, column {column}")
+        if offset is not None:
+            where.append(f"after {offset:,} bytes of XML")
+        super().__init__(f"{path}: {message}" + (f" ({'; '.join(where)})" if where else ""))
+        self.path, self.line, self.column, self.offset = str(path), line, column, offset
+
+
+class _Counter:
+    """Counts the uncompressed bytes handed to the XML parser (for error positions and throughput)."""
+    def __init__(self):
+        self.bytes = 0
+
+
+def _file_chunks(path: Path, opener, counter: _Counter) -> Iterator[bytes]:
+    with open(path, "rb") as raw:
+        f = opener(raw) if opener else raw
+        try:
+            while True:
+                try:
+                    chunk = f.read1(CHUNK_BYTES)  # what is ready: a truncation is found where it is
+                except (EOFError, OSError, ValueError, zlib.error) as err:
+                    raise DumpError(path, f"truncated or corrupt archive ({err}), compressed byte {raw.tell():,}",
+                                    offset=counter.bytes) from err
+                if not chunk:
+                    return
+                counter.bytes += len(chunk)
+                yield chunk
+        finally:
+            if opener:
+                f.close()
+
+
+def _7z_chunks(path: Path, counter: _Counter) -> Iterator[bytes]:
+    """Decompress the single ``.xml`` member of a 7z archive in a worker thread, yielding chunks as they come."""
+    import py7zr
+    from py7zr.io import Py7zIO, WriterFactory
+
+    try:
+        archive = py7zr.SevenZipFile(path, mode="r")
+    except (py7zr.Bad7zFile, EOFError, OSError, KeyError, ValueError) as err:
+        raise DumpError(path, f"truncated or corrupt 7z archive ({type(err).__name__}: {err})") from err
+    names = [n for n in archive.getnames() if n.endswith(".xml")]
+    if len(names) != 1:
+        archive.close()
+        raise DumpError(path, f"expected exactly one .xml file in the 7z archive, found {names}")
+    chunks: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+    done = object()
+
+    class _Cancelled(Exception):
+        pass
+
+    class _Sink(Py7zIO):
+        def write(self, s):
+            view = memoryview(s)  # py7zr hands over one decompressed block (1 MiB of 7z data, ~15 MB of XML)
+            for i in range(0, len(view), CHUNK_BYTES):
+                piece = bytes(view[i:i + CHUNK_BYTES])
+                while True:
+                    if stop.is_set():
+                        raise _Cancelled()
+                    try:
+                        chunks.put(piece, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+            return len(view)
+
+        def read(self, size=None):
+            return b""
+
+        def seek(self, offset, whence=0):
+            return 0
+
+        def flush(self):
+            pass
+
+        def size(self):
+            return 0
+
+    class _Factory(WriterFactory):
+        def create(self, filename):
+            return _Sink()
+
+    def work():
+        try:
+            archive.extract(targets=names, factory=_Factory())
+            item = done
+        except BaseException as err:  # handed to the reading thread, which raises it
+            item = err
+        while not stop.is_set():
+            try:
+                chunks.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    worker = threading.Thread(target=work, name=f"7z:{path.name}", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = chunks.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise DumpError(path, f"truncated or corrupt 7z archive ({type(item).__name__}: {item})",
+                                offset=counter.bytes) from item
+            counter.bytes += len(item)
+            yield item
+    finally:
+        stop.set()
+        worker.join()
+        archive.close()
+
+
+def xml_chunks(path, counter: Optional[_Counter] = None) -> Iterator[bytes]:
+    """The uncompressed bytes of a dump (``.xml``, ``.bz2``, ``.gz`` or ``.7z``, told apart by their first bytes)."""
+    path, counter = Path(path), counter or _Counter()
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic.startswith(b"BZh"):
+        return _file_chunks(path, bz2.BZ2File, counter)
+    if magic.startswith(b"\x1f\x8b"):
+        return _file_chunks(path, lambda raw: gzip.GzipFile(fileobj=raw), counter)
+    if magic.startswith(b"7z\xbc\xaf\x27\x1c"):
+        return _7z_chunks(path, counter)
+    if magic.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") or magic.startswith(b"\xef\xbb\xbf"):
+        return _file_chunks(path, None, counter)
+    raise DumpError(path, f"not a MediaWiki XML export (.xml, .bz2, .gz or .7z); starts with {magic!r}")
