@@ -47,6 +47,7 @@ def sample_records():
 
 # -- the CLI ------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cli_index_then_search_json(tmp_path, tiny_bert_dir, capsys):
     folder = tmp_path / "wiki"
     assert main(["index", str(SAMPLE), str(folder), "--checkpoint", tiny_bert_dir, "--quiet"]) == 0

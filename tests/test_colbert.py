@@ -178,6 +178,7 @@ def test_reranking_pipeline_with_minilm_puts_answer_first():
         assert top[str(i)] == f"d{answer}", QA[i]
 
 
+@pytest.mark.slow
 def test_shipped_default_checkpoint_loads_offline_and_ranks_answers_first():
     from pyterrier_fandom_colbert.model.colbert import DEFAULT_CHECKPOINT
 

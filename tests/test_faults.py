@@ -560,6 +560,7 @@ def test_a_stale_faiss_cache_is_rebuilt_or_refused_when_read_only(ann_index, pri
     ColBERTIndex(other).verify()
 
 
+@pytest.mark.slow
 def test_three_processes_on_a_cold_cache_build_it_once(ann_index, tmp_path, monkeypatch):
     import importlib
     import multiprocessing

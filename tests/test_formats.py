@@ -214,6 +214,7 @@ def test_pylate_expansion_settings(tmp_path, pylate_dir, attend):
 
 
 # -- exporting and reading back -------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["colbert-ai", "pylate"])
 def test_export_and_reload_keeps_scores(tmp_path, colbert_ai_dir, pylate_dir, source):
     original = pfc.ColBERT.from_pretrained(colbert_ai_dir if source == "colbert-ai" else pylate_dir)

@@ -394,6 +394,7 @@ class _Toy:
                              "label": 1})
 
 
+@pytest.mark.slow
 def test_main_job_tunes_the_hybrid_on_the_tuning_split(tmp_path, tiny_bert_dir):
     from pyterrier_fandom_colbert.__main__ import SYSTEMS, TUNING_GRID, compare, systems_for
 

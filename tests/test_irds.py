@@ -350,6 +350,7 @@ def test_sample_json_is_up_to_date():
     assert module.main(["--check"]) == 0
 
 
+@pytest.mark.slow
 def test_top_level_datasets_folder_does_not_shadow_hf_datasets(tmp_path):
     """The documented ways of running from the repo root (console scripts, ``python path/to/script.py``,
     ``python -P``) do not put the root on sys.path, so ``datasets/`` cannot pose as Hugging Face's package."""

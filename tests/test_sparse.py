@@ -167,14 +167,16 @@ def test_splade_index_end_to_end(tmp_path, splade):
 # -- the exact index ----------------------------------------------------------------------------------------------
 
 def declared_artifacts():
-    """The ``pyterrier.artifact`` entry points setup.cfg declares (the installed metadata may predate them)."""
-    import configparser
+    """The ``pyterrier.artifact`` entry points pyproject.toml declares (the installed metadata may predate them)."""
     from importlib.metadata import EntryPoint
 
-    cfg = configparser.ConfigParser()
-    cfg.read(Path(__file__).resolve().parents[1] / "setup.cfg")
-    lines = cfg["options.entry_points"]["pyterrier.artifact"].strip().splitlines()
-    return [EntryPoint(*map(str.strip, line.split("=")), group="pyterrier.artifact") for line in lines]
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the test extra installs tomli
+        import tomli as tomllib
+    with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as f:
+        declared = tomllib.load(f)["project"]["entry-points"]["pyterrier.artifact"]
+    return [EntryPoint(name, value, group="pyterrier.artifact") for name, value in declared.items()]
 
 
 def test_index_artifact(index, corpus, monkeypatch):

@@ -148,6 +148,7 @@ class _StopAfter(Trainer):
             raise _Interrupted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("freeze", [0, 1])
 def test_resume_takes_the_same_steps_as_an_uninterrupted_run(tiny_bert_dir, tmp_path, freeze):
     data = _collection(n_docs=8, per_doc=2)  # 16 examples / batch 4 = 4 steps
