@@ -29,6 +29,7 @@ from .errors import DamagedFileError, MissingFileError, PathLike
 from .files import (
     ARTIFACT_META_FILE,
     AtomicFolder,
+    artifact_path,
     atomic_folder,
     atomic_path,
     check_target,
@@ -57,7 +58,8 @@ from .manifests import (
 
 __all__ = [
     "ARTIFACT_META_FILE", "AtomicFolder", "DamagedFileError", "HASH_ALGORITHM", "HASH_ALGORITHMS", "HashingFile",
-    "JsonConfig", "MissingFileError", "PathLike", "atomic_folder", "atomic_path", "build_docno_inverse",
+    "JsonConfig", "MissingFileError", "PathLike", "artifact_path", "atomic_folder", "atomic_path",
+    "build_docno_inverse",
     "build_manifest", "check_checksums", "check_sizes", "check_target", "checksum_problem", "docno_lookup_builder",
     "file_checksum", "folder_files", "is_artifact_folder", "manifest_entry", "manifest_problems", "new_hasher",
     "open_npids", "parse_manifest", "raise_damaged", "read_artifact_meta", "read_json", "write_json", "write_text",
