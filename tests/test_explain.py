@@ -156,7 +156,7 @@ def test_word_offsets_round_trip(backbone, tiny_bert_dir, tiny_roberta_dir):
         for pos in range(2, n - 1):          # every piece's characters lie inside its word
             s, e = batch.offsets[j][pos]
             ws, we = spans[word_of[pos]]
-            assert ws <= s and e <= we or text[s:e].strip() == ""
+            assert (ws <= s and e <= we) or text[s:e].strip() == ""
 
 
 # -- the transformer ------------------------------------------------------------------------------------------------

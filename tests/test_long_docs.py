@@ -11,8 +11,10 @@ import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.model.scoring import maxsim
 
 CONFIG = pfc.ColBERTConfig(dim=16, doc_maxlen=16, query_maxlen=16)  # 13 word pieces per window
-WORDS = ("castle dragon river smith blade crown mountain harbour merchant winter tower garden bridge lantern "
-         "forest").split()
+WORDS = [
+    "castle", "dragon", "river", "smith", "blade", "crown", "mountain", "harbour", "merchant", "winter", "tower",
+    "garden", "bridge", "lantern", "forest",
+]
 TEXTS = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(n)) for i, n in enumerate([3, 13, 14, 30, 41, 8])]
 TOPICS = pd.DataFrame({"qid": ["q1", "q2"], "query": ["the dragon of the mountain", "a lantern on the bridge"]})
 

@@ -88,7 +88,7 @@ def rows_to_layout(sim_rows: np.ndarray, positions: np.ndarray, length: int) -> 
     positions = np.asarray(positions, dtype=np.int64)
     if sim_rows.ndim != 2 or sim_rows.shape[1] != len(positions):
         raise ValueError(f"sim_rows has shape {sim_rows.shape} but there are {len(positions)} row positions")
-    if len(positions) and not (0 <= positions.min() and positions.max() < length):
+    if len(positions) and not (positions.min() >= 0 and positions.max() < length):
         raise ValueError(f"row positions must lie in [0, {length}); got {positions.min()} to {positions.max()}")
     d_mask = np.zeros(length, dtype=bool)
     d_mask[positions] = True

@@ -111,7 +111,7 @@ def from_irds(dataset: Union[str, "object"]) -> QAData:
         if r.relevance > 0:
             qrels.setdefault(r.query_id, []).append(r.doc_id)
     docnos = [d.doc_id for d in ds.docs_iter()]
-    corpus = lambda: ({"docno": d.doc_id, "text": d.default_text()} for d in ds.docs_iter())  # noqa: E731
+    corpus = lambda: ({"docno": d.doc_id, "text": d.default_text()} for d in ds.docs_iter())
     return QAData(queries, qrels, _DocstoreTexts(ds.docs_store(), docnos), docnos, corpus)
 
 
