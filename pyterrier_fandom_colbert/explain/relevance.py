@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import unicodedata
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -235,9 +235,9 @@ def merge_words(text: str, offsets: np.ndarray, content: np.ndarray) -> Tuple[np
     """
     offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
     word_of = np.full(len(offsets), -1, dtype=np.int64)
-    spans = []
-    empty = []  # zero-width pieces (e.g. a lone byte-level space marker) belong to the word that follows
-    for pos in np.flatnonzero(np.asarray(content, dtype=bool)):
+    spans: List[Tuple[int, int]] = []
+    empty: List[int] = []  # zero-width pieces (e.g. a lone byte-level space marker) belong to the word that follows
+    for pos in np.flatnonzero(np.asarray(content, dtype=bool)).tolist():
         start, end = int(offsets[pos, 0]), int(offsets[pos, 1])
         while start < end and text[start].isspace():
             start += 1
