@@ -286,4 +286,4 @@ class TreeRetriever(SparseSearcher):
     def _repr_params(self) -> List[str]:
         out = [f"split={self.tree.config.split!r}"]
         out += [f"{n}={v!r}" for n, v in (("depth", self.depth), ("leaf_size", self.leaf_size)) if v is not None]
-        return out + [f"beam={self.beam}"]
+        return [*out, f"beam={self.beam}"]
