@@ -42,7 +42,7 @@ def spans(length, size, stride):
     while start + size < length:
         out.append((start, start + size))
         start += stride
-    return out + [(length - size, length)]
+    return [*out, (length - size, length)]
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +258,7 @@ def test_explainer_over_a_windowed_index_equals_the_text_path(colbert, windowed,
     with pytest.raises(ValueError, match=r"long_docs='truncate'.*disagree with the index.*long_docs='windows', "
                                          r"stride=5"):
         Explainer(colbert, index=windowed, long_docs="truncate")
-    with pytest.raises(ValueError, match="stride=7.*disagree"):
+    with pytest.raises(ValueError, match=r"stride=7.*disagree"):
         Explainer(colbert, index=windowed, stride=7)
     with pytest.warns(UserWarning, match="truncated"):
         cut = pfc.ColBERTIndex(tmp_path / "cut").indexer(colbert, long_docs="truncate").index(corpus())
