@@ -16,6 +16,7 @@ object (also written to ``--out``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -46,10 +47,8 @@ def environment() -> dict:
 
 def machine() -> dict:
     model = ""
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as cpuinfo:
+        model = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
     return {"cpu": model or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
             "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
 
@@ -73,7 +72,8 @@ def index(dump: Path, folder: Path, threads: int) -> dict:
 
 
 def questions(folder: Path, n: int, seed: int) -> list:
-    titles = sorted({json.loads(line)["title"] for line in open(folder / "passages.jsonl", encoding="utf-8")})
+    with open(folder / "passages.jsonl", encoding="utf-8") as lines:
+        titles = sorted({json.loads(line)["title"] for line in lines})
     rng = random.Random(seed)
     picked = rng.sample(titles, min(n, len(titles)))
     forms = ["what is {}?", "where can I find {}?", "how does {} work?"]
@@ -82,7 +82,7 @@ def questions(folder: Path, n: int, seed: int) -> list:
 
 def percentile(values: list, q: float) -> float:
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
 def summary(latencies: list, server_ms: list, seconds: float) -> dict:

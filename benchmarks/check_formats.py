@@ -54,11 +54,11 @@ def setup_venv(venv: Path) -> Path:
     print(f"creating {venv} (torch first, then colbert-ai and PyLate)", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(python), "-m", "pip", "install", "-q"]
-    subprocess.run(pip + [TORCH], check=True)
+    subprocess.run([*pip, TORCH], check=True)
     constraints = venv / "constraints.txt"
     constraints.write_text(TORCH + "\n")
-    subprocess.run(pip + ["-c", str(constraints)] + PEER_PINS, check=True)
-    subprocess.run(pip + ["--no-deps", "-c", str(constraints)] + PEER_NO_DEPS, check=True)
+    subprocess.run([*pip, "-c", str(constraints), *PEER_PINS], check=True)
+    subprocess.run([*pip, "--no-deps", "-c", str(constraints), *PEER_NO_DEPS], check=True)
     return python
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_io import write_report  # noqa: E402
+from bench_io import write_report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
 

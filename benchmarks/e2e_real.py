@@ -30,9 +30,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_io import write_report  # noqa: E402
-from evaluate import DATA, load  # noqa: E402
-from index_bench import exhaustive_top, overlap, search_settings, set_threads, timed_search  # noqa: E402
+from bench_io import write_report
+from evaluate import DATA, load
+from index_bench import exhaustive_top, overlap, search_settings, set_threads, timed_search
 
 
 def main(argv=None) -> int:

@@ -29,7 +29,10 @@ def passages(n: int, squad: Path = SQUAD):
         import random
 
         rng = random.Random(0)
-        words = "the castle river folk dragon blade forged released game winter north crown".split()
+        words = [
+            "the", "castle", "river", "folk", "dragon", "blade", "forged", "released", "game", "winter", "north",
+            "crown",
+        ]
         texts = [" ".join(rng.choice(words) for _ in range(rng.randint(60, 160))) for _ in range(n)]
     return (texts * (n // len(texts) + 1))[:n]
 

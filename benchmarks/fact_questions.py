@@ -334,7 +334,7 @@ def summarise(questions, per_system: Dict[str, Dict[str, Dict[str, Any]]], ceil:
 def table(summary: Dict[str, Any], systems: Sequence[str], k: int) -> str:
     """The summary as a Markdown table: one row per system and the ceiling, shares as counts out of n."""
     n = summary["questions"]
-    kinds = [name for name in ("all",) + KINDS if n.get(name)]
+    kinds = [name for name in ("all", *KINDS) if n.get(name)]
 
     def cell(share: float, name: str) -> str:
         return f"{round(share * n[name])}/{n[name]}"

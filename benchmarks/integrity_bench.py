@@ -31,10 +31,10 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from index_bench import Synthetic, build, set_threads  # noqa: E402
+from index_bench import Synthetic, build, set_threads
 
-from pyterrier_fandom_colbert.index.artifact import ColBERTIndex  # noqa: E402
-from pyterrier_fandom_colbert.lexical.tfidf import TfidfIndex  # noqa: E402
+from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+from pyterrier_fandom_colbert.lexical.tfidf import TfidfIndex
 
 
 def open_index(path: Path):

@@ -31,7 +31,7 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
-from evaluate import DATA, load  # noqa: E402
+from evaluate import DATA, load
 
 
 def sample_data():

@@ -254,7 +254,8 @@ class Worker:
     """A server process answering one JSON request per line."""
 
     def __init__(self, command: List[str], log: Path, env: Optional[Dict[str, str]] = None):
-        self.log = open(log, "a", encoding="utf-8")
+        # the worker's stderr for as long as it lives: close() closes it
+        self.log = open(log, "a", encoding="utf-8")  # noqa: SIM115
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, bufsize=1, env=env)
         self.hello = self._read()
@@ -378,10 +379,10 @@ def main(argv=None) -> int:
     # builds (each in its own process; cached)
     ours_index = out / f"ours-{fmt}.colbert"
     fp16_index = out / "ours-fp16.colbert"
-    ours_build = run_cached(out / f"build-ours-{fmt}.json", me + ["--worker", "build", "--index", str(ours_index),
+    ours_build = run_cached(out / f"build-ours-{fmt}.json", [*me, "--worker", "build", "--index", str(ours_index),
                             "--compression", fmt, "--result", str(out / f"build-ours-{fmt}.json")],
                             out / "build-ours.log", args.rebuild, env)
-    run_cached(out / "build-ours-fp16.json", me + ["--worker", "build", "--index", str(fp16_index), "--compression",
+    run_cached(out / "build-ours-fp16.json", [*me, "--worker", "build", "--index", str(fp16_index), "--compression",
                "fp16", "--result", str(out / "build-ours-fp16.json")], out / "build-ours.log", False, env)
     python = peer_python(args.peer_venv)
     checkpoint = convert_checkpoint(args.checkpoint, out / "checkpoint-colbert-ai")
@@ -400,8 +401,8 @@ def main(argv=None) -> int:
     plaid_tokens = json.loads((plaid_folder / "metadata.json").read_text())["num_embeddings"]
 
     # serving, interleaved
-    ours = Worker(me + ["--worker", "serve", "--index", str(ours_index), "--fp16-index", str(fp16_index),
-                        "--search-params", args.search_params], out / "serve-ours.log", env)
+    ours = Worker([*me, "--worker", "serve", "--index", str(ours_index), "--fp16-index", str(fp16_index),
+                   "--search-params", args.search_params], out / "serve-ours.log", env)
     plaid = Worker([str(python), str(PEER_SCRIPT), "serve", str(plaid_root), plaid_name], out / "serve-plaid.log",
                    peer_env)
     docnos = [d["docno"] for d in docs]

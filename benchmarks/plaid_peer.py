@@ -124,7 +124,7 @@ def serve(root: str, name: str) -> int:
             k = int(request.get("k", 10))
             with torch.inference_mode():
                 Q = searcher.encode(request["query"])
-                pids, scores = searcher.ranker.rank(searcher.config, Q, pids=all_pids)
+                pids, _ = searcher.ranker.rank(searcher.config, Q, pids=all_pids)
             reply = {"ids": [int(p) for p in pids[:k]]}
         else:
             reply = {"error": f"unknown command {cmd!r}"}

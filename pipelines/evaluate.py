@@ -183,6 +183,18 @@ def biencoder(docs, k: int, device: str):
 
 
 # -- systems ---------------------------------------------------------------------------------------------------
+def with_dependencies(names) -> list:
+    """``names`` plus the single systems the fusions among them are built from (appended, in that order)."""
+    wanted = list(names)
+    if set(wanted) & set(FUSIONS):
+        wanted += [n for n in ("tfidf", "colbert-full") if n not in wanted]
+    if "hybrid-splade" in wanted and "splade" not in wanted:
+        wanted.append("splade")
+    if "splade-colbert" in wanted and "colbert-rerank" not in wanted:
+        wanted.append("colbert-rerank")
+    return wanted
+
+
 def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat, verbose, long_docs="windows"):
     """The single (non-fusion) systems asked for, plus tfidf and colbert-full whenever a fusion needs them.
     ColBERT indexes are cached per checkpoint and ``long_docs`` setting."""
@@ -195,13 +207,7 @@ def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat
             index.indexer(colbert, verbose=verbose, long_docs=long_docs).index(docs)
         return index
 
-    wanted = list(names)
-    if set(wanted) & set(FUSIONS):
-        wanted += [n for n in ("tfidf", "colbert-full") if n not in wanted]
-    if "hybrid-splade" in wanted and "splade" not in wanted:
-        wanted.append("splade")
-    if "splade-colbert" in wanted and "colbert-rerank" not in wanted:
-        wanted.append("colbert-rerank")
+    wanted = with_dependencies(names)
     out = {}
     tfidf = pfc.TfidfIndex(cache / tfidf_key())
     if not tfidf.built():
@@ -350,6 +356,28 @@ def cross_validated(lexical, neural, topics, qrels, metric, folds: int, seed: in
     return pt.Transformer.from_df(pd.concat(runs, ignore_index=True)), weights
 
 
+def run_systems(names, singles: dict, lex, neu, sparse) -> dict:
+    """The non-fusion systems of the table, over the cached base runs ``lex`` (TF-IDF), ``neu`` (ColBERT
+    end-to-end) and ``sparse`` (SPLADE) where a system is one of them or starts from one (None: not run)."""
+    import pyterrier_fandom_colbert as pfc
+
+    systems = {}
+    for s in names:
+        if s in ("tfidf", "colbert-full"):
+            systems[s] = lex if s == "tfidf" else neu
+        elif s == "colbert-rerank":
+            systems[s] = lex >> singles["colbert-scorer"] if lex is not None else singles[s]
+        elif s == "splade" and sparse is not None:
+            systems[s] = sparse
+        elif s == "splade-colbert" and sparse is not None:
+            systems[s] = sparse >> singles["colbert-scorer"]
+        elif s == "hybrid-splade" and sparse is not None and neu is not None:
+            systems[s] = pfc.Hybrid(sparse, neu)
+        elif s in singles:
+            systems[s] = singles[s]
+    return systems
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", nargs="+", default=["squad", "scifact", "wikiqa"], choices=["squad", "scifact", "wikiqa"])
@@ -374,7 +402,6 @@ def main(argv=None) -> int:
     import torch
     from ir_measures import RR, R, nDCG
 
-    import pyterrier_fandom_colbert as pfc
     from pyterrier_fandom_colbert.storage import read_json, write_json
 
     if args.threads:
@@ -432,20 +459,7 @@ def main(argv=None) -> int:
         if name != "squad" and "hybrid-cv" in names:
             cv, weights = cross_validated(lex, neu, topics, qrels, objective, args.folds)
             cv_note = f" (hybrid-cv weights per fold: {weights})"
-        table_systems = {}
-        for s in names:
-            if s in ("tfidf", "colbert-full"):
-                table_systems[s] = lex if s == "tfidf" else neu
-            elif s == "colbert-rerank":
-                table_systems[s] = lex >> singles["colbert-scorer"] if lex is not None else singles[s]
-            elif s == "splade" and sparse is not None:
-                table_systems[s] = sparse
-            elif s == "splade-colbert" and sparse is not None:
-                table_systems[s] = sparse >> singles["colbert-scorer"]
-            elif s == "hybrid-splade" and sparse is not None and neu is not None:
-                table_systems[s] = pfc.Hybrid(sparse, neu)
-            elif s in singles:
-                table_systems[s] = singles[s]
+        table_systems = run_systems(names, singles, lex, neu, sparse)
         table_systems.update(fusion_systems(fusions, lex, neu, tuned_weight, cv))
         ordered = {NAMES[s]: table_systems[s] for s in names if s in table_systems}
         table = pt.Experiment(list(ordered.values()), topics, qrels, metrics, names=list(ordered),

@@ -156,7 +156,7 @@ def test_word_offsets_round_trip(backbone, tiny_bert_dir, tiny_roberta_dir):
         for pos in range(2, n - 1):          # every piece's characters lie inside its word
             s, e = batch.offsets[j][pos]
             ws, we = spans[word_of[pos]]
-            assert ws <= s and e <= we or text[s:e].strip() == ""
+            assert (ws <= s and e <= we) or text[s:e].strip() == ""
 
 
 # -- the transformer ------------------------------------------------------------------------------------------------
@@ -218,7 +218,7 @@ def test_query_token_view(colbert):
         words = row["expl_words"]
         for w in range(len(row["word_spans"])):
             assert np.isclose(row["word_token_sim"][w], np.nanmax(row["token_sim"][words == w]))
-    with pytest.raises(ValueError, match="qid 'q1'.*'when' is not among"):
+    with pytest.raises(ValueError, match=r"qid 'q1'.*'when' is not among"):
         Explainer(colbert, query_token="when")(frame())
 
 
@@ -248,14 +248,14 @@ def test_index_path_equals_text_path(colbert, tmp_path):
         np.testing.assert_allclose(a["expl_sim"], b["expl_sim"], atol=5e-3)      # fp16 storage
         np.testing.assert_array_equal(a["word_spans"], b["word_spans"])
     wrong = frame().assign(text=lambda f: f["text"] + " extra words")
-    with pytest.raises(ValueError, match="docno 'd0'.*give the text that was indexed"):
+    with pytest.raises(ValueError, match=r"docno 'd0'.*give the text that was indexed"):
         Explainer(colbert, index=str(tmp_path / "idx"))(wrong)
 
 
 # -- rendering ------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def explained(colbert):
-    passages = PASSAGES + ['<script>alert("x")</script> & <b>bold</b> Dragons\x1b[31m fire']
+    passages = [*PASSAGES, '<script>alert("x")</script> & <b>bold</b> Dragons\x1b[31m fire']
     return Explainer(colbert, query_token="when")(frame(queries=["when was emberfall released"], passages=passages))
 
 

@@ -1,5 +1,8 @@
 """Fusion: the pure score functions against hand-computed values, the transformers against a brute-force pandas
 reference, missing documents, empty frames, ``%``, equality, the tuner and the adaptive hybrid."""
+import re
+from typing import ClassVar, Dict, List
+
 import numpy as np
 import pandas as pd
 import pyterrier as pt
@@ -274,7 +277,7 @@ def test_weight_grid():
     assert weight_grid(2, 0.25) == [(0.0, 1.0), (0.25, 0.75), (0.5, 0.5), (0.75, 0.25), (1.0, 0.0)]
     grid = weight_grid(3, 0.1)
     assert len(grid) == 66 and all(abs(sum(p) - 1) < 1e-9 and min(p) >= 0 for p in grid)
-    with pytest.raises(ValueError, match="step=0.3"):
+    with pytest.raises(ValueError, match=re.escape("step=0.3")):
         weight_grid(2, 0.3)
 
 
@@ -375,7 +378,7 @@ def test_tuning_the_hybrid_weight():
 
 # -- the main job: the hybrid's weight comes from the tuning split, the figures from the test split -----------
 class _Toy:
-    CORPUS = [{"docno": f"d{i}", "text": t} for i, t in enumerate([
+    CORPUS: ClassVar[List[Dict[str, str]]] = [{"docno": f"d{i}", "text": t} for i, t in enumerate([
         "Dragons guard the river crossing.", "The rivers of the north freeze in winter.",
         "Knights fight dragons in the north.", "The old mill grinds grain.", "Emberfall was released in spring.",
         "The blade was forged from fallen stars.", "The castle was built by river folk.", "Wizards fight knights."])]

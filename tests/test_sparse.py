@@ -2,6 +2,7 @@
 pruning methods (topic filter, binary tree) against the exhaustive ranking; PISA when pyterrier-pisa is here."""
 import math
 from pathlib import Path
+from typing import ClassVar, Dict, List
 
 import numpy as np
 import pandas as pd
@@ -475,8 +476,9 @@ def test_pisa_matches_exhaustive(tmp_path_factory, index, queries, dense, algori
 # -- the main job ---------------------------------------------------------------------------------------------------
 
 class ToyDataset:
-    docs = [{"docno": "a", "text": "The castle by the river."}, {"docno": "b", "text": "Dragons of the north."},
-            {"docno": "c", "text": "A silver crown for the smith."}]
+    docs: ClassVar[List[Dict[str, str]]] = [
+        {"docno": "a", "text": "The castle by the river."}, {"docno": "b", "text": "Dragons of the north."},
+        {"docno": "c", "text": "A silver crown for the smith."}]
 
     def get_corpus_iter(self, verbose=False):
         return iter(self.docs)

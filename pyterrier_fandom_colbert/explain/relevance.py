@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import unicodedata
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -88,7 +88,7 @@ def rows_to_layout(sim_rows: np.ndarray, positions: np.ndarray, length: int) -> 
     positions = np.asarray(positions, dtype=np.int64)
     if sim_rows.ndim != 2 or sim_rows.shape[1] != len(positions):
         raise ValueError(f"sim_rows has shape {sim_rows.shape} but there are {len(positions)} row positions")
-    if len(positions) and not (0 <= positions.min() and positions.max() < length):
+    if len(positions) and not (positions.min() >= 0 and positions.max() < length):
         raise ValueError(f"row positions must lie in [0, {length}); got {positions.min()} to {positions.max()}")
     d_mask = np.zeros(length, dtype=bool)
     d_mask[positions] = True
@@ -235,9 +235,9 @@ def merge_words(text: str, offsets: np.ndarray, content: np.ndarray) -> Tuple[np
     """
     offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
     word_of = np.full(len(offsets), -1, dtype=np.int64)
-    spans = []
-    empty = []  # zero-width pieces (e.g. a lone byte-level space marker) belong to the word that follows
-    for pos in np.flatnonzero(np.asarray(content, dtype=bool)):
+    spans: List[Tuple[int, int]] = []
+    empty: List[int] = []  # zero-width pieces (e.g. a lone byte-level space marker) belong to the word that follows
+    for pos in np.flatnonzero(np.asarray(content, dtype=bool)).tolist():
         start, end = int(offsets[pos, 0]), int(offsets[pos, 1])
         while start < end and text[start].isspace():
             start += 1

@@ -153,7 +153,8 @@ class Explainer(EqualByKey, pt.Transformer):
         q_codes, encoded = self._queries(inp, queries)
         qids = inp["qid"].tolist()
         values: Dict[str, List] = {c: [None] * len(inp) for c in self.output_columns}
-        passages = self._from_index(inp["docno"].tolist(), texts) if self.index is not None else self._encode(texts)
+        passages = (self._from_index(self.index, inp["docno"].tolist(), texts) if self.index is not None
+                    else self._encode(texts))
         bar = progress(total=len(inp), desc="explaining", unit="row", enabled=self.verbose)
         try:
             for rows, passage in passages:
@@ -164,7 +165,7 @@ class Explainer(EqualByKey, pt.Transformer):
                 bar.update(len(rows))
         finally:
             bar.close()
-        return with_columns(inp, values)
+        return with_columns(inp, dict(values))
 
     # -- one row -------------------------------------------------------------------------------------------
     def _explain_row(self, values: Dict[str, List], row: int, qid, q_vectors: "torch.Tensor",
@@ -248,11 +249,11 @@ class Explainer(EqualByKey, pt.Transformer):
                 yield rows_of[start + i], _Passage(torch.from_numpy(np.asarray(vectors, dtype=np.float32)),
                                                    positions, ids, offs, chunk[i])
 
-    def _from_index(self, docnos: Sequence, texts: List[str]) -> Iterator[Tuple[np.ndarray, _Passage]]:
-        """(rows, passage) for each distinct (docno, text), vectors read from the index."""
+    def _from_index(self, index: "ColBERTIndex", docnos: Sequence,
+                    texts: List[str]) -> Iterator[Tuple[np.ndarray, _Passage]]:
+        """(rows, passage) for each distinct (docno, text), vectors read from ``index`` (this transformer's)."""
         import torch
 
-        index = self.index
         index.check_encoder(self.colbert)
         rows_of: Dict[Tuple[str, str], List[int]] = {}
         for row, key in enumerate(zip(docnos, texts)):

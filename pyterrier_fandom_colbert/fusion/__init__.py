@@ -7,5 +7,5 @@ from .hybrid import DEFAULT_WEIGHT, Hybrid
 from .transformers import RRF, Fusion, LinearFusion, Normalise
 from .tuning import FusionTuning, plot_fusion_curve, tune_fusion, weight_grid
 
-__all__ = ["Fusion", "LinearFusion", "RRF", "Normalise", "Hybrid", "DEFAULT_WEIGHT", "FusionTuning", "tune_fusion",
-           "weight_grid", "plot_fusion_curve"]
+__all__ = ["DEFAULT_WEIGHT", "RRF", "Fusion", "FusionTuning", "Hybrid", "LinearFusion", "Normalise",
+           "plot_fusion_curve", "tune_fusion", "weight_grid"]

@@ -145,10 +145,10 @@ def weighted_sum(matrix: np.ndarray, weights: Sequence[float]) -> np.ndarray:
     >>> weighted_sum(np.array([[1., 0.], [0.5, 0.5]]), [0.25, 0.75]).tolist()
     [0.25, 0.5]
     """
-    weights = np.asarray(weights, dtype=np.float64)
-    if matrix.ndim != 2 or matrix.shape[1] != len(weights):
-        raise ValueError(f"{len(weights)} weight(s) for a score matrix of shape {matrix.shape}")
-    return matrix @ weights
+    w = np.asarray(weights, dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape[1] != len(w):
+        raise ValueError(f"{len(w)} weight(s) for a score matrix of shape {matrix.shape}")
+    return matrix @ w
 
 
 def reciprocal_ranks(ranks: np.ndarray, k: float = 60) -> np.ndarray:

@@ -6,6 +6,7 @@ points costs about one run of each system plus a second of pandas per point.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ def weight_grid(n_systems: int = 2, step: float = 0.05) -> List[Tuple[float, ...
         raise ValueError(f"step={step}: expected 1/n for a whole number n (e.g. 0.05, 0.1, 0.25)")
     n = round(1 / step)
     points = [p for p in itertools.product(range(n + 1), repeat=n_systems - 1) if sum(p) <= n]
-    return sorted(tuple(round(c / n, 10) for c in p) + (round((n - sum(p)) / n, 10),) for p in points)
+    return sorted((*(round(c / n, 10) for c in p), round((n - sum(p)) / n, 10)) for p in points)
 
 
 def _as_weights(point: GridPoint, n: int) -> Tuple[float, ...]:
@@ -140,10 +141,8 @@ def tune_fusion(systems: Sequence[pt.Transformer], topics: pd.DataFrame, qrels: 
         values = per_query(run, qrels, all_measures, qids).mean(axis=0)
         row: Dict = {"point": point}
         if not isinstance(point, (int, float, np.floating, np.integer)) or len(systems) == 2:
-            try:
+            with contextlib.suppress(TypeError, ValueError):
                 row.update({f"w{j}": w for j, w in enumerate(_as_weights(point, len(systems)))})
-            except (TypeError, ValueError):
-                pass
         row.update(values.to_dict())
         rows.append(row)
         bar.update()

@@ -83,7 +83,7 @@ def default_weights() -> Path:
     if not config:
         raise FileNotFoundError(f"{DEFAULT_WEIGHTS_DIST} {dist.version} is installed but lists no "
                                 f"{DEFAULT_WEIGHTS_FOLDER}/config.json; expected the SPLADE-tiny folder there")
-    folder = Path(dist.locate_file(config[0])).parent
+    folder = Path(str(dist.locate_file(config[0]))).parent
     missing = [n for n in ("config.json", "model.safetensors", "tokenizer.json") if not (folder / n).is_file()]
     if missing:
         raise FileNotFoundError(f"{folder} lacks {missing}: the {DEFAULT_WEIGHTS_DIST} installation is incomplete")

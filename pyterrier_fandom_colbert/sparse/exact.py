@@ -28,9 +28,17 @@ from ..checks import positive_int
 from ..frames import empty_output, require_columns
 from ..progress import progress
 from ..ranking import concat_slices, stacked_hits, top_k
-from ..storage import atomic_folder, build_docno_inverse, docno_lookup_builder, read_json, write_json, write_text
+from ..storage import (
+    artifact_path,
+    atomic_folder,
+    build_docno_inverse,
+    docno_lookup_builder,
+    read_json,
+    write_json,
+    write_text,
+)
 
-Ranges = Sequence[Tuple[int, int]]
+Ranges = Union[Sequence[Tuple[int, int]], np.ndarray]
 
 
 # -- the scoring kernel ---------------------------------------------------------------------------------------
@@ -156,10 +164,12 @@ class SparseIndexer(pt.Indexer):
     def index_inputs(self) -> List[List[str]]:
         return [["docno", self.field]]
 
-    def index(self, docs: Iterable[Dict[str, Any]]) -> "SparseIndex":
+    # pt.Indexer.index also takes **kwargs, which this indexer has no use for; pipelines pass the documents
+    # positionally
+    def index(self, docs: Iterable[Dict[str, Any]]) -> "SparseIndex":  # type: ignore[override]
         if isinstance(docs, pd.DataFrame):
             docs = docs.to_dict("records")
-        path = Path(self.target.path)
+        path = artifact_path(self.target)
         with atomic_folder(path, overwrite=self.overwrite, replaceable=SparseIndex.is_index,
                            what="learned-sparse index") as tmp:
             stats = _write_index(tmp, docs, self.field, self.verbose)
@@ -194,7 +204,7 @@ class SparseIndex(pt.Artifact):
             return False
 
     def built(self) -> bool:
-        return (Path(self.path) / "pt_meta.json").is_file()
+        return (artifact_path(self) / "pt_meta.json").is_file()
 
     def indexer(self, *, field: str = "toks", verbose: bool = False, overwrite: bool = False) -> SparseIndexer:
         """An indexer writing this folder from documents carrying a ``field`` dict of term → weight."""
@@ -219,7 +229,7 @@ class SparseIndex(pt.Artifact):
         if not self.built():
             raise FileNotFoundError(f"no learned-sparse index at {self.path}; build one with "
                                     "(splade.doc_encoder() >> SparseIndex(path).indexer()).index(docs)")
-        meta = read_json(Path(self.path) / "pt_meta.json", "index metadata")
+        meta = read_json(artifact_path(self) / "pt_meta.json", "index metadata")
         if meta.get("format") != self.ARTIFACT_FORMAT:
             raise ValueError(f"{self.path}/pt_meta.json says format {meta.get('format')!r}; expected "
                              f"{self.ARTIFACT_FORMAT!r} (a folder written by SparseIndex.indexer())")
@@ -231,7 +241,7 @@ class SparseIndex(pt.Artifact):
 
     @cached_property
     def lexicon(self) -> List[str]:
-        return (Path(self.path) / "lexicon.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        return (artifact_path(self) / "lexicon.txt").read_text(encoding="utf-8").split("\n")[:-1]
 
     @cached_property
     def vocab(self) -> Dict[str, int]:
@@ -241,7 +251,7 @@ class SparseIndex(pt.Artifact):
     def docs(self) -> sp.csr_matrix:
         """Document × term weights (CSR, float32, term ids sorted within rows)."""
         self.meta  # noqa: B018
-        matrix = sp.load_npz(Path(self.path) / "weights.npz").tocsr()
+        matrix = sp.load_npz(artifact_path(self) / "weights.npz").tocsr()
         matrix.sort_indices()
         return matrix
 
@@ -254,7 +264,7 @@ class SparseIndex(pt.Artifact):
         import npids
 
         self.meta  # noqa: B018
-        return npids.Lookup(Path(self.path) / "docnos.npids")
+        return npids.Lookup(artifact_path(self) / "docnos.npids")
 
     def query_vector(self, toks: Mapping[str, float], where: str = "query") -> Tuple[np.ndarray, np.ndarray]:
         """(sorted term ids, weights) of a query dict; terms the index does not know and zero weights dropped."""
@@ -283,7 +293,7 @@ class SparseIndex(pt.Artifact):
 class SparseSearcher(pt.Transformer):
     """qid, query_toks → + docno, score, rank; other input columns are kept.
 
-    Subclasses say which documents a query scores (:meth:`search`); this class turns queries into term vectors
+    Subclasses say which documents a query scores (:meth:`score_candidates`); this class turns queries into term vectors
     and results into a ranked frame. Rank order: score descending, then index order for ties. A query sharing no
     term with the candidates gives no rows.
     """
@@ -292,7 +302,8 @@ class SparseSearcher(pt.Transformer):
         self.index, self.num_results, self.verbose = index, positive_int("num_results", num_results), verbose
 
     # -- to override --
-    def search(self, terms: np.ndarray, weights: np.ndarray, row: Any = None) -> Tuple[np.ndarray, np.ndarray]:
+    def score_candidates(self, terms: np.ndarray, weights: np.ndarray,
+                         row: Any = None) -> Tuple[np.ndarray, np.ndarray]:
         """(document ids, scores) of the documents this method scores for one query (any order)."""
         return self.index.postings.score(terms, weights)
 
@@ -319,7 +330,7 @@ class SparseSearcher(pt.Transformer):
         """The top ``num_results`` (docids, scores) of one query, in rank order."""
         if len(terms) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
-        docids, scores = self.search(terms, weights, row)
+        docids, scores = self.score_candidates(terms, weights, row)
         best = top_k(scores, docids, self.num_results)
         return docids[best], scores[best]
 
@@ -342,7 +353,7 @@ class SparseSearcher(pt.Transformer):
         return stacked_hits(inp, hits, self.index.docnos.fwd)[0]
 
     def _key(self) -> tuple:
-        return (type(self), str(Path(self.index.path).resolve()), self.num_results, self.params())
+        return (type(self), str(artifact_path(self.index).resolve()), self.num_results, self.params())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SparseSearcher) and self._key() == other._key()
@@ -362,7 +373,7 @@ class SparseRetriever(SparseSearcher):
     """Exhaustive learned-sparse retrieval: every document sharing a query term is scored exactly."""
 
 
-def ranges_size(ranges: Union[Ranges, np.ndarray]) -> int:
+def ranges_size(ranges: Ranges) -> int:
     """Positions covered by (disjoint) ranges.
 
     >>> ranges_size([(0, 4), (10, 12)])

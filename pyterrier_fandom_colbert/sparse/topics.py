@@ -420,7 +420,8 @@ class TopicFilterRetriever(SparseSearcher):
             return np.zeros(0, np.int64)
         return np.unique(np.concatenate([postings.rows[lo:hi] for lo, hi in ranges]))
 
-    def search(self, terms: np.ndarray, weights: np.ndarray, row: Any = None) -> Tuple[np.ndarray, np.ndarray]:
+    def score_candidates(self, terms: np.ndarray, weights: np.ndarray,
+                         row: Any = None) -> Tuple[np.ndarray, np.ndarray]:
         theta, postings, ranges = self._plan(terms, weights, row)
         if len(ranges) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float64)

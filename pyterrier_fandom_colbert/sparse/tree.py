@@ -269,7 +269,8 @@ class TreeRetriever(SparseSearcher):
             return np.zeros(0, np.int64)
         return np.sort(np.concatenate([self.tree.order[lo:hi] for lo, hi in ranges]))
 
-    def search(self, terms: np.ndarray, weights: np.ndarray, row: Any = None) -> Tuple[np.ndarray, np.ndarray]:
+    def score_candidates(self, terms: np.ndarray, weights: np.ndarray,
+                         row: Any = None) -> Tuple[np.ndarray, np.ndarray]:
         ranges = self.ranges(terms, weights)
         if len(ranges) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
@@ -285,4 +286,4 @@ class TreeRetriever(SparseSearcher):
     def _repr_params(self) -> List[str]:
         out = [f"split={self.tree.config.split!r}"]
         out += [f"{n}={v!r}" for n, v in (("depth", self.depth), ("leaf_size", self.leaf_size)) if v is not None]
-        return out + [f"beam={self.beam}"]
+        return [*out, f"beam={self.beam}"]

@@ -5,7 +5,7 @@ Small corpora only (the dev split of a QA collection); full-scale evaluation is 
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -14,7 +14,7 @@ from .examples import QAData
 from .losses import pairwise_scores
 
 
-def ranking_metrics(top: np.ndarray, docnos: Sequence[str], qids: Sequence[str], qrels: Dict[str, Sequence[str]],
+def ranking_metrics(top: np.ndarray, docnos: Sequence[str], qids: Sequence[str], qrels: Mapping[str, Sequence[str]],
                     k: Optional[int] = None) -> Dict[str, float]:
     """RR@k, R@1 and R@k from the top document indices per query (``top [nq, ≤k]``, best first).
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -69,7 +69,10 @@ class QAData:
         """Several collections as one; ids get a ``"<i>:"`` prefix so they cannot collide."""
         if len(parts) == 1:
             return parts[0]
-        queries, qrels, docs, docnos = {}, {}, {}, []
+        queries: Dict[str, str] = {}
+        qrels: Dict[str, Tuple[str, ...]] = {}
+        docs: Dict[str, str] = {}
+        docnos: List[str] = []
         for i, p in enumerate(parts):
             queries.update({f"{i}:{q}": t for q, t in p.queries.items()})
             qrels.update({f"{i}:{q}": tuple(f"{i}:{d}" for d in ds) for q, ds in p.qrels.items()})
@@ -94,14 +97,14 @@ class _DocstoreTexts(Mapping):
         return len(self._docnos)
 
 
-def from_irds(dataset: Union[str, "object"]) -> QAData:
+def from_irds(dataset: Any) -> QAData:
     """A :class:`QAData` from an ir_datasets dataset (or its id) that has docs, queries and qrels.
 
     Relevance > 0 counts as relevant. Query and document texts come from ``default_text()``.
     """
     import ir_datasets
 
-    ds = ir_datasets.load(dataset) if isinstance(dataset, str) else dataset
+    ds: Any = ir_datasets.load(dataset) if isinstance(dataset, str) else dataset
     for part in ("docs", "queries", "qrels"):
         if not getattr(ds, f"has_{part}")():
             raise ValueError(f"{dataset!r} has no {part}; training needs docs, queries and qrels")
@@ -111,8 +114,9 @@ def from_irds(dataset: Union[str, "object"]) -> QAData:
         if r.relevance > 0:
             qrels.setdefault(r.query_id, []).append(r.doc_id)
     docnos = [d.doc_id for d in ds.docs_iter()]
-    corpus = lambda: ({"docno": d.doc_id, "text": d.default_text()} for d in ds.docs_iter())  # noqa: E731
-    return QAData(queries, qrels, _DocstoreTexts(ds.docs_store(), docnos), docnos, corpus)
+    corpus = lambda: ({"docno": d.doc_id, "text": d.default_text()} for d in ds.docs_iter())
+    return QAData(queries, {q: tuple(d) for q, d in qrels.items()}, _DocstoreTexts(ds.docs_store(), docnos), docnos,
+                  corpus)
 
 
 def load_collection(source: str) -> QAData:
@@ -305,20 +309,28 @@ def collate(examples: Sequence[Union[QPP, QQP]], data: QAData, in_batch: bool) -
     if len(kinds) != 1:
         raise ValueError(f"collate: mixed example kinds {sorted(k.__name__ for k in kinds)}")
     if isinstance(examples[0], QPP):
-        group = 1 + len(examples[0].negatives)
-        if any(1 + len(e.negatives) != group for e in examples):
-            raise ValueError("collate: QPP examples in one batch must have the same number of negatives")
-        docnos = [d for e in examples for d in (e.positive, *e.negatives)]
-        rows = [e.qid for e in examples]
-        labels = np.arange(len(examples)) * group
-        if in_batch:
-            valid = np.array([[d not in data.qrels[q] for d in docnos] for q in rows], dtype=bool)
-            valid[np.arange(len(rows)), labels] = True
-        else:
-            valid = np.ones((len(rows), group), dtype=bool)
-            labels = np.zeros(len(rows), dtype=np.int64)
-        return Batch("qpp", [data.queries[q] for q in rows], [data.docs[d] for d in docnos],
-                     labels.astype(np.int64), valid, group)
+        return _collate_qpp([e for e in examples if isinstance(e, QPP)], data, in_batch)
+    return _collate_qqp([e for e in examples if isinstance(e, QQP)], data, in_batch)
+
+
+def _collate_qpp(examples: Sequence[QPP], data: QAData, in_batch: bool) -> Batch:
+    group = 1 + len(examples[0].negatives)
+    if any(1 + len(e.negatives) != group for e in examples):
+        raise ValueError("collate: QPP examples in one batch must have the same number of negatives")
+    docnos = [d for e in examples for d in (e.positive, *e.negatives)]
+    rows = [e.qid for e in examples]
+    labels = np.arange(len(examples)) * group
+    if in_batch:
+        valid = np.array([[d not in data.qrels[q] for d in docnos] for q in rows], dtype=bool)
+        valid[np.arange(len(rows)), labels] = True
+    else:
+        valid = np.ones((len(rows), group), dtype=bool)
+        labels = np.zeros(len(rows), dtype=np.int64)
+    return Batch("qpp", [data.queries[q] for q in rows], [data.docs[d] for d in docnos],
+                 labels.astype(np.int64), valid, group)
+
+
+def _collate_qqp(examples: Sequence[QQP], data: QAData, in_batch: bool) -> Batch:
     qids = [q for e in examples for q in (e.qid, e.neg_qid)]
     docnos = [e.docno for e in examples]
     if in_batch:

@@ -168,9 +168,8 @@ class HybridTeacher:
         neural = top_only(exhaustive_scores(colbert, query_texts, doc_texts).numpy(), depth)
         matrix = fused_scores(lexical, neural, weight).astype(np.float32)
         folder.mkdir(parents=True, exist_ok=True)
-        with atomic_path(matrix_path) as tmp:
-            with HashingFile(tmp) as f:   # checksummed as written, not read back
-                np.save(f, matrix)
+        with atomic_path(matrix_path) as tmp, HashingFile(tmp) as f:   # checksummed as written, not read back
+            np.save(f, matrix)
         written = f.entry()
         spread = {"lexical_row_std": _mean_row_std(lexical), "neural_row_std": _mean_row_std(neural)}
         if verbose:

@@ -172,8 +172,8 @@ class Trainer:
         self.teacher = self._teacher() if config.distill_weight > 0 else None
         self.frozen = FrozenLower(self.model, config.freeze_layers) if config.freeze_layers else None
         self.optimizer = self._optimizer()
-        use_amp = self.device.type == "cuda" and config.amp_dtype is not None
-        self.amp = getattr(torch, config.amp_dtype) if use_amp else None
+        amp_dtype = config.amp_dtype if self.device.type == "cuda" else None
+        self.amp = getattr(torch, amp_dtype) if amp_dtype is not None else None
         self.scaler = torch.amp.GradScaler("cuda") if self.amp == torch.float16 else None
         n_examples = len(self.source.epoch(0))
         batches = math.ceil(n_examples / config.batch_size)
@@ -182,7 +182,12 @@ class Trainer:
         if config.max_steps is not None:
             self.total_steps = min(self.total_steps, config.max_steps)
         self.warmup_steps = round(config.warmup * self.total_steps)
-        self.step, self.history, self.best, self.start = 0, [], None, None
+        self.step = 0
+        self.history: List[Dict[str, Any]] = []
+        #: ``{"step": …, "metrics": …}`` of the best checkpoint so far
+        self.best: Optional[Dict[str, Any]] = None
+        #: dev metrics before training
+        self.start: Optional[Dict[str, float]] = None
         self.seconds, self.examples = 0.0, 0
         self._epoch_cache: Dict[int, List[List[Any]]] = {}
 
