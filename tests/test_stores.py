@@ -113,6 +113,22 @@ def test_each_format_takes_only_its_own_retriever_parameters(both):
         fp16.retriever(nprob=3)
 
 
+@pytest.mark.parametrize("which", ["fp16", "residual2"])
+@pytest.mark.parametrize("bad", [1.5, "5", None, True, 0, np.float64(3.0)])
+def test_both_retrievers_refuse_a_num_results_that_is_not_a_positive_integer(both, which, bad):
+    index = both[0] if which == "fp16" else both[1]
+    retriever_class = ColBERTRetriever if which == "fp16" else CentroidRetriever
+    with pytest.raises(ValueError, match=rf"^num_results={re.escape(repr(bad))}; expected a positive integer$"):
+        index.retriever(num_results=bad)
+    with pytest.raises(ValueError, match=rf"^num_results={re.escape(repr(bad))}; expected a positive integer$"):
+        retriever_class(index, num_results=bad)
+
+
+def test_both_retrievers_take_a_numpy_integer_num_results(both):
+    for index in both:
+        assert index.retriever(num_results=np.int64(7)) == index.retriever(num_results=7)
+
+
 def test_layout_covers_every_file_of_the_manifest(both):
     for index in both:
         layout = index.store.layout(index.meta)

@@ -258,7 +258,7 @@ class ColBERTIndex(pt.Artifact):
         to build).
 
         Also ``index.indexer(colbert, ann=...)`` (after indexing) and
-        ``python -m pyterrier_fandom_colbert.index build-ann FOLDER --faiss KIND``.
+        ``pfc build-ann FOLDER --faiss KIND`` (also ``python -m pyterrier_fandom_colbert.index build-ann``).
         """
         return self.store.build_ann(faiss, verbose=verbose)
 

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 import numpy as np
 
+from ..checks import positive_int
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
@@ -60,8 +62,7 @@ def default_num_centroids(num_tokens: int) -> int:
 default_num_centroids(10**10)
     (4096, 4096, 10, 65536)
     """
-    if num_tokens < 1:
-        raise ValueError(f"num_tokens={num_tokens}; a codec needs at least one vector to train on")
+    positive_int("num_tokens", num_tokens, what="a codec needs at least one vector to train on")
     nearest = 2 ** round(math.log2(4 * math.sqrt(num_tokens)))
     return int(max(1, min(nearest, num_tokens, 1 << 16)))
 

@@ -18,18 +18,18 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..checks import positive_int
 from ..frames import (
     EqualByKey,
     artifact_key,
     empty_output,
-    rank_by_score,
     require_columns,
     usable_query_rows,
     with_columns,
 )
 from ..model.encoders import query_tensors
 from ..progress import progress
-from ..ranking import top_k
+from ..ranking import rank_by_score, top_k
 from ..storage import DamagedFileError
 from .ann import FaissSpec
 from .blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
@@ -225,14 +225,12 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
         else:
             spec = faiss if isinstance(faiss, FaissSpec) else FaissSpec(faiss)
         refine = 1 if refine is None else refine
-        if num_results < 1:
-            raise ValueError(f"num_results={num_results}; expected at least 1")
+        num_results = positive_int("num_results", num_results)
         if lam is not None and k_hat is not None:
             raise ValueError(f"lam={lam} and k_hat={k_hat} both set the neighbours per query vector; give one")
         if lam is not None and not lam > 0:
             raise ValueError(f"lam={lam}; expected a positive number (k̂ = ceil(num_results / lam))")
-        if k_hat is not None and k_hat < 1:
-            raise ValueError(f"k_hat={k_hat}; expected at least 1 token neighbour per query vector")
+        positive_int("k_hat", k_hat, none=True, what="token neighbours per query vector")
         nprobe, refine = spec.ann_kind.search_options(nprobe, refine)  # the kind refuses what it does not accept
         self.index = index
         self.num_results = num_results

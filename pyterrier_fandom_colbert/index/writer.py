@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..checks import positive_int
 from ..frames import check_record
 from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..model.tokenization import LONG_DOCS, check_long_docs
@@ -218,8 +219,7 @@ class ColBERTIndexer(pt.Indexer):
         # what is built after indexing (None: nothing); a bad kind name, or a neighbour index for a format that has
         # none, fails here, before hours of encoding
         self.ann = store.ann_after_indexing(ann, self.compression.format)
-        if batch_size < 1:
-            raise ValueError(f"batch_size={batch_size}; expected a positive number of documents")
+        positive_int("batch_size", batch_size, what="documents encoded at once")
         stride = check_long_docs(long_docs, stride, colbert.tokenizer.max_doc_pieces, colbert.config.doc_maxlen)
         self.index_ref = index
         self.colbert = colbert

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, FrozenSet, Iterator, Opti
 
 import numpy as np
 
+from ...checks import positive_int
 from ...model.similarity import Similarity, get_similarity
 from ...progress import progress
 from ...storage import JsonConfig
@@ -118,11 +119,8 @@ class AnnKind:
             if "nprobe" not in self.options:
                 raise ValueError(f"nprobe={nprobe} applies only to faiss in {kinds_accepting('nprobe')}, "
                                  f"not faiss={self.name!r}")
-            if not isinstance(nprobe, (int, np.integer)) or nprobe < 1:
-                raise ValueError(f"nprobe={nprobe!r}; expected a positive number of inverted lists to visit "
-                                 f"(faiss={self.name!r})")
-        if not isinstance(refine, (int, np.integer)) or refine < 1:
-            raise ValueError(f"refine={refine!r}; expected a positive integer (faiss={self.name!r})")
+            positive_int("nprobe", nprobe, what=f"inverted lists to visit; faiss={self.name!r}")
+        positive_int("refine", refine, what=f"faiss={self.name!r}")
         if refine > 1 and "refine" not in self.options:
             why = "neighbours are exact" if self.exact else "does not accept refine"
             raise ValueError(f"refine={refine}; above 1 applies only to faiss in {kinds_accepting('refine')}: "
@@ -220,8 +218,7 @@ class FaissSpec(JsonConfig):
             value = getattr(self, name)
             if value is None:
                 continue
-            if value < 1:
-                raise ValueError(f"{name}={value}; expected a positive integer or None")
+            positive_int(name, value)
             if name not in kind.options:
                 raise ValueError(f"{name}={value} does not apply to faiss={kind.name!r}; it applies to faiss in "
                                  f"{kinds_accepting(name)}")
