@@ -32,7 +32,7 @@ def _imports(path: Path):
     """Package modules imported by ``path`` at run time (``if TYPE_CHECKING:`` blocks are annotations only)."""
     tree = ast.parse(path.read_text())
     module = _module_name(path).split(".")
-    package = module[:-1] if module[-1] != "__init__" else module[:-1]
+    package = module[:-1]  # a package's __init__ and its modules resolve relative imports alike
     skip = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -49,7 +49,7 @@ def _imports(path: Path):
         else:
             continue
         for alias in node.names:  # `from . import network` names a module
-            candidate = target + [alias.name]
+            candidate = [*target, alias.name]
             if (PACKAGE.joinpath(*candidate).with_suffix(".py")).exists() or PACKAGE.joinpath(*candidate).is_dir():
                 found.add(".".join(candidate))
             else:
@@ -96,9 +96,9 @@ def test_no_import_circles_between_modules():
             if nxt == node or nxt not in graph:
                 continue
             if state.get(nxt) == "open":
-                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(nxt):] + [nxt]))
+                raise AssertionError("import circle: " + " -> ".join([*stack[stack.index(nxt):], nxt]))
             if nxt not in state:
-                visit(nxt, stack + [nxt])
+                visit(nxt, [*stack, nxt])
         state[node] = "done"
 
     for node in sorted(graph):
@@ -185,7 +185,7 @@ def test_shared_stages_run_once_in_a_tree_experiment(parts, monkeypatch):
 
 
 def test_a_pipeline_encodes_each_query_once(parts, monkeypatch):
-    colbert, tfidf, index = parts
+    colbert, _tfidf, index = parts
     encodes = _Counter(monkeypatch, pfc.ColBERT, "encode_queries")
     text = pd.DataFrame(CORPUS)
     pipeline = (index.retriever(colbert, num_results=5) % 3

@@ -11,8 +11,8 @@ import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.model.scoring import maxsim
 
 CONFIG = pfc.ColBERTConfig(dim=16, doc_maxlen=16, query_maxlen=16)  # 13 word pieces per window
-WORDS = ("castle dragon river smith blade crown mountain harbour merchant winter tower garden bridge lantern "
-         "forest").split()
+WORDS = ["castle", "dragon", "river", "smith", "blade", "crown", "mountain", "harbour", "merchant", "winter", "tower",
+         "garden", "bridge", "lantern", "forest"]
 TEXTS = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(n)) for i, n in enumerate([3, 13, 14, 30, 41, 8])]
 TOPICS = pd.DataFrame({"qid": ["q1", "q2"], "query": ["the dragon of the mountain", "a lantern on the bridge"]})
 
@@ -40,7 +40,7 @@ def spans(length, size, stride):
     while start + size < length:
         out.append((start, start + size))
         start += stride
-    return out + [(length - size, length)]
+    return [*out, (length - size, length)]
 
 
 @pytest.fixture(scope="module")
@@ -256,7 +256,7 @@ def test_explainer_over_a_windowed_index_equals_the_text_path(colbert, windowed,
     with pytest.raises(ValueError, match=r"long_docs='truncate'.*disagree with the index.*long_docs='windows', "
                                          r"stride=5"):
         Explainer(colbert, index=windowed, long_docs="truncate")
-    with pytest.raises(ValueError, match="stride=7.*disagree"):
+    with pytest.raises(ValueError, match=r"stride=7.*disagree"):
         Explainer(colbert, index=windowed, stride=7)
     with pytest.warns(UserWarning, match="truncated"):
         cut = pfc.ColBERTIndex(tmp_path / "cut").indexer(colbert, long_docs="truncate").index(corpus())

@@ -126,7 +126,7 @@ def artifacts_in(path: Path) -> List[Tuple[str, Path]]:
 
             values = read_json(meta, "artifact metadata")
             return {("colbert", "fp16"): "colbert", ("sparse_index", "tfidf"): "tfidf"}.get(
-                (values.get("type"), values.get("format")), None) if isinstance(values, dict) else None
+                (values.get("type"), values.get("format"))) if isinstance(values, dict) else None
         if (folder / "colbert_config.json").is_file():
             return "checkpoint"
         return None

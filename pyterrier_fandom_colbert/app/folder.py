@@ -53,7 +53,7 @@ ANN_MIN_TOKENS = 4_000_000
 class SearchSettings(JsonConfig):
     """How the folder is searched: results per system before fusion, the ColBERT neighbour search, explanations."""
 
-    fusion: FusionSettings = FusionSettings()
+    fusion: FusionSettings = field(default_factory=FusionSettings)
     #: token neighbours per query vector in ColBERT end-to-end retrieval (None: the retriever's default)
     k_hat: Optional[int] = 64
     #: ``flat`` (exact, every token vector read per query) or a FAISS kind (docs/index.md); IVF halves the

@@ -189,7 +189,7 @@ class Searcher:
                     results[str(row["qid"])].append(self._result(row, int(position), explain))
                 for i, job in enumerate(group):
                     job.results = results[str(i)]
-            except Exception as err:  # noqa: BLE001  (every query of the failed batch gets the error)
+            except Exception as err:  # every query of the failed batch gets the error
                 for job in group:
                     job.error = err
             finally:

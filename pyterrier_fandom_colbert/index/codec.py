@@ -138,7 +138,7 @@ def fit_buckets(residuals: np.ndarray, nbits: int) -> Tuple[np.ndarray, np.ndarr
     options = 1 << nbits
     cutoffs = np.quantile(residuals, np.arange(1, options) / options, axis=0).T.astype(np.float32)  # [d, K-1]
     ids = bucketise(residuals, cutoffs)
-    n, dim = residuals.shape
+    dim = residuals.shape[1]
     flat = (np.arange(dim) * options)[None, :] + ids
     counts = np.bincount(flat.ravel(), minlength=dim * options).reshape(dim, options)
     sums = np.bincount(flat.ravel(), weights=residuals.ravel().astype(np.float64),
@@ -287,7 +287,7 @@ class ResidualCodec:
         import torch
 
         table, centroids, shift = self._torch_tables()
-        n, nbytes = packed.shape
+        nbytes = packed.shape[1]
         rows = packed.to(torch.int32).add_(shift[:nbytes])  # [n, B]: the row of each byte in the flattened table
         torch.index_select(centroids, 0, codes.long(), out=out)
         gathered = None if scratch is None else scratch.view(-1)[:out.numel()].view(-1, table.shape[1])

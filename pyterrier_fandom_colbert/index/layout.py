@@ -74,8 +74,8 @@ RESIDUALS_FILE = "residuals.u8"
 IVF_OFFSETS_FILE = "ivf_offsets.i64"
 IVF_DOCS_FILE = "ivf_docs.i32"
 #: a compressed index's small files, whose checksums are also compared on every open
-CHECKED_ON_OPEN_COMPRESSED = CHECKED_ON_OPEN + (CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE,
-                                                IVF_OFFSETS_FILE)
+CHECKED_ON_OPEN_COMPRESSED = (*CHECKED_ON_OPEN, CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE,
+                              IVF_OFFSETS_FILE)
 
 
 @dataclass(frozen=True)

@@ -428,7 +428,7 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query_embs"], self)
-        return input_columns + ["docno", "score", "rank"]
+        return [*input_columns, "docno", "score", "rank"]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, ["qid", "query_embs"], self)

@@ -258,7 +258,7 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, QUERY_INPUT, self)
-        return input_columns + ["docno", "score", "rank"]
+        return [*input_columns, "docno", "score", "rank"]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, QUERY_INPUT, self)

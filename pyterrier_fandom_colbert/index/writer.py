@@ -84,8 +84,8 @@ class IndexWriter:
         self._vectors = HashingFile(self._tmp / VECTORS_FILE)
         self._token_ids = HashingFile(self._tmp / TOKEN_IDS_FILE)
         self._offsets = HashingFile(self._tmp / OFFSETS_FILE)
-        self._docnos = open(self._tmp / _DOCNOS_TEXT, "w", encoding="utf-8")
-        self._parts = open(self._tmp / PARTS_FILE, "wb") if long_docs == "windows" else None
+        self._docnos = open(self._tmp / _DOCNOS_TEXT, "w", encoding="utf-8")  # noqa: SIM115 (close/abort close it)
+        self._parts = open(self._tmp / PARTS_FILE, "wb") if long_docs == "windows" else None  # noqa: SIM115 (as above)
         self._offsets.write(np.int64(0).tobytes())
         if self._parts is not None:
             self._parts.write(np.int64(0).tobytes())

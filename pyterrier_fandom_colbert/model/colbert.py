@@ -1,6 +1,7 @@
 """``ColBERT``: a loaded encoder, its tensor-level encoding methods, and factories for its PyTerrier transformers."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple, Union
@@ -148,9 +149,9 @@ class ColBERT:
             n = self.config.query_maxlen
             empty = (torch.zeros(0, n, self.config.dim, device=self.device),
                      torch.zeros(0, n, dtype=torch.bool, device=self.device))
-            return empty + (np.zeros((0, n), dtype=np.int64),) if with_ids else empty
+            return (*empty, np.zeros((0, n), dtype=np.int64)) if with_ids else empty
         out = (torch.cat(embs), torch.cat(masks))
-        return out + (np.concatenate(ids),) if with_ids else out
+        return (*out, np.concatenate(ids)) if with_ids else out
 
     def doc_batches(self, texts: Sequence[str], offsets: bool = False, chunk: int = 8) -> Iterator[DocBatch]:
         """Encode documents in length-bucketed batches (``chunk`` batches are tokenised and sorted at once).
@@ -193,7 +194,7 @@ class ColBERT:
                 encoded[pos] = (vecs, ids)
         bounds = np.cumsum([0] + [len(w) for w in spans])
         out = []
-        for start, end in zip(bounds[:-1], bounds[1:]):
+        for start, end in itertools.pairwise(bounds):
             own = encoded[start:end]
             out.append((np.concatenate([v for v, _ in own]) if len(own) > 1 else own[0][0],
                         np.concatenate([i for _, i in own]) if len(own) > 1 else own[0][1],

@@ -268,5 +268,5 @@ def windows(length: int, size: int, stride: int) -> List[tuple]:
         raise ValueError(f"windows of size={size} with stride={stride}; expected 1 <= stride <= size")
     if length <= size:
         return [(0, length)]
-    starts = list(range(0, length - size, stride)) + [length - size]
+    starts = [*range(0, length - size, stride), length - size]
     return [(s, s + size) for s in starts]

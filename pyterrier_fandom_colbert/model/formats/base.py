@@ -130,7 +130,7 @@ def _read_tensor(folder: Path, name: str, source_desc: str) -> "torch.Tensor":
         from safetensors import safe_open
 
         with safe_open(str(st), framework="pt", device="cpu") as f:
-            if name not in f.keys():
+            if name not in f:
                 raise ValueError(f"{st} has no tensor {name!r}; {source_desc}")
             return f.get_tensor(name)
     if pt.exists():
