@@ -282,7 +282,7 @@ class BuildReport:
                 f"`pfc search {self.folder} \"your question\"` or `pfc serve {self.folder}`.")
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     """
     >>> _size(1536), _size(3 * 1024 ** 3)
     ('1.5 KiB', '3.0 GiB')

@@ -94,6 +94,8 @@ def train_centroids(sample: np.ndarray, num_centroids: int, *, niter: int = 4, s
     kmeans = faiss.Kmeans(sample.shape[1], num_centroids, niter=niter, seed=seed, spherical=spherical,
                           max_points_per_centroid=1 << 30, min_points_per_centroid=1, verbose=False)
     kmeans.train(sample)
+    if kmeans.centroids is None:  # typed optional (unset before training); training sets it
+        raise RuntimeError("faiss k-means left no centroids after training")
     return kmeans.centroids.astype(np.float16).astype(np.float32)
 
 

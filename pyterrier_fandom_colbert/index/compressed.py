@@ -252,7 +252,7 @@ def _narrow_token_ids(folder: Path, name_i32: str, num_tokens: int, chunk: int) 
                for s in range(0, num_tokens, chunk))
     if not fits:
         return np.dtype(np.int32)
-    with open(folder / token_ids_file(np.uint16), "wb") as out:
+    with open(folder / token_ids_file(np.dtype(np.uint16)), "wb") as out:
         for s in range(0, num_tokens, chunk):
             out.write(np.asarray(ids[s:s + chunk]).astype(np.uint16).tobytes())
     del ids

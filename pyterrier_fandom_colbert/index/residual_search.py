@@ -23,7 +23,7 @@ at the end does the DataFrame plumbing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple, Union, cast
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from .artifact import ColBERTIndex
+    from .stores.residual import ResidualStore
 
 #: (padded) token rows per block of exact scoring (as the fp16 scorer's blocks on CPU)
 BLOCK_TOKENS = 8192
@@ -94,11 +95,13 @@ class SearchParams:
         else:
             defaults = (4, 0.4, max(4 * k, 4096))
         auto = isinstance(ndocs, str) and ndocs == "auto"
+        if isinstance(ndocs, str) and not auto:
+            raise ValueError(f"ndocs={ndocs!r}; expected a number of documents, 'auto' or None (no pruning)")
         if auto and nscore is None and k <= 10:
             nscore = 128
         params = cls(ncells if ncells is not None else defaults[0],
                      threshold if threshold is not None else defaults[1],
-                     defaults[2] if auto else ndocs, nscore)
+                     defaults[2] if isinstance(ndocs, str) else ndocs, nscore)
         params.check()
         return params
 
@@ -218,7 +221,8 @@ def probe(scores: np.ndarray, ncells: int) -> np.ndarray:
     return np.unique(best)
 
 
-def list_docs(cells: np.ndarray, ivf_offsets: np.ndarray, ivf_docs: np.ndarray) -> np.ndarray:
+def list_docs(cells: np.ndarray, ivf_offsets: np.ndarray,
+              ivf_docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """All documents in the inverted lists of ``cells`` (with repeats), and the cell of each: ``(docs, cells)``."""
     rows, which = concat_slices(ivf_offsets[cells], ivf_offsets[cells + 1])
     return np.asarray(ivf_docs[rows], dtype=np.int64), cells[which]
@@ -395,6 +399,16 @@ def search(store: CompressedStore, queries: List["torch.Tensor"], k: int,
     return [search_one(store, centroids, q.cpu(), k, params) for q in queries]
 
 
+class Overrides(NamedTuple):
+    """The search parameters given to a :class:`CentroidRetriever` (None, or ``ndocs="auto"``: the default for
+    ``num_results``), in the order of :meth:`SearchParams.for_k`."""
+
+    ncells: Optional[int]
+    threshold: Optional[float]
+    ndocs: Union[int, str, None]
+    nscore: Optional[int]
+
+
 class CentroidRetriever(EqualByKey, pt.Transformer):
     """End-to-end retriever over a compressed index: qid, query_embs → + docno, score, rank (other input columns
     kept). ``index.retriever(colbert)`` of a compressed index builds ``colbert.query_encoder() >>`` this.
@@ -411,8 +425,8 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
             raise ValueError(f"ndocs={ndocs!r}; expected a number of documents, 'auto' or None (no pruning)")
         self.index = index
         self.num_results = num_results
-        self.overrides = {"ncells": ncells, "threshold": threshold, "ndocs": ndocs, "nscore": nscore}
-        self.params = SearchParams.for_k(num_results, **self.overrides)
+        self.overrides = Overrides(ncells, threshold, ndocs, nscore)
+        self.params = SearchParams.for_k(num_results, *self.overrides)
         self.strict = strict
         self.verbose = verbose
 
@@ -420,8 +434,9 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
         """``% k``: fewer results, with the defaults for ``k`` (overrides kept)."""
         if k >= self.num_results:
             return self
-        return CentroidRetriever(self.index, num_results=k, strict=self.strict, verbose=self.verbose,
-                                 **self.overrides)
+        o = self.overrides
+        return CentroidRetriever(self.index, num_results=k, ncells=o.ncells, threshold=o.threshold, ndocs=o.ndocs,
+                                 nscore=o.nscore, strict=self.strict, verbose=self.verbose)
 
     def _key(self) -> Tuple:
         return (artifact_key(self.index), self.num_results, self.params, self.strict)
@@ -437,7 +452,7 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
             return empty_output(inp, ["docno", "score", "rank"])
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
-        store = self.index.store.arrays
+        store = cast("ResidualStore", self.index.store).arrays  # a compressed index's store (its retriever)
         found: List[Tuple[np.ndarray, np.ndarray]] = []
         bar = progress(total=len(unique), desc="ColBERT retrieval (compressed)", unit="query", enabled=self.verbose)
         try:

@@ -30,7 +30,7 @@ from ..frames import (
 from ..model.encoders import query_tensors
 from ..progress import progress
 from ..ranking import rank_by_score, top_k
-from ..storage import DamagedFileError
+from ..storage import DamagedFileError, artifact_path
 from .ann import FaissSpec
 from .blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
 from .layout import VECTORS_FILE
@@ -150,7 +150,7 @@ def _non_finite(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray) -
     if not bool(torch.isfinite(q).all()):
         return ValueError("the query vectors hold NaN or inf values, so no document can be scored; check the "
                           "query encoder's output")
-    file = index.path / VECTORS_FILE
+    file = artifact_path(index) / VECTORS_FILE
     docnos = index.docnos_of(doc_ids[:5]).tolist()
     more = f" and {len(doc_ids) - 5} more" if len(doc_ids) > 5 else ""
     return DamagedFileError(file, f"docno(s) {docnos}{more} score NaN or inf: their vectors in {file} are not "
@@ -248,9 +248,9 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
         fixed when it was given as ``k_hat``."""
         if k >= self.num_results:
             return self
-        neighbours = {"lam": self.lam, "k_hat": self.fixed_k_hat}
         return ColBERTRetriever(self.index, num_results=k, faiss=self.spec, nprobe=self.nprobe,
-                                refine=self.refine, strict=self.strict, verbose=self.verbose, **neighbours)
+                                refine=self.refine, strict=self.strict, verbose=self.verbose, lam=self.lam,
+                                k_hat=self.fixed_k_hat)
 
     def _key(self) -> Tuple[Any, ...]:
         return (artifact_key(self.index), self.num_results, self.k_hat, self.spec, self.nprobe, self.refine,

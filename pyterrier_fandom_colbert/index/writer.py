@@ -22,7 +22,14 @@ from ..frames import check_record
 from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..model.tokenization import LONG_DOCS, check_long_docs
 from ..progress import progress
-from ..storage import AtomicFolder, HashingFile, build_docno_inverse, build_manifest, docno_lookup_builder
+from ..storage import (
+    AtomicFolder,
+    HashingFile,
+    artifact_path,
+    build_docno_inverse,
+    build_manifest,
+    docno_lookup_builder,
+)
 from .compressed import CompressionSpec, as_spec
 from .layout import (
     DOCNOS_FILE,
@@ -233,13 +240,15 @@ class ColBERTIndexer(pt.Indexer):
     def index_inputs(self) -> List[List[str]]:
         return [["docno", self.text_field]]
 
-    def index(self, inp: Union[Iterable[Dict[str, Any]], pd.DataFrame]) -> "ColBERTIndex":
+    # ignored [override]: pt.Indexer.index also takes **kwargs; this indexer has no keyword options, so
+    # an unknown keyword is Python's own TypeError rather than silently ignored
+    def index(self, inp: Union[Iterable[Dict[str, Any]], pd.DataFrame]) -> "ColBERTIndex":  # type: ignore[override]
         if isinstance(inp, pd.DataFrame):
             inp = _records(inp)
         bar = progress(desc="indexing", unit="doc", enabled=self.verbose)
         long_count = "windowed" if self.long_docs == "windows" else "truncated"
         try:
-            with IndexWriter(self.index_ref.path, self.colbert.config, self.colbert.fingerprint(),
+            with IndexWriter(artifact_path(self.index_ref), self.colbert.config, self.colbert.fingerprint(),
                              overwrite=self.overwrite, long_docs=self.long_docs, stride=self.stride,
                              compression=self.compression, verbose=self.verbose) as writer:
                 long = 0

@@ -78,7 +78,7 @@ class ColBERT:
             path = DEFAULT_CHECKPOINT
         source = formats.resolve(path) if path is not None else None
         kind = formats.detect(source) if source is not None else None
-        if kind is not None:
+        if source is not None and kind is not None:  # kind is None without a source
             if config is not None:
                 raise ValueError(f"{path} is a {kind} checkpoint with its own settings; config= applies only "
                                  "to fresh models built over a backbone")
@@ -188,6 +188,7 @@ class ColBERT:
         size = self.tokenizer.max_doc_pieces
         spans = [windows(len(p), size, stride) if stride is not None else [(0, len(p))] for p in pieces]
         parts = [p[a:b] for p, w in zip(pieces, spans) for a, b in w]
+        # every slot is filled by the batches below (each part is in one batch)
         encoded: List[Tuple[np.ndarray, np.ndarray]] = [None] * len(parts)  # type: ignore[list-item]
         for batch in self.piece_batches(parts, chunk=max(1, -(-len(parts) // self.batch_size))):
             for pos, vecs, ids in batch.per_document():
@@ -248,7 +249,7 @@ class ColBERT:
         for batch in self.doc_batches(texts):
             for pos, vecs, _ in batch.per_document():
                 out[pos] = vecs
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # every position filled: the batches cover each text
 
     # -- PyTerrier transformers ----------------------------------------------------------------------------
     def query_encoder(self, *, strict: bool = False) -> "QueryEncoder":

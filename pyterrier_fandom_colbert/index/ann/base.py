@@ -108,7 +108,9 @@ class AnnKind:
             return index
         resources = faiss.StandardGpuResources()
         gpu_index = faiss.index_cpu_to_gpu(resources, 0, index)
-        gpu_index.referenced_resources = resources  # keep the resources alive as long as the index
+        # keep the resources alive as long as the index (faiss's SWIG objects take new attributes; its stubs do
+        # not declare this one)
+        gpu_index.referenced_resources = resources  # type: ignore[attr-defined]
         return gpu_index
 
     # -- searching -----------------------------------------------------------------------------------------
@@ -333,12 +335,12 @@ def refine(vectors: "torch.Tensor", queries: np.ndarray, ids: np.ndarray, k: int
     import torch
 
     similarity = get_similarity(similarity)
-    ids = torch.as_tensor(ids, dtype=torch.long)
-    k = min(k, ids.shape[1])
-    if k == ids.shape[1]:
-        return ids.numpy()
-    rows = vectors.index_select(0, ids.clamp_min(0).reshape(-1)).view(*ids.shape, -1).float()  # [n, K, d]
+    candidates = torch.as_tensor(ids, dtype=torch.long)
+    k = min(k, candidates.shape[1])
+    if k == candidates.shape[1]:
+        return candidates.numpy()
+    rows = vectors.index_select(0, candidates.clamp_min(0).reshape(-1)).view(*candidates.shape, -1).float()  # [n,K,d]
     sims = similarity.matrix(torch.as_tensor(queries).unsqueeze(1), rows).squeeze(1)  # [n, K]
-    sims.masked_fill_(ids < 0, float("-inf"))
+    sims.masked_fill_(candidates < 0, float("-inf"))
     best, where = sims.topk(k, dim=1)
-    return ids.gather(1, where).masked_fill_(best == float("-inf"), -1).numpy()
+    return candidates.gather(1, where).masked_fill_(best == float("-inf"), -1).numpy()
