@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, cast
 
 from .cli_errors import UserError, add_debug_flag, require_dataset, require_model_path, run
 
@@ -125,7 +125,8 @@ def splade_first_stage(corpus_iter, cache: Path, k: int, weights: Optional[str],
     splade = Splade.from_pretrained(weights, verbose=verbose)
     index = SparseIndex(cache / f"splade-{splade.fingerprint()}")
     if not index.built():
-        (splade.doc_encoder() >> index.indexer(verbose=verbose)).index(corpus_iter())
+        # PyTerrier types `>>` as a Transformer; a pipeline ending in an indexer is an indexer
+        cast("pt.Indexer", splade.doc_encoder() >> index.indexer(verbose=verbose)).index(corpus_iter())
     return splade.query_encoder() >> index.retriever(num_results=k, verbose=verbose)
 
 

@@ -4,7 +4,7 @@ not a batch size), a float (even ``2.0``: a configuration that computes one has 
 from __future__ import annotations
 
 import operator
-from typing import Any, Optional
+from typing import Any, Literal, Optional, overload
 
 
 def _as_int(value: Any) -> Optional[int]:
@@ -17,6 +17,12 @@ def _as_int(value: Any) -> Optional[int]:
         return None
 
 
+@overload
+def int_in_range(name: str, value: Any, least: int = ..., most: Optional[int] = ..., *,
+                 none: Literal[False] = ..., what: str = ...) -> int: ...
+@overload
+def int_in_range(name: str, value: Any, least: int = ..., most: Optional[int] = ..., *, none: bool,
+                 what: str = ...) -> Optional[int]: ...
 def int_in_range(name: str, value: Any, least: int = 1, most: Optional[int] = None, *, none: bool = False,
                  what: str = "") -> Optional[int]:
     """``value`` as an int when it is an integer from ``least`` to ``most`` (no upper bound when None), or None
@@ -49,6 +55,10 @@ def int_in_range(name: str, value: Any, least: int = 1, most: Optional[int] = No
     return number
 
 
+@overload
+def positive_int(name: str, value: Any, *, none: Literal[False] = ..., what: str = ...) -> int: ...
+@overload
+def positive_int(name: str, value: Any, *, none: bool, what: str = ...) -> Optional[int]: ...
 def positive_int(name: str, value: Any, *, none: bool = False, what: str = "") -> Optional[int]:
     """``value`` as an int when it is an integer ≥ 1 (or None when ``none=True``), else a ValueError naming it.
 

@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-__all__ = ["UserError", "EXIT_USER_ERROR", "add_debug_flag", "run", "require_dataset", "require_model_path"]
+__all__ = ["EXIT_USER_ERROR", "UserError", "add_debug_flag", "require_dataset", "require_model_path", "run"]
 
 #: exit status of a user error (argparse uses the same for bad options)
 EXIT_USER_ERROR = 2

@@ -182,7 +182,7 @@ class EqualByKey:
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+        return type(self) is type(other) and self._key() == other._key()  # mypy narrows other to type(self)
 
     def __hash__(self) -> int:
         return hash((type(self).__qualname__, self._key()))

@@ -41,7 +41,7 @@ def test_the_default_is_exact_on_small_indexes_and_the_chosen_ann_above(index, m
     assert small.spec == ann.FaissSpec("exact") and small.nprobe is None and small.refine == 1
     assert "faiss='exact'" in repr(small)
     assert index.build_ann() is None and not (index.path / "faiss").exists()  # exact: nothing to build
-    with pytest.raises(ValueError, match="nprobe=4 tunes an approximate search.*exact search"):
+    with pytest.raises(ValueError, match=r"nprobe=4 tunes an approximate search.*exact search"):
         index.retriever(nprobe=4)
     monkeypatch.setattr(retrieval, "EXACT_BELOW_TOKENS", 1000)  # this index now counts as large
     large = index.retriever(num_results=10)

@@ -1,6 +1,7 @@
 """The `pfc` search engine: the CLI end to end on the bundled sample wiki, the search folder's build guarantees,
 the hybrid against a hand-made fusion, the JSON API over HTTP on 127.0.0.1, escaping of hostile text, and the
 page in a real headless Chromium (skipped when none is installed)."""
+import itertools
 import json
 import os
 import shutil
@@ -62,7 +63,7 @@ def test_cli_index_then_search_json(tmp_path, tiny_bert_dir, capsys):
     response = json.loads(capsys.readouterr().out)
     results = response["results"]
     assert [r["rank"] for r in results] == [1, 2, 3, 4]
-    assert all(a["score"] >= b["score"] for a, b in zip(results, results[1:]))
+    assert all(a["score"] >= b["score"] for a, b in itertools.pairwise(results))
     for r in results:  # each result is the indexed passage, with its page's title and URL
         source = reference[r["docno"]]
         assert (r["text"], r["title"], r["url"], r["section"]) == (source["text"], source["title"], source["url"],

@@ -95,25 +95,25 @@ def test_train_missing_checkpoint(folder, capsys):
 
 def test_train_bad_levers(folder, capsys, tiny_roberta_dir):
     base = ["--dataset", "fandom-qa/sample/train", "--out", str(folder / "run")]
-    line = one_line_error(capsys, "pfc-train", train(base + ["--negative-checkpoint", str(folder / "nope"),
-                                                             "--negative-source", "colbert"]))
+    line = one_line_error(capsys, "pfc-train", train([*base, "--negative-checkpoint", str(folder / "nope"),
+                                                         "--negative-source", "colbert"]))
     assert "--negative-checkpoint" in line and "no such folder" in line
-    line = one_line_error(capsys, "pfc-train", train(base + ["--teacher", "hybrid", "--distill-weight", "1",
-                                                             "--teacher-checkpoint", str(folder / "nope")]))
+    line = one_line_error(capsys, "pfc-train", train([*base, "--teacher", "hybrid", "--distill-weight", "1",
+                                                         "--teacher-checkpoint", str(folder / "nope")]))
     assert "--teacher-checkpoint" in line and "no such folder" in line
-    line = one_line_error(capsys, "pfc-train", train(base + ["--teacher-weight", "0.3"]))
+    line = one_line_error(capsys, "pfc-train", train([*base, "--teacher-weight", "0.3"]))
     assert "only used with teacher='hybrid'" in line
-    line = one_line_error(capsys, "pfc-train", train(base + ["--freeze-layers", "-2"]))
+    line = one_line_error(capsys, "pfc-train", train([*base, "--freeze-layers", "-2"]))
     assert "freeze_layers=-2; expected 0 or more" in line
-    line = one_line_error(capsys, "pfc-train", train(base + ["--init", tiny_roberta_dir, "--freeze-layers", "1",
-                                                             "--negatives", "1", "--negative-source", "random"]))
+    line = one_line_error(capsys, "pfc-train", train([*base, "--init", tiny_roberta_dir, "--freeze-layers", "1",
+                                                         "--negatives", "1", "--negative-source", "random"]))
     assert "needs a BERT backbone" in line and "RobertaModel" in line
 
 
 def test_train_resume_and_existing_runs(folder, capsys):
     run_dir = folder / "run"
     args = ["--dataset", "fandom-qa/sample/train", "--out", str(run_dir)]
-    line = one_line_error(capsys, "pfc-train", train(args + ["--resume"]))
+    line = one_line_error(capsys, "pfc-train", train([*args, "--resume"]))
     assert "holds no training run to continue" in line and "leave out --resume" in line
     run_dir.mkdir()
     (run_dir / "trainer_state.pt").write_bytes(b"")  # what marks a run (trainer.STATE_FILE)

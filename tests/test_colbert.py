@@ -38,7 +38,7 @@ def test_score_independent_of_batch_composition(tiny):
     fillers = [" ".join(rng.choice(words, size=rng.integers(1, 40))) for _ in range(49)]
     target = pd.DataFrame([{"qid": "q", "query": "who forged the blade", "docno": "t", "text": PASSAGES[3]}])
     alone = tiny.text_scorer()(target)["score"].iloc[0]
-    crowd = _frame(["who forged the blade"], fillers + [PASSAGES[3]])
+    crowd = _frame(["who forged the blade"], [*fillers, PASSAGES[3]])
     crowd.loc[crowd.index[-1], "docno"] = "t"
     together = tiny.text_scorer()(crowd).set_index("docno")["score"]["t"]
     assert abs(alone - together) < 1e-5
@@ -96,10 +96,10 @@ def test_unscored_masks_are_left_out_of_query_embs(tiny_bert_dir):
 ])
 def test_empty_frames_give_declared_columns(tiny, make, cols):
     t = make(tiny)
-    out = t(pd.DataFrame(columns=cols + ["kept"]))
+    out = t(pd.DataFrame(columns=[*cols, "kept"]))
     assert len(out) == 0
-    assert list(out.columns) == pt.inspect.transformer_outputs(t, cols + ["kept"])
-    assert set(out.columns) > set(cols + ["kept"])
+    assert list(out.columns) == pt.inspect.transformer_outputs(t, [*cols, "kept"])
+    assert set(out.columns) > {*cols, "kept"}
 
 
 def test_bad_input_errors_name_the_problem(tiny):
@@ -108,7 +108,7 @@ def test_bad_input_errors_name_the_problem(tiny):
     with pytest.warns(UserWarning, match=r"1 unusable query .*\['q7'\]"):
         kept = tiny.query_encoder()(pd.DataFrame({"qid": ["q1", "q7"], "query": ["castle", "   "]}))
     assert kept["qid"].tolist() == ["q1"]
-    with pytest.raises(pt.validate.InputValidationError, match="text.*get_text"):
+    with pytest.raises(pt.validate.InputValidationError, match=r"text.*get_text"):
         tiny.text_scorer()(pd.DataFrame({"qid": ["1"], "query": ["x"], "docno": ["d"]}))
     with pytest.raises(ValueError, match="'d2'"):
         tiny.doc_encoder()(pd.DataFrame({"docno": ["d1", "d2"], "text": ["fine", math.nan]}))
@@ -143,7 +143,7 @@ def test_config_not_matching_weights_is_an_error(tiny_bert_dir, tmp_path):
     with pytest.raises(ValueError, match=r"colbert_config\.json (is \d+ bytes|does not match)"):  # the manifest
         pfc.ColBERT.from_pretrained(folder)
     (folder / "manifest.json").unlink()  # as a checkpoint saved before manifests: the shapes still disagree
-    with pytest.raises(ValueError, match="dim=32.*does not match"):
+    with pytest.raises(ValueError, match=r"dim=32.*does not match"):
         pfc.ColBERT.from_pretrained(folder)
 
 

@@ -7,6 +7,7 @@ import torch
 from pyterrier_fandom_colbert.index import codec as rc
 from pyterrier_fandom_colbert.index import compressed
 from pyterrier_fandom_colbert.index import residual_search as cs
+from pyterrier_fandom_colbert.ranking import ranked
 
 DIM = 16
 
@@ -413,11 +414,11 @@ def test_bad_parameters_are_named(both, tmp_path):
     from pyterrier_fandom_colbert.model.config import ColBERTConfig
 
     fp16, small = both
-    with pytest.raises(TypeError, match="faiss='ivf'.*apply only to fp16 indexes"):
+    with pytest.raises(TypeError, match=r"faiss='ivf'.*apply only to fp16 indexes"):
         small.retriever(faiss="ivf")
     with pytest.raises(TypeError, match="refine=2 apply only to fp16"):
         small.retriever(refine=2)
-    with pytest.raises(TypeError, match="ncells=2.*apply only to compressed indexes"):
+    with pytest.raises(TypeError, match=r"ncells=2.*apply only to compressed indexes"):
         fp16.retriever(ncells=2)
     with pytest.raises(ValueError, match="ndocs='many'"):
         small.retriever(ndocs="many")
@@ -429,12 +430,11 @@ def test_bad_parameters_are_named(both, tmp_path):
         ColBERTIndex(tmp_path / "x").indexer(None, compression="residual3")
     with pytest.raises(ValueError, match="dim=12 is not a multiple of 8"):
         ColBERTIndex(tmp_path / "y").writer(ColBERTConfig(dim=12), "f", compression="residual1")
-    with pytest.raises(ValueError, match="num_centroids=500 but the corpus has only"):
-        with ColBERTIndex(tmp_path / "z").writer(ColBERTConfig(dim=16), "f",
-                                                 compression=compressed.CompressionSpec("residual2",
-                                                                                        num_centroids=500)) as w:
-            w.add("a", clustered(5), np.arange(5))
-            w.add("b", clustered(5, seed=1), np.arange(5))
+    spec = compressed.CompressionSpec("residual2", num_centroids=500)
+    with pytest.raises(ValueError, match="num_centroids=500 but the corpus has only"), \
+            ColBERTIndex(tmp_path / "z").writer(ColBERTConfig(dim=16), "f", compression=spec) as w:
+        w.add("a", clustered(5), np.arange(5))
+        w.add("b", clustered(5, seed=1), np.arange(5))
     assert not (tmp_path / "z").exists()  # the failed build left nothing
 
 
@@ -466,7 +466,7 @@ def test_verify_checks_a_compressed_index(both, tmp_path):
     codes[3] = 60000  # beyond the 16 centroids
     codes.flush()
     del codes
-    with pytest.raises(DamagedFileError, match="codes.u16"):
+    with pytest.raises(DamagedFileError, match=r"codes\.u16"):
         ColBERTIndex(damaged).verify()
 
 
@@ -474,7 +474,7 @@ def test_long_documents_as_windows_compress_too(colbert, tmp_path):
     from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 
     long_text = " ".join(PASSAGES[:12])  # beyond doc_maxlen=64: several windows
-    docs = records()[:10] + [{"docno": "long", "text": long_text}]
+    docs = [*records()[:10], {"docno": "long", "text": long_text}]
     spec = compressed.CompressionSpec("residual4", num_centroids=8)
     index = ColBERTIndex(tmp_path / "w").indexer(colbert, long_docs="windows", compression=spec).index(docs)
     fp16 = ColBERTIndex(tmp_path / "w16").indexer(colbert, long_docs="windows").index(docs)
@@ -502,4 +502,4 @@ def test_ranked_frame_matches_rank_by_score():
     ids = np.concatenate([found[c][0] for c in codes])
     expected = rank_by_score(with_columns(out, {"docno": docnos_of(ids),
                                                 "score": np.concatenate([found[c][1] for c in codes])}))
-    pd.testing.assert_frame_equal(cs.ranked(inp, codes, found, docnos_of), expected)
+    pd.testing.assert_frame_equal(ranked(inp, codes, found, docnos_of), expected)

@@ -137,7 +137,7 @@ def test_a_fresh_colbert_index_records_and_passes_its_manifest(colbert_index):
 def test_colbert_index_file_damage_is_named(colbert_index, name, how, on_open):
     JSON_CORRUPTIONS[how](colbert_index / name)
     if name == "pt_meta.json" and how == "delete":  # no metadata: not an index at all
-        with pytest.raises(FileNotFoundError, match="pt_meta.json not found"):
+        with pytest.raises(FileNotFoundError, match=r"pt_meta\.json not found"):
             ColBERTIndex(colbert_index).verify()
         return
     with pytest.raises((DamagedFileError, MissingFileError)) as err:
@@ -261,7 +261,8 @@ def test_an_index_without_manifest_still_opens_and_verify_warns(colbert_index):
 
 # -- a TF-IDF index with stored passages ------------------------------------------------------------------------
 
-WORDS = "castle dragon smith river queen bard library moon fleet giant crown star merchant song city".split()
+WORDS = ["castle", "dragon", "smith", "river", "queen", "bard", "library", "moon", "fleet", "giant", "crown", "star",
+         "merchant", "song", "city"]
 
 
 @pytest.fixture(scope="module")
@@ -304,7 +305,7 @@ def test_a_fresh_tfidf_index_records_and_passes_its_manifest(tfidf_index):
 def test_tfidf_index_file_damage_is_named(tfidf_index, name, how, on_open):
     JSON_CORRUPTIONS[how](tfidf_index / name)
     if name == "pt_meta.json" and how == "delete":
-        with pytest.raises(FileNotFoundError, match="pt_meta.json not found"):
+        with pytest.raises(FileNotFoundError, match=r"pt_meta\.json not found"):
             TfidfIndex(tfidf_index).verify()
         return
     with pytest.raises((DamagedFileError, MissingFileError)) as err:
@@ -398,7 +399,7 @@ def test_a_saved_checkpoint_records_every_file(checkpoint):
 def test_checkpoint_file_damage_is_named(checkpoint, name, how, on_open):
     JSON_CORRUPTIONS[how](checkpoint / name)
     if name == "colbert_config.json" and how == "delete":  # no config: not a checkpoint
-        with pytest.raises(MissingFileError, match="colbert_config.json not found"):
+        with pytest.raises(MissingFileError, match=r"colbert_config\.json not found"):
             network.verify_checkpoint(checkpoint)
         return
     with warnings.catch_warnings():
@@ -436,7 +437,7 @@ def test_one_nan_in_the_projection_is_refused_at_load(checkpoint, legacy):
         assert "tensor 'weight'" in str(err.value) and "1 NaN/inf value(s)" in str(err.value)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with pytest.raises(DamagedFileError, match="projection.safetensors"):
+        with pytest.raises(DamagedFileError, match=r"projection\.safetensors"):
             network.verify_checkpoint(checkpoint)
 
 
@@ -444,7 +445,7 @@ def test_a_model_with_nan_weights_is_not_saved(pristine_checkpoint, tmp_path):
     colbert = pfc.ColBERT.from_pretrained(pristine_checkpoint)
     with torch.no_grad():
         colbert.model.projection.weight[0, 0] = float("inf")
-    with pytest.raises(ValueError, match="tensor 'projection.weight' .* holds 1 NaN/inf"):
+    with pytest.raises(ValueError, match=r"tensor 'projection\.weight' .* holds 1 NaN/inf"):
         colbert.save_pretrained(tmp_path / "bad")
     assert not (tmp_path / "bad").exists()
 

@@ -327,7 +327,7 @@ def test_pylate_settings_it_cannot_represent(bert_tok, change, message):
     ({"dense": dict(DENSE_CONFIG, activation_function="torch.nn.modules.activation.Tanh")}, "Tanh"),
     ({"dense": dict(DENSE_CONFIG, use_residual=True)}, "use_residual"),
     ({"modules": PYLATE_MODULES[:1]}, "0 Dense modules"),
-    ({"modules": PYLATE_MODULES + [dict(PYLATE_MODULES[1], idx=2, path="2_Dense")]}, "2 Dense modules"),
+    ({"modules": [*PYLATE_MODULES, dict(PYLATE_MODULES[1], idx=2, path="2_Dense")]}, "2 Dense modules"),
 ])
 def test_pylate_modules_it_cannot_represent(tmp_path, pylate_dir, what, message):
     names = {"dense": "1_Dense__config.json", "modules": "modules.json"}
@@ -356,7 +356,7 @@ def test_backbone_weights_missing_from_the_file_are_an_error(tmp_path, colbert_a
 
 def test_metadata_dim_must_match_the_weights(tmp_path, colbert_ai_dir):
     folder = variant(colbert_ai_dir, tmp_path / "m", **{"artifact.metadata": dict(COLBERT_AI_METADATA, dim=24)})
-    with pytest.raises(ValueError, match="dim=24 but linear.weight has 16 rows"):
+    with pytest.raises(ValueError, match=r"dim=24 but linear\.weight has 16 rows"):
         pfc.ColBERT.from_pretrained(folder)
 
 

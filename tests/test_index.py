@@ -149,12 +149,12 @@ def test_any_docnos_index_and_read_back(colbert, tmp_path):
 
 
 def test_writer_refuses_bad_vectors(tmp_path):
-    with pytest.raises(ValueError, match=r"expected \[n, 16\]"):
-        with ColBERTIndex(tmp_path / "w.idx").writer(CONFIG, "fp") as w:
-            w.add("d1", np.ones((3, 8), dtype=np.float32), np.arange(3))
-    with pytest.raises(ValueError, match="no token vectors"):
-        with ColBERTIndex(tmp_path / "w.idx").writer(CONFIG, "fp") as w:
-            w.add("d1", np.ones((0, 16), dtype=np.float32), np.arange(0))
+    with pytest.raises(ValueError, match=r"expected \[n, 16\]"), \
+            ColBERTIndex(tmp_path / "w.idx").writer(CONFIG, "fp") as w:
+        w.add("d1", np.ones((3, 8), dtype=np.float32), np.arange(3))
+    with pytest.raises(ValueError, match="no token vectors"), \
+            ColBERTIndex(tmp_path / "w.idx").writer(CONFIG, "fp") as w:
+        w.add("d1", np.ones((0, 16), dtype=np.float32), np.arange(0))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -255,7 +255,7 @@ def test_bad_retriever_settings(index, colbert):
         index.retriever(colbert, lam=2, k_hat=10)
     with pytest.raises(ValueError, match="k_hat=0"):
         index.retriever(colbert, k_hat=0)
-    with pytest.raises(ValueError, match="refine=2; .*faiss='exact' neighbours are exact"):
+    with pytest.raises(ValueError, match=r"refine=2; .*faiss='exact' neighbours are exact"):
         index.retriever(colbert, refine=2, faiss="exact")
     with pytest.raises(ValueError, match="refine=0"):
         index.retriever(colbert, faiss="ivfpq", refine=0)
@@ -314,7 +314,7 @@ def test_a_new_kind_is_one_registered_class(index, colbert):
                            for q in TOPICS.qid])
         assert overlap >= 0.9
         assert (index.path / "faiss" / "test-hnsw-m16.faiss").exists()
-        with pytest.raises(ValueError, match="nprobe=4 applies only to faiss in .*, not faiss='test-hnsw'"):
+        with pytest.raises(ValueError, match=r"nprobe=4 applies only to faiss in .*, not faiss='test-hnsw'"):
             index.retriever(colbert, faiss="test-hnsw", nprobe=4)
     finally:
         del faiss_ann.KINDS["test-hnsw"]

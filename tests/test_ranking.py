@@ -50,7 +50,7 @@ def test_ranked_orders_as_rank_by_score():
     inp = pd.DataFrame({"qid": ["q2", "q1", "q3"], "query": ["b", "a", "c"]})
     found = [(rng.permutation(20)[:6], rng.integers(0, 3, 6).astype(float)) for _ in range(3)]
     found[2] = (np.zeros(0, np.int64), np.zeros(0))  # a query with no result
-    docnos_of = lambda ids: np.array([f"d{i:02d}" for i in ids], dtype=object)  # noqa: E731
+    docnos_of = lambda ids: np.array([f"d{i:02d}" for i in ids], dtype=object)
     codes = np.array([0, 1, 2])
     got = ranked(inp, codes, found, docnos_of)
     rows = [(inp.iloc[c]["qid"], inp.iloc[c]["query"], d, s) for c in codes for d, s in

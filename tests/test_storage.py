@@ -58,9 +58,8 @@ def test_atomic_folder_restores_the_old_folder_when_the_final_rename_fails(tmp_p
     with atomic_folder(target) as tmp:
         (tmp / "v").write_text("old")
     calls = fail_final_rename_once(monkeypatch)
-    with pytest.raises(OSError, match="injected"):
-        with atomic_folder(target, overwrite=True) as tmp:
-            (tmp / "v").write_text("new")
+    with pytest.raises(OSError, match="injected"), atomic_folder(target, overwrite=True) as tmp:
+        (tmp / "v").write_text("new")
     assert len(calls) == 1
     assert (target / "v").read_text() == "old" and entries(tmp_path) == ["art"]
 
@@ -82,7 +81,7 @@ def test_temporary_names_are_unique_per_writer(tmp_path):
 
 
 def test_refusals_keep_what_is_there(tmp_path, monkeypatch):
-    is_mine = lambda p: (p / "mine").exists()  # noqa: E731
+    is_mine = lambda p: (p / "mine").exists()
     folder, file = user_folder(tmp_path / "docs"), tmp_path / "notes.txt"
     file.write_text("keep me")
     for target in (folder, file):
@@ -234,7 +233,7 @@ def test_writers_never_replace_what_is_not_theirs(writer, target, tmp_path, monk
     else:
         path = target
     before = entries(tmp_path)
-    with pytest.raises(ValueError, match="is not a|current or home folder"):
+    with pytest.raises(ValueError, match=r"is not a|current or home folder"):
         write(path, overwrite=True)
     assert entries(tmp_path) == before and entries(home) == ["thesis.tex"]
     assert target != "file" or (tmp_path / "mine").read_text() == "keep me"

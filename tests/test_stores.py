@@ -24,8 +24,8 @@ from pyterrier_fandom_colbert.index.token_search import ColBERTRetriever
 from pyterrier_fandom_colbert.index.writer import IndexWriter
 from pyterrier_fandom_colbert.model.scoring import maxsim
 
-WORDS = ("castle dragon smith river queen guild bard library moon blade crown fire mountain ship storm harbour "
-         "forest wolf tower bridge").split()
+WORDS = ["castle", "dragon", "smith", "river", "queen", "guild", "bard", "library", "moon", "blade", "crown", "fire",
+         "mountain", "ship", "storm", "harbour", "forest", "wolf", "tower", "bridge"]
 QUERIES = ["who forged the blade in the tower", "the dragon of the mountain", "a storm over the harbour"]
 
 
@@ -87,7 +87,7 @@ def test_the_index_picks_its_store_from_the_metadata(both, colbert):
         pipeline = loaded.retriever(colbert, num_results=5)
         assert isinstance(pipeline[-1], stage) and isinstance(loaded.retriever(num_results=5), stage)
     assert {fmt: store_class(fmt) for fmt in ("fp16", "residual1", "residual2", "residual4")} == STORES
-    with pytest.raises(ValueError, match="format='residual3'.*expected one of"):
+    with pytest.raises(ValueError, match=r"format='residual3'.*expected one of"):
         store_class("residual3")
 
 
@@ -113,6 +113,22 @@ def test_each_format_takes_only_its_own_retriever_parameters(both):
         fp16.retriever(nprob=3)
 
 
+@pytest.mark.parametrize("which", ["fp16", "residual2"])
+@pytest.mark.parametrize("bad", [1.5, "5", None, True, 0, np.float64(3.0)])
+def test_both_retrievers_refuse_a_num_results_that_is_not_a_positive_integer(both, which, bad):
+    index = both[0] if which == "fp16" else both[1]
+    retriever_class = ColBERTRetriever if which == "fp16" else CentroidRetriever
+    with pytest.raises(ValueError, match=rf"^num_results={re.escape(repr(bad))}; expected a positive integer$"):
+        index.retriever(num_results=bad)
+    with pytest.raises(ValueError, match=rf"^num_results={re.escape(repr(bad))}; expected a positive integer$"):
+        retriever_class(index, num_results=bad)
+
+
+def test_both_retrievers_take_a_numpy_integer_num_results(both):
+    for index in both:
+        assert index.retriever(num_results=np.int64(7)) == index.retriever(num_results=7)
+
+
 def test_layout_covers_every_file_of_the_manifest(both):
     for index in both:
         layout = index.store.layout(index.meta)
@@ -126,9 +142,9 @@ def test_layout_covers_every_file_of_the_manifest(both):
 
 def test_format_only_parts_are_refused_by_the_other_format(both):
     fp16, residual = both
-    with pytest.raises(ValueError, match="residual2-compressed and stores no fp16 vectors, which index.vectors"):
+    with pytest.raises(ValueError, match=r"residual2-compressed and stores no fp16 vectors, which index\.vectors"):
         residual.vector_tensor  # noqa: B018
-    with pytest.raises(ValueError, match="residual2-compressed .* which a neighbour \\(FAISS\\) index needs"):
+    with pytest.raises(ValueError, match=r"residual2-compressed .* which a neighbour \(FAISS\) index needs"):
         residual.ann(pfc.FaissSpec("exact"))
     with pytest.raises(ValueError, match="faiss='ivf'"):
         residual.build_ann("ivf")
@@ -145,7 +161,7 @@ def test_writers_follow_the_format(tmp_path, colbert):
         w.abort()
     with pytest.raises(ValueError, match="ann='ivf': a residual1-compressed index searches by its centroids"):
         ColBERTIndex(tmp_path / "x").indexer(colbert, ann="ivf", compression="residual1")
-    with pytest.raises(ValueError, match="unknown|ivfq"):  # the kind is checked before any encoding
+    with pytest.raises(ValueError, match=r"unknown|ivfq"):  # the kind is checked before any encoding
         ColBERTIndex(tmp_path / "y").indexer(colbert, ann="ivfq")
 
 

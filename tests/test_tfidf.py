@@ -100,8 +100,8 @@ def test_stemming_matches_inflections_and_stopwords_do_not_match(index):
 
 def test_ranking_equals_brute_force(tmp_path):
     rng = random.Random(7)
-    words = ("castle river dragon knight sword crown silver north winter witch potion forest village "
-             "battle king queen wolf ship storm").split()
+    words = ["castle", "river", "dragon", "knight", "sword", "crown", "silver", "north", "winter", "witch", "potion",
+             "forest", "village", "battle", "king", "queen", "wolf", "ship", "storm"]
     docs = [{"docno": f"doc{i:03d}", "text": " ".join(rng.choice(words) for _ in range(rng.randint(1, 30)))}
             for i in range(200)]
     queries = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 5))) for _ in range(30)]
@@ -237,7 +237,7 @@ def _leaves_nothing(tmp_path, docs, error, match):
 
 
 def test_duplicate_docnos_are_named(tmp_path):
-    docs = CORPUS + [{"docno": "d2", "text": "again"}, {"docno": "d4", "text": "again"}]
+    docs = [*CORPUS, {"docno": "d2", "text": "again"}, {"docno": "d4", "text": "again"}]
     _leaves_nothing(tmp_path, docs, ValueError, r"2 docno\(s\) occur more than once: \['d2', 'd4'\]")
 
 
@@ -247,7 +247,7 @@ def test_duplicate_docnos_are_named(tmp_path):
                                                ({"docno": "d9", "text": float("nan")}, ValueError, "text=nan"),
                                                (("d9", "text"), TypeError, "#2 is a tuple")])
 def test_bad_documents_are_refused(tmp_path, bad, error, match):
-    _leaves_nothing(tmp_path, CORPUS[:2] + [bad], error, match)
+    _leaves_nothing(tmp_path, [*CORPUS[:2], bad], error, match)
 
 
 def test_empty_corpus_is_refused(tmp_path):

@@ -76,7 +76,7 @@ def test_document_layout_unpadded_length(tok):
 
 
 def test_empty_and_non_ascii_documents(tiny_bert_dir):
-    t, hf, _ = _tokenizer(tiny_bert_dir)
+    t, _, _ = _tokenizer(tiny_bert_dir)
     batch = t.documents(["", "Héloïse visited Zürich — naïve café"], offsets=True)
     assert batch.lengths[0] == 3
     text = "Héloïse visited Zürich — naïve café"
@@ -85,7 +85,7 @@ def test_empty_and_non_ascii_documents(tiny_bert_dir):
 
 
 def test_punctuation_skipping(tiny_bert_dir):
-    t, hf, _ = _tokenizer(tiny_bert_dir, skip_punctuation=True)
+    t, _, _ = _tokenizer(tiny_bert_dir, skip_punctuation=True)
     batch = t.documents(["Wait, what?! Yes."])
     toks = t.tokens(batch.input_ids[0][batch.score_mask[0]])
     assert toks == ["[CLS]", "[D]", "wait", "what", "yes", "[SEP]"]

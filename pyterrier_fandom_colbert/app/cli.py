@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 DELEGATED = {"compare": ("pyterrier_fandom_colbert.__main__", "TF-IDF against ColBERT on a FANDOM-QA split "
                          "(pfc-compare)"),
@@ -125,8 +125,8 @@ def artifacts_in(path: Path) -> List[Tuple[str, Path]]:
             from ..storage import read_json
 
             values = read_json(meta, "artifact metadata")
-            return {("colbert", "fp16"): "colbert", ("sparse_index", "tfidf"): "tfidf"}.get(
-                (values.get("type"), values.get("format")), None) if isinstance(values, dict) else None
+            kinds: Dict[Tuple[Any, Any], str] = {("colbert", "fp16"): "colbert", ("sparse_index", "tfidf"): "tfidf"}
+            return kinds.get((values.get("type"), values.get("format"))) if isinstance(values, dict) else None
         if (folder / "colbert_config.json").is_file():
             return "checkpoint"
         return None

@@ -53,7 +53,7 @@ ANN_MIN_TOKENS = 4_000_000
 class SearchSettings(JsonConfig):
     """How the folder is searched: results per system before fusion, the ColBERT neighbour search, explanations."""
 
-    fusion: FusionSettings = FusionSettings()
+    fusion: FusionSettings = field(default_factory=FusionSettings)
     #: token neighbours per query vector in ColBERT end-to-end retrieval (None: the retriever's default)
     k_hat: Optional[int] = 64
     #: ``flat`` (exact, every token vector read per query) or a FAISS kind (docs/index.md); IVF halves the
@@ -282,7 +282,7 @@ class BuildReport:
                 f"`pfc search {self.folder} \"your question\"` or `pfc serve {self.folder}`.")
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     """
     >>> _size(1536), _size(3 * 1024 ** 3)
     ('1.5 KiB', '3.0 GiB')

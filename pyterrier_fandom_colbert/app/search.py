@@ -106,6 +106,14 @@ class _Job:
         self.done = False
 
 
+def _frame(result: Any, what: str) -> pd.DataFrame:
+    """``result`` of a transformer given a DataFrame, which is a DataFrame (PyTerrier types a call's result as a
+    frame or an iterable of dicts)."""
+    if not isinstance(result, pd.DataFrame):
+        raise TypeError(f"the {what} pipeline returned a {type(result).__name__}, not a DataFrame")
+    return result
+
+
 class Searcher:
     """A loaded search folder. ``search(query)`` → a JSON-ready dict of explained results."""
 
@@ -176,20 +184,20 @@ class Searcher:
         for (system, explain), group in groups.items():
             try:
                 frame = pd.DataFrame({"qid": [str(i) for i in range(len(group))], "query": [j.query for j in group]})
-                ranked = self.pipelines[system](frame)
+                ranked = _frame(self.pipelines[system](frame), system)
                 limit = np.array([j.k for j in group])[ranked["qid"].astype(int).to_numpy()] if len(ranked) else 0
                 ranked = ranked[ranked["rank"] < limit].sort_values(["qid", "rank"], kind="stable")
                 ranked = ranked.reset_index(drop=True)
                 positions = self._positions(ranked["docno"])
                 ranked["text"] = self.tfidf.texts(positions) if len(ranked) else []
                 if explain and len(ranked):
-                    ranked = self.explainer(ranked)
+                    ranked = _frame(self.explainer(ranked), "explainer")
                 results: Dict[str, List] = {str(i): [] for i in range(len(group))}
                 for row, position in zip(ranked.to_dict("records"), positions):
                     results[str(row["qid"])].append(self._result(row, int(position), explain))
                 for i, job in enumerate(group):
                     job.results = results[str(i)]
-            except Exception as err:  # noqa: BLE001  (every query of the failed batch gets the error)
+            except Exception as err:  # every query of the failed batch gets the error
                 for job in group:
                     job.error = err
             finally:
@@ -208,8 +216,8 @@ class Searcher:
             if position < 0:
                 raise LookupError(f"docno {docno!r} is not in this search folder")
             text = self.tfidf.texts([position])[0]
-            row = self.explainer(pd.DataFrame({"qid": ["q"], "query": [query], "docno": [docno],
-                                               "text": [text]})).iloc[0]
+            row = _frame(self.explainer(pd.DataFrame({"qid": ["q"], "query": [query], "docno": [docno],
+                                                      "text": [text]})), "explainer").iloc[0]
         spans = np.asarray(row["word_spans"]).reshape(-1, 2)
         sims = [_round(word_scores(sim, row["expl_words"], len(spans), "max")) for sim in row["expl_sim"]]
         return {"query": query, "docno": docno, "query_tokens": list(row["expl_query_tokens"]),

@@ -65,7 +65,7 @@ def create_app(searcher: "Searcher", *, allowed_hosts: Optional[list] = None) ->
                 return error(400, str(err))
             except LookupError as err:
                 return error(404, str(err.args[0]) if err.args else "not found")
-            except Exception:  # noqa: BLE001  (the log gets the traceback, the client a short message)
+            except Exception:  # the log gets the traceback, the client a short message
                 LOG.exception("request %s failed", request.url.path)
                 return error(500, "the search failed on the server; see its log")
         return endpoint

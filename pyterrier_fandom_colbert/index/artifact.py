@@ -23,7 +23,7 @@ import pyterrier as pt
 
 from ..lazy import forget_cached
 from ..model.config import ColBERTConfig
-from ..storage import open_npids
+from ..storage import artifact_path, open_npids
 from . import integrity
 from .layout import (
     ARTIFACT_FORMAT,
@@ -66,7 +66,7 @@ class ColBERTIndex(pt.Artifact):
 
     # -- contents ------------------------------------------------------------------------------------------
     def built(self) -> bool:
-        return (self.path / META_FILE).exists()
+        return (artifact_path(self) / META_FILE).exists()
 
     def _require_built(self) -> None:
         if not self.built():
@@ -76,12 +76,12 @@ class ColBERTIndex(pt.Artifact):
     @cached_property
     def meta(self) -> IndexMeta:
         self._require_built()
-        return IndexMeta.load(self.path)
+        return IndexMeta.load(artifact_path(self))
 
     @cached_property
     def config(self) -> ColBERTConfig:
         self.check()
-        return ColBERTConfig.load(self.path)
+        return ColBERTConfig.load(artifact_path(self))
 
     @property
     def fingerprint(self) -> str:
@@ -121,7 +121,7 @@ class ColBERTIndex(pt.Artifact):
         """The cheap checks, once: sizes of all files, checksums of the small ones (the store's
         ``CHECKED_ON_OPEN``)."""
         self._require_built()
-        integrity.check_on_open(self.path, self.meta, self.store)
+        integrity.check_on_open(artifact_path(self), self.meta, self.store)
         return True
 
     def check(self) -> None:
@@ -145,20 +145,20 @@ class ColBERTIndex(pt.Artifact):
         from .stores import store_class
 
         self._require_built()
-        meta = IndexMeta.load(self.path)  # afresh: the folder may have changed since it was opened
-        return integrity.verify(self.path, meta, store_class(meta.format)(self))
+        meta = IndexMeta.load(artifact_path(self))  # afresh: the folder may have changed since it was opened
+        return integrity.verify(artifact_path(self), meta, store_class(meta.format)(self))
 
     def read_array(self, name: str, dtype: Any, shape: Tuple[int, ...]) -> np.ndarray:
         """File ``name`` of the folder memory-mapped read-only as ``dtype``/``shape``, after the cheap checks."""
         self._checked  # noqa: B018
-        return np.memmap(self.path / name, dtype=dtype, mode="r", shape=shape)
+        return np.memmap(artifact_path(self) / name, dtype=dtype, mode="r", shape=shape)
 
     # -- what every format holds ---------------------------------------------------------------------------
     @cached_property
     def offsets(self) -> np.ndarray:
         """``[num_docs + 1]``: document ``i``'s vectors are rows ``offsets[i]:offsets[i + 1]``."""
         offsets = self.read_array(OFFSETS_FILE, np.int64, (self.meta.num_docs + 1,))
-        return integrity.checked_offsets(offsets, self.meta.num_tokens, self.path)
+        return integrity.checked_offsets(offsets, self.meta.num_tokens, artifact_path(self))
 
     @cached_property
     def part_offsets(self) -> np.ndarray:
@@ -167,18 +167,20 @@ class ColBERTIndex(pt.Artifact):
         inside its own rows; otherwise every document is one part (this is :attr:`offsets`)."""
         if self.meta.long_docs != "windows":
             return self.offsets
+        if self.meta.num_parts is None:
+            raise ValueError(f"{artifact_path(self) / META_FILE} has long_docs='windows' but no num_parts")
         return self.read_array(PARTS_FILE, np.int64, (self.meta.num_parts + 1,))
 
     @cached_property
     def docnos(self) -> "npids.Lookup":
         self._checked  # noqa: B018
-        return open_npids(self.path / DOCNOS_FILE, self.meta.num_docs, integrity.WHAT)
+        return open_npids(artifact_path(self) / DOCNOS_FILE, self.meta.num_docs, integrity.WHAT)
 
     def doc_ids(self, docnos: Sequence[str]) -> np.ndarray:
         """Document ids (int64) of ``docnos``; a ValueError lists docnos the index does not hold."""
-        docnos = np.asarray(list(docnos), dtype=str)
-        ids = np.asarray(self.docnos.inv[docnos], dtype=np.int64) if len(docnos) else np.zeros(0, np.int64)
-        missing = docnos[ids < 0]
+        wanted = np.asarray(list(docnos), dtype=str)
+        ids = np.asarray(self.docnos.inv[wanted], dtype=np.int64) if len(wanted) else np.zeros(0, np.int64)
+        missing = wanted[ids < 0]
         if len(missing):
             shown = list(dict.fromkeys(missing.tolist()))
             raise ValueError(f"{len(missing)} docno(s) are not in the index at {self.path}, e.g. {shown[:5]}; "
@@ -258,7 +260,7 @@ class ColBERTIndex(pt.Artifact):
         to build).
 
         Also ``index.indexer(colbert, ann=...)`` (after indexing) and
-        ``python -m pyterrier_fandom_colbert.index build-ann FOLDER --faiss KIND``.
+        ``pfc build-ann FOLDER --faiss KIND`` (also ``python -m pyterrier_fandom_colbert.index build-ann``).
         """
         return self.store.build_ann(faiss, verbose=verbose)
 
@@ -296,7 +298,7 @@ class ColBERTIndex(pt.Artifact):
         """Low-level writer for precomputed vectors (``with index.writer(...) as w: w.add(docno, vecs, ids)``)."""
         from .writer import IndexWriter
 
-        return IndexWriter(self.path, config, fingerprint, overwrite=overwrite, compression=compression,
+        return IndexWriter(artifact_path(self), config, fingerprint, overwrite=overwrite, compression=compression,
                            verbose=verbose)
 
     def retriever(self, colbert: Optional["ColBERT"] = None, **options: Any) -> pt.Transformer:

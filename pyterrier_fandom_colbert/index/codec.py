@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 import numpy as np
 
+from ..checks import positive_int
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
@@ -60,8 +62,7 @@ def default_num_centroids(num_tokens: int) -> int:
 default_num_centroids(10**10)
     (4096, 4096, 10, 65536)
     """
-    if num_tokens < 1:
-        raise ValueError(f"num_tokens={num_tokens}; a codec needs at least one vector to train on")
+    positive_int("num_tokens", num_tokens, what="a codec needs at least one vector to train on")
     nearest = 2 ** round(math.log2(4 * math.sqrt(num_tokens)))
     return int(max(1, min(nearest, num_tokens, 1 << 16)))
 
@@ -93,6 +94,8 @@ def train_centroids(sample: np.ndarray, num_centroids: int, *, niter: int = 4, s
     kmeans = faiss.Kmeans(sample.shape[1], num_centroids, niter=niter, seed=seed, spherical=spherical,
                           max_points_per_centroid=1 << 30, min_points_per_centroid=1, verbose=False)
     kmeans.train(sample)
+    if kmeans.centroids is None:  # typed optional (unset before training); training sets it
+        raise RuntimeError("faiss k-means left no centroids after training")
     return kmeans.centroids.astype(np.float16).astype(np.float32)
 
 
@@ -137,7 +140,7 @@ def fit_buckets(residuals: np.ndarray, nbits: int) -> Tuple[np.ndarray, np.ndarr
     options = 1 << nbits
     cutoffs = np.quantile(residuals, np.arange(1, options) / options, axis=0).T.astype(np.float32)  # [d, K-1]
     ids = bucketise(residuals, cutoffs)
-    n, dim = residuals.shape
+    dim = residuals.shape[1]
     flat = (np.arange(dim) * options)[None, :] + ids
     counts = np.bincount(flat.ravel(), minlength=dim * options).reshape(dim, options)
     sums = np.bincount(flat.ravel(), weights=residuals.ravel().astype(np.float64),
@@ -286,7 +289,7 @@ class ResidualCodec:
         import torch
 
         table, centroids, shift = self._torch_tables()
-        n, nbytes = packed.shape
+        nbytes = packed.shape[1]
         rows = packed.to(torch.int32).add_(shift[:nbytes])  # [n, B]: the row of each byte in the flattened table
         torch.index_select(centroids, 0, codes.long(), out=out)
         gathered = None if scratch is None else scratch.view(-1)[:out.numel()].view(-1, table.shape[1])

@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from ..checks import positive_int
 from ..progress import progress
 from ..storage import JsonConfig, write_json
 from .codec import ResidualCodec, check_nbits, code_dtype, default_num_centroids
@@ -92,7 +93,7 @@ class CompressionSpec(JsonConfig):
     >>> CompressionSpec("residual2", num_centroids=0)
     Traceback (most recent call last):
     ...
-    ValueError: num_centroids=0; expected a positive number of centroids (or None for the default)
+    ValueError: num_centroids=0; expected a positive integer or None (centroids; None: the default)
     """
 
     format: str = "fp16"
@@ -104,15 +105,9 @@ class CompressionSpec(JsonConfig):
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise ValueError(f"compression={self.format!r}; expected one of {FORMATS}")
-        for name in ("num_centroids", "sample"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-                                      or value < 1):
-                raise ValueError(f"{name}={value!r}; expected a positive number of "
-                                 f"{'centroids' if name == 'num_centroids' else 'token vectors'} (or None for the "
-                                 "default)")
-        if isinstance(self.niter, bool) or not isinstance(self.niter, (int, np.integer)) or self.niter < 1:
-            raise ValueError(f"niter={self.niter!r}; expected at least one k-means iteration")
+        positive_int("num_centroids", self.num_centroids, none=True, what="centroids; None: the default")
+        positive_int("sample", self.sample, none=True, what="token vectors; None: the default")
+        positive_int("niter", self.niter, what="k-means iterations")
         if self.num_centroids is not None and self.num_centroids > 1 << 31:
             raise ValueError(f"num_centroids={self.num_centroids} is beyond int32 centroid ids")
 
@@ -257,7 +252,7 @@ def _narrow_token_ids(folder: Path, name_i32: str, num_tokens: int, chunk: int) 
                for s in range(0, num_tokens, chunk))
     if not fits:
         return np.dtype(np.int32)
-    with open(folder / token_ids_file(np.uint16), "wb") as out:
+    with open(folder / token_ids_file(np.dtype(np.uint16)), "wb") as out:
         for s in range(0, num_tokens, chunk):
             out.write(np.asarray(ids[s:s + chunk]).astype(np.uint16).tobytes())
     del ids

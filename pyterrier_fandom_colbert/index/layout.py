@@ -39,6 +39,7 @@ from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
+from ..checks import positive_int
 from ..model.config import CONFIG_FILE
 from ..model.tokenization import LONG_DOCS
 from ..storage import (
@@ -73,8 +74,8 @@ RESIDUALS_FILE = "residuals.u8"
 IVF_OFFSETS_FILE = "ivf_offsets.i64"
 IVF_DOCS_FILE = "ivf_docs.i32"
 #: a compressed index's small files, whose checksums are also compared on every open
-CHECKED_ON_OPEN_COMPRESSED = CHECKED_ON_OPEN + (CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE,
-                                                IVF_OFFSETS_FILE)
+CHECKED_ON_OPEN_COMPRESSED = (*CHECKED_ON_OPEN, CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE,
+                              IVF_OFFSETS_FILE)
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,7 @@ class IndexMeta(JsonConfig):
         meta = cls.from_dict(values, source=source)
         for name in ("num_docs", "num_tokens", "dim"):
             value = getattr(meta, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{source} is damaged: {name}={value!r} is not a valid size")
+            positive_int(name, value, what=f"a size; {source} is damaged")
         if meta.files is not None:
             parse_manifest(meta.files, source)
         return meta

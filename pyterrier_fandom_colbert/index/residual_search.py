@@ -23,12 +23,13 @@ at the end does the DataFrame plumbing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple, Union, cast
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..checks import positive_int
 from ..frames import (
     EqualByKey,
     artifact_key,
@@ -38,7 +39,7 @@ from ..frames import (
 )
 from ..model.encoders import query_tensors
 from ..progress import progress
-from ..ranking import top_k
+from ..ranking import concat_slices, ranked, top_k
 from .blocks import doc_spans, refuse_non_finite_queries
 from .codec import ResidualCodec
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from .artifact import ColBERTIndex
+    from .stores.residual import ResidualStore
 
 #: (padded) token rows per block of exact scoring (as the fp16 scorer's blocks on CPU)
 BLOCK_TOKENS = 8192
@@ -84,7 +86,7 @@ class SearchParams:
         >>> SearchParams.for_k(10, ncells=0)
         Traceback (most recent call last):
         ...
-        ValueError: ncells=0; expected at least 1 centroid probed per query vector
+        ValueError: ncells=0; expected a positive integer (centroids probed per query vector)
         """
         if k <= 10:
             defaults = (1, 0.5, 256)
@@ -93,27 +95,24 @@ class SearchParams:
         else:
             defaults = (4, 0.4, max(4 * k, 4096))
         auto = isinstance(ndocs, str) and ndocs == "auto"
+        if isinstance(ndocs, str) and not auto:
+            raise ValueError(f"ndocs={ndocs!r}; expected a number of documents, 'auto' or None (no pruning)")
         if auto and nscore is None and k <= 10:
             nscore = 128
         params = cls(ncells if ncells is not None else defaults[0],
                      threshold if threshold is not None else defaults[1],
-                     defaults[2] if auto else ndocs, nscore)
+                     defaults[2] if isinstance(ndocs, str) else ndocs, nscore)
         params.check()
         return params
 
     def check(self) -> None:
-        if isinstance(self.ncells, bool) or not isinstance(self.ncells, (int, np.integer)) or self.ncells < 1:
-            raise ValueError(f"ncells={self.ncells!r}; expected at least 1 centroid probed per query vector")
+        positive_int("ncells", self.ncells, what="centroids probed per query vector")
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float, np.floating)) \
                 or not np.isfinite(self.threshold):
             raise ValueError(f"threshold={self.threshold!r}; expected a finite similarity")
-        if self.ndocs is not None and (isinstance(self.ndocs, bool) or not isinstance(self.ndocs, (int, np.integer))
-                                       or self.ndocs < 1):
-            raise ValueError(f"ndocs={self.ndocs!r}; expected a positive number of documents kept by the pruned "
-                             "centroid interaction, or None for no pruning")
-        if self.nscore is not None and (isinstance(self.nscore, bool) or not isinstance(self.nscore, (int, np.integer))
-                                        or self.nscore < 1):
-            raise ValueError(f"nscore={self.nscore!r}; expected a positive number of documents scored exactly")
+        positive_int("ndocs", self.ndocs, none=True,
+                     what="documents kept by the pruned centroid interaction; None: no pruning")
+        positive_int("nscore", self.nscore, none=True, what="documents scored exactly")
         if self.nscore is not None and self.ndocs is None:
             raise ValueError(f"nscore={self.nscore} needs pruning (ndocs), but ndocs=None scores every candidate")
 
@@ -169,21 +168,6 @@ class CompressedStore:
         return self.codec.decompress_into(row_codes, residuals.index_select(0, index), out, scratch)
 
 
-def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """All of ``start..end-1`` for each pair, concatenated (int64).
-
-    >>> ranges(np.array([5, 0, 9]), np.array([7, 0, 10])).tolist()
-    [5, 6, 9]
-    """
-    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    shift = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    return np.arange(total, dtype=np.int64) + shift
-
-
 def doc_code_pairs(codes: np.ndarray, doc_of_row: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """The distinct (centroid, document) pairs of token rows (``doc_of_row`` ascending), sorted by centroid then
     document.
@@ -237,11 +221,11 @@ def probe(scores: np.ndarray, ncells: int) -> np.ndarray:
     return np.unique(best)
 
 
-def list_docs(cells: np.ndarray, ivf_offsets: np.ndarray, ivf_docs: np.ndarray) -> np.ndarray:
+def list_docs(cells: np.ndarray, ivf_offsets: np.ndarray,
+              ivf_docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """All documents in the inverted lists of ``cells`` (with repeats), and the cell of each: ``(docs, cells)``."""
-    starts, ends = ivf_offsets[cells], ivf_offsets[cells + 1]
-    docs = np.asarray(ivf_docs[ranges(starts, ends)], dtype=np.int64)
-    return docs, np.repeat(cells, ends - starts)
+    rows, which = concat_slices(ivf_offsets[cells], ivf_offsets[cells + 1])
+    return np.asarray(ivf_docs[rows], dtype=np.int64), cells[which]
 
 
 def distinct_docs(docs: np.ndarray, num_docs: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -296,7 +280,7 @@ def interaction(scores: "torch.Tensor", doc_ids: np.ndarray, store: CompressedSt
     if len(doc_ids) == 0:
         return np.zeros(0, np.float32)
     starts, lengths = doc_spans(store.offsets, doc_ids)
-    codes = torch.from_numpy(np.asarray(store.codes[ranges(starts, starts + lengths)], dtype=np.int64))
+    codes = torch.from_numpy(np.asarray(store.codes[concat_slices(starts, starts + lengths)[0]], dtype=np.int64))
     return max_by_owner(scores.index_select(0, codes), lengths).sum(1).numpy()
 
 
@@ -362,7 +346,7 @@ def _exact_chunk(store: CompressedStore, q: "torch.Tensor", starts: np.ndarray, 
 
     from ..model.scoring import reduce_query, token_similarities
 
-    rows = ranges(starts, starts + lengths)
+    rows = concat_slices(starts, starts + lengths)[0]
     n = q.shape[0]
     sims = torch.empty(len(rows), n)
     for a in range(0, len(rows), block_tokens):
@@ -415,35 +399,14 @@ def search(store: CompressedStore, queries: List["torch.Tensor"], k: int,
     return [search_one(store, centroids, q.cpu(), k, params) for q in queries]
 
 
-def ranked(inp: pd.DataFrame, codes: np.ndarray, found: List[Tuple[np.ndarray, np.ndarray]],
-           docnos_of: Callable[[np.ndarray], np.ndarray]) -> pd.DataFrame:
-    """The result frame: each input row repeated for its query's ``found`` (document ids, scores), with ``docno``,
-    ``score`` and ``rank`` set; rows grouped by qid in order of first appearance, by score descending, docno
-    breaking ties, ``rank`` from 0 within a qid (as :func:`~pyterrier_fandom_colbert.frames.rank_by_score`, whose
-    pandas sort and groupby cost more than the search of a small top k; one numpy lexsort here).
+class Overrides(NamedTuple):
+    """The search parameters given to a :class:`CentroidRetriever` (None, or ``ndocs="auto"``: the default for
+    ``num_results``), in the order of :meth:`SearchParams.for_k`."""
 
-    >>> frame = pd.DataFrame({"qid": ["b", "a"], "x": [1, 2]})
-    >>> found = [(np.array([7, 3]), np.array([0.5, 0.5])), (np.array([1]), np.array([0.9]))]
-    >>> ranked(frame, np.array([0, 1]), found, lambda ids: np.array([f"d{i}" for i in ids], dtype=object))
-      qid  x docno  score  rank
-    0   b  1    d3    0.5     0
-    1   b  1    d7    0.5     1
-    2   a  2    d1    0.9     0
-    """
-    counts = np.array([len(found[c][0]) for c in codes], dtype=np.int64)
-    rows = np.repeat(np.arange(len(inp)), counts)
-    ids = np.concatenate([found[c][0] for c in codes]) if len(rows) else np.zeros(0, np.int64)
-    scores = np.concatenate([found[c][1] for c in codes]).astype(np.float64) if len(rows) else np.zeros(0)
-    docnos = docnos_of(ids)
-    qorder = np.zeros(len(rows), np.int64) if len(inp) == 1 else pd.factorize(inp["qid"])[0][rows]
-    order = np.lexsort((docnos.astype(str), -scores, qorder))
-    rows, docnos, scores, qorder = rows[order], docnos[order], scores[order], qorder[order]
-    firsts = np.flatnonzero(np.concatenate([[True], qorder[1:] != qorder[:-1]])) if len(rows) else np.zeros(0, int)
-    rank = np.arange(len(rows)) - np.repeat(firsts, np.diff(np.append(firsts, len(rows))))
-    # one DataFrame constructor: iloc + reset_index + three column assignments cost more than the search of a top 10
-    columns = {c: inp[c].array.take(rows) for c in inp.columns}  # .array keeps each column's dtype
-    columns.update(docno=docnos, score=scores, rank=rank.astype(np.int64))
-    return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))  # a given index: no inference from the columns
+    ncells: Optional[int]
+    threshold: Optional[float]
+    ndocs: Union[int, str, None]
+    nscore: Optional[int]
 
 
 class CentroidRetriever(EqualByKey, pt.Transformer):
@@ -457,14 +420,13 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
     def __init__(self, index: "ColBERTIndex", *, num_results: int = 1000, ncells: Optional[int] = None,
                  threshold: Optional[float] = None, ndocs: Union[int, str, None] = "auto",
                  nscore: Optional[int] = None, strict: bool = False, verbose: bool = False):
-        if isinstance(num_results, bool) or not isinstance(num_results, (int, np.integer)) or num_results < 1:
-            raise ValueError(f"num_results={num_results!r}; expected at least 1")
+        num_results = positive_int("num_results", num_results)
         if isinstance(ndocs, str) and ndocs != "auto":
             raise ValueError(f"ndocs={ndocs!r}; expected a number of documents, 'auto' or None (no pruning)")
         self.index = index
         self.num_results = num_results
-        self.overrides = {"ncells": ncells, "threshold": threshold, "ndocs": ndocs, "nscore": nscore}
-        self.params = SearchParams.for_k(num_results, **self.overrides)
+        self.overrides = Overrides(ncells, threshold, ndocs, nscore)
+        self.params = SearchParams.for_k(num_results, *self.overrides)
         self.strict = strict
         self.verbose = verbose
 
@@ -472,15 +434,16 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
         """``% k``: fewer results, with the defaults for ``k`` (overrides kept)."""
         if k >= self.num_results:
             return self
-        return CentroidRetriever(self.index, num_results=k, strict=self.strict, verbose=self.verbose,
-                                 **self.overrides)
+        o = self.overrides
+        return CentroidRetriever(self.index, num_results=k, ncells=o.ncells, threshold=o.threshold, ndocs=o.ndocs,
+                                 nscore=o.nscore, strict=self.strict, verbose=self.verbose)
 
     def _key(self) -> Tuple:
         return (artifact_key(self.index), self.num_results, self.params, self.strict)
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query_embs"], self)
-        return input_columns + ["docno", "score", "rank"]
+        return [*input_columns, "docno", "score", "rank"]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, ["qid", "query_embs"], self)
@@ -489,7 +452,7 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
             return empty_output(inp, ["docno", "score", "rank"])
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
-        store = self.index.store.arrays
+        store = cast("ResidualStore", self.index.store).arrays  # a compressed index's store (its retriever)
         found: List[Tuple[np.ndarray, np.ndarray]] = []
         bar = progress(total=len(unique), desc="ColBERT retrieval (compressed)", unit="query", enabled=self.verbose)
         try:

@@ -18,19 +18,19 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..checks import positive_int
 from ..frames import (
     EqualByKey,
     artifact_key,
     empty_output,
-    rank_by_score,
     require_columns,
     usable_query_rows,
     with_columns,
 )
 from ..model.encoders import query_tensors
 from ..progress import progress
-from ..ranking import top_k
-from ..storage import DamagedFileError
+from ..ranking import rank_by_score, top_k
+from ..storage import DamagedFileError, artifact_path
 from .ann import FaissSpec
 from .blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
 from .layout import VECTORS_FILE
@@ -150,7 +150,7 @@ def _non_finite(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray) -
     if not bool(torch.isfinite(q).all()):
         return ValueError("the query vectors hold NaN or inf values, so no document can be scored; check the "
                           "query encoder's output")
-    file = index.path / VECTORS_FILE
+    file = artifact_path(index) / VECTORS_FILE
     docnos = index.docnos_of(doc_ids[:5]).tolist()
     more = f" and {len(doc_ids) - 5} more" if len(doc_ids) > 5 else ""
     return DamagedFileError(file, f"docno(s) {docnos}{more} score NaN or inf: their vectors in {file} are not "
@@ -225,14 +225,12 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
         else:
             spec = faiss if isinstance(faiss, FaissSpec) else FaissSpec(faiss)
         refine = 1 if refine is None else refine
-        if num_results < 1:
-            raise ValueError(f"num_results={num_results}; expected at least 1")
+        num_results = positive_int("num_results", num_results)
         if lam is not None and k_hat is not None:
             raise ValueError(f"lam={lam} and k_hat={k_hat} both set the neighbours per query vector; give one")
         if lam is not None and not lam > 0:
             raise ValueError(f"lam={lam}; expected a positive number (k̂ = ceil(num_results / lam))")
-        if k_hat is not None and k_hat < 1:
-            raise ValueError(f"k_hat={k_hat}; expected at least 1 token neighbour per query vector")
+        positive_int("k_hat", k_hat, none=True, what="token neighbours per query vector")
         nprobe, refine = spec.ann_kind.search_options(nprobe, refine)  # the kind refuses what it does not accept
         self.index = index
         self.num_results = num_results
@@ -250,9 +248,9 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
         fixed when it was given as ``k_hat``."""
         if k >= self.num_results:
             return self
-        neighbours = {"lam": self.lam, "k_hat": self.fixed_k_hat}
         return ColBERTRetriever(self.index, num_results=k, faiss=self.spec, nprobe=self.nprobe,
-                                refine=self.refine, strict=self.strict, verbose=self.verbose, **neighbours)
+                                refine=self.refine, strict=self.strict, verbose=self.verbose, lam=self.lam,
+                                k_hat=self.fixed_k_hat)
 
     def _key(self) -> Tuple[Any, ...]:
         return (artifact_key(self.index), self.num_results, self.k_hat, self.spec, self.nprobe, self.refine,
@@ -260,7 +258,7 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, QUERY_INPUT, self)
-        return input_columns + ["docno", "score", "rank"]
+        return [*input_columns, "docno", "score", "rank"]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, QUERY_INPUT, self)

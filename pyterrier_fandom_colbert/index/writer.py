@@ -17,11 +17,19 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..checks import positive_int
 from ..frames import check_record
 from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..model.tokenization import LONG_DOCS, check_long_docs
 from ..progress import progress
-from ..storage import AtomicFolder, HashingFile, build_docno_inverse, build_manifest, docno_lookup_builder
+from ..storage import (
+    AtomicFolder,
+    HashingFile,
+    artifact_path,
+    build_docno_inverse,
+    build_manifest,
+    docno_lookup_builder,
+)
 from .compressed import CompressionSpec, as_spec
 from .layout import (
     DOCNOS_FILE,
@@ -83,8 +91,8 @@ class IndexWriter:
         self._vectors = HashingFile(self._tmp / VECTORS_FILE)
         self._token_ids = HashingFile(self._tmp / TOKEN_IDS_FILE)
         self._offsets = HashingFile(self._tmp / OFFSETS_FILE)
-        self._docnos = open(self._tmp / _DOCNOS_TEXT, "w", encoding="utf-8")
-        self._parts = open(self._tmp / PARTS_FILE, "wb") if long_docs == "windows" else None
+        self._docnos = open(self._tmp / _DOCNOS_TEXT, "w", encoding="utf-8")  # noqa: SIM115 (close/abort close it)
+        self._parts = open(self._tmp / PARTS_FILE, "wb") if long_docs == "windows" else None  # noqa: SIM115 (as above)
         self._offsets.write(np.int64(0).tobytes())
         if self._parts is not None:
             self._parts.write(np.int64(0).tobytes())
@@ -218,8 +226,7 @@ class ColBERTIndexer(pt.Indexer):
         # what is built after indexing (None: nothing); a bad kind name, or a neighbour index for a format that has
         # none, fails here, before hours of encoding
         self.ann = store.ann_after_indexing(ann, self.compression.format)
-        if batch_size < 1:
-            raise ValueError(f"batch_size={batch_size}; expected a positive number of documents")
+        positive_int("batch_size", batch_size, what="documents encoded at once")
         stride = check_long_docs(long_docs, stride, colbert.tokenizer.max_doc_pieces, colbert.config.doc_maxlen)
         self.index_ref = index
         self.colbert = colbert
@@ -233,13 +240,15 @@ class ColBERTIndexer(pt.Indexer):
     def index_inputs(self) -> List[List[str]]:
         return [["docno", self.text_field]]
 
-    def index(self, inp: Union[Iterable[Dict[str, Any]], pd.DataFrame]) -> "ColBERTIndex":
+    # ignored [override]: pt.Indexer.index also takes **kwargs; this indexer has no keyword options, so
+    # an unknown keyword is Python's own TypeError rather than silently ignored
+    def index(self, inp: Union[Iterable[Dict[str, Any]], pd.DataFrame]) -> "ColBERTIndex":  # type: ignore[override]
         if isinstance(inp, pd.DataFrame):
             inp = _records(inp)
         bar = progress(desc="indexing", unit="doc", enabled=self.verbose)
         long_count = "windowed" if self.long_docs == "windows" else "truncated"
         try:
-            with IndexWriter(self.index_ref.path, self.colbert.config, self.colbert.fingerprint(),
+            with IndexWriter(artifact_path(self.index_ref), self.colbert.config, self.colbert.fingerprint(),
                              overwrite=self.overwrite, long_docs=self.long_docs, stride=self.stride,
                              compression=self.compression, verbose=self.verbose) as writer:
                 long = 0

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,8 @@ from ..storage import (
     HashingFile,
     JsonConfig,
     MissingFileError,
+    PathLike,
+    artifact_path,
     atomic_folder,
     build_docno_inverse,
     build_manifest,
@@ -125,7 +127,7 @@ class TfidfMeta(JsonConfig):
     files: Optional[Dict[str, Dict[str, Any]]] = field(default=None, hash=False)
 
     @classmethod
-    def from_dict(cls, values: Dict[str, Any], source: Optional[Union[str, Path]] = None) -> "TfidfMeta":
+    def from_dict(cls, values: Dict[str, Any], source: Optional[PathLike] = None) -> "TfidfMeta":
         if isinstance(values, dict) and isinstance(values.get("config"), dict):
             values = {**values, "config": TfidfConfig.from_dict(values["config"], source=source)}
         meta = super().from_dict(values, source=source)
@@ -242,10 +244,12 @@ class TfidfIndexer(pt.Indexer):
     def index_inputs(self) -> List[List[str]]:
         return [["docno", self.text_field]]
 
-    def index(self, docs: Iterable[Dict[str, Any]]) -> "TfidfIndex":
+    # ignored [override]: pt.Indexer.index also takes **kwargs; this indexer has no keyword options, so
+    # an unknown keyword is Python's own TypeError rather than silently ignored
+    def index(self, docs: Iterable[Dict[str, Any]]) -> "TfidfIndex":  # type: ignore[override]
         if isinstance(docs, pd.DataFrame):
             docs = docs.to_dict("records")
-        with atomic_folder(Path(self.target.path), overwrite=self.overwrite, what="TF-IDF index",
+        with atomic_folder(artifact_path(self.target), overwrite=self.overwrite, what="TF-IDF index",
                            replaceable=partial(is_artifact_folder, artifact_type=ARTIFACT_TYPE,
                                                artifact_format=ARTIFACT_FORMAT)) as tmp:
             _write_index(tmp, docs, self.config, self.text_field, self.store_text, self.verbose).save_json(
@@ -276,7 +280,7 @@ class TfidfIndex(pt.Artifact):
         return cls(path).indexer(**indexer_kwargs).index(docs)
 
     def built(self) -> bool:
-        return (Path(self.path) / ARTIFACT_META_FILE).is_file()
+        return (artifact_path(self) / ARTIFACT_META_FILE).is_file()
 
     def indexer(self, *, config: Optional[TfidfConfig] = None, text_field: str = "text", store_text: bool = False,
                 verbose: bool = False, overwrite: bool = False) -> TfidfIndexer:
@@ -300,8 +304,8 @@ class TfidfIndex(pt.Artifact):
         if not self.built():
             raise FileNotFoundError(f"no TF-IDF index at {self.path} ({ARTIFACT_META_FILE} not found); build one with "
                                     "TfidfIndex(path).indexer().index(docs)")
-        values = read_artifact_meta(self.path, ARTIFACT_TYPE, ARTIFACT_FORMAT)
-        return TfidfMeta.from_dict(values, source=Path(self.path) / ARTIFACT_META_FILE)
+        values = read_artifact_meta(artifact_path(self), ARTIFACT_TYPE, ARTIFACT_FORMAT)
+        return TfidfMeta.from_dict(values, source=artifact_path(self) / ARTIFACT_META_FILE)
 
     @property
     def config(self) -> TfidfConfig:
@@ -313,7 +317,7 @@ class TfidfIndex(pt.Artifact):
 
     # -- checks --
     def _file(self, name: str) -> Path:
-        return Path(self.path) / name
+        return artifact_path(self) / name
 
     def _required_files(self, meta: TfidfMeta) -> List[str]:
         return [TF_FILE, DOCLENS_FILE, LEXICON_FILE, DOCNOS_FILE] + (
@@ -328,8 +332,8 @@ class TfidfIndex(pt.Artifact):
                 raise MissingFileError(self._file(name), f"{self._file(name)} is missing: the {_WHAT} at "
                                                          f"{self.path} is incomplete; {_REMEDY}")
         if meta.files is not None:
-            check_sizes(self.path, meta.files, _WHAT, _REMEDY)
-            check_checksums(self.path, meta.files, CHECKED_ON_OPEN, what=_WHAT, remedy=_REMEDY)
+            check_sizes(artifact_path(self), meta.files, _WHAT, _REMEDY)
+            check_checksums(artifact_path(self), meta.files, CHECKED_ON_OPEN, what=_WHAT, remedy=_REMEDY)
         return True
 
     def check(self) -> None:
@@ -350,7 +354,8 @@ class TfidfIndex(pt.Artifact):
         structure checks and a warning."""
         started = time.perf_counter()
         meta = self.meta
-        problems = manifest_problems(self.path, meta.files, self._file(ARTIFACT_META_FILE), "sizes and structure")
+        problems = manifest_problems(artifact_path(self), meta.files, self._file(ARTIFACT_META_FILE),
+                                     "sizes and structure")
         for name, load in [(LEXICON_FILE, self._load_vocab), (TF_FILE, self._load_postings),
                            (DOCNOS_FILE, self._load_docnos), (TEXT_OFFSETS_FILE, self._load_text_offsets),
                            (TEXT_FILE, self._check_text_encoding)]:
@@ -360,7 +365,7 @@ class TfidfIndex(pt.Artifact):
                 load()
             except (DamagedFileError, FileNotFoundError) as err:
                 problems.append((Path(getattr(err, "path", name)).name, str(err)))
-        raise_damaged(self.path, problems, what=_WHAT, remedy=_REMEDY)
+        raise_damaged(artifact_path(self), problems, what=_WHAT, remedy=_REMEDY)
         files = meta.files or {}
         return {"files": sorted(files), "bytes": sum(e["size"] for e in files.values()),
                 "seconds": round(time.perf_counter() - started, 3)}
@@ -450,7 +455,7 @@ class TfidfIndex(pt.Artifact):
     def _load_docnos(self):
         return open_npids(self._file(DOCNOS_FILE), self.meta.num_docs, _WHAT)
 
-    def texts(self, docids: np.ndarray) -> List[str]:
+    def texts(self, docids: Union[Sequence[int], np.ndarray]) -> List[str]:
         """Stored passages of internal document ids (index order)."""
         offsets = self._text_offsets
         out = []
@@ -509,7 +514,9 @@ class TfidfIndex(pt.Artifact):
     def search(self, queries: List[str], k: int) -> Iterator[Tuple[int, np.ndarray, np.ndarray]]:
         """(position in ``queries``, docids, scores) of the top ``k`` of each query that matches any term."""
         vocab, post = self.vocab, self.postings
-        rows, cols, vals = [], [], []
+        rows: List[int] = []
+        cols: List[int] = []
+        vals: List[int] = []
         for qi, query in enumerate(queries):
             tf = Counter(vocab[t] for t in self.analyzer.terms(query) if t in vocab)
             rows.extend([qi] * len(tf))

@@ -1,6 +1,7 @@
 """``ColBERT``: a loaded encoder, its tensor-level encoding methods, and factories for its PyTerrier transformers."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple, Union
@@ -77,7 +78,7 @@ class ColBERT:
             path = DEFAULT_CHECKPOINT
         source = formats.resolve(path) if path is not None else None
         kind = formats.detect(source) if source is not None else None
-        if kind is not None:
+        if source is not None and kind is not None:  # kind is None without a source
             if config is not None:
                 raise ValueError(f"{path} is a {kind} checkpoint with its own settings; config= applies only "
                                  "to fresh models built over a backbone")
@@ -148,9 +149,9 @@ class ColBERT:
             n = self.config.query_maxlen
             empty = (torch.zeros(0, n, self.config.dim, device=self.device),
                      torch.zeros(0, n, dtype=torch.bool, device=self.device))
-            return empty + (np.zeros((0, n), dtype=np.int64),) if with_ids else empty
+            return (*empty, np.zeros((0, n), dtype=np.int64)) if with_ids else empty
         out = (torch.cat(embs), torch.cat(masks))
-        return out + (np.concatenate(ids),) if with_ids else out
+        return (*out, np.concatenate(ids)) if with_ids else out
 
     def doc_batches(self, texts: Sequence[str], offsets: bool = False, chunk: int = 8) -> Iterator[DocBatch]:
         """Encode documents in length-bucketed batches (``chunk`` batches are tokenised and sorted at once).
@@ -187,13 +188,14 @@ class ColBERT:
         size = self.tokenizer.max_doc_pieces
         spans = [windows(len(p), size, stride) if stride is not None else [(0, len(p))] for p in pieces]
         parts = [p[a:b] for p, w in zip(pieces, spans) for a, b in w]
+        # every slot is filled by the batches below (each part is in one batch)
         encoded: List[Tuple[np.ndarray, np.ndarray]] = [None] * len(parts)  # type: ignore[list-item]
         for batch in self.piece_batches(parts, chunk=max(1, -(-len(parts) // self.batch_size))):
             for pos, vecs, ids in batch.per_document():
                 encoded[pos] = (vecs, ids)
         bounds = np.cumsum([0] + [len(w) for w in spans])
         out = []
-        for start, end in zip(bounds[:-1], bounds[1:]):
+        for start, end in itertools.pairwise(bounds):
             own = encoded[start:end]
             out.append((np.concatenate([v for v, _ in own]) if len(own) > 1 else own[0][0],
                         np.concatenate([i for _, i in own]) if len(own) > 1 else own[0][1],
@@ -247,7 +249,7 @@ class ColBERT:
         for batch in self.doc_batches(texts):
             for pos, vecs, _ in batch.per_document():
                 out[pos] = vecs
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # every position filled: the batches cover each text
 
     # -- PyTerrier transformers ----------------------------------------------------------------------------
     def query_encoder(self, *, strict: bool = False) -> "QueryEncoder":

@@ -6,7 +6,7 @@ Stages compose through columns: :class:`QueryEncoder` adds ``query_embs`` (each 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,8 @@ def encode_query_frame(colbert: "ColBERT", texts: Sequence[str]) -> Tuple[List[n
     """Scoring vectors (``[n, d]`` float32, no unscored [MASK]s) and their token strings per query text; each
     distinct text is encoded once."""
     texts = list(texts)
+    unique: Union[List[str], np.ndarray]
+    inverse: Union[List[int], np.ndarray]
     if len(texts) == 1:  # one query (pt.Transformer.search): nothing to deduplicate
         unique, inverse = texts, [0]
     else:

@@ -12,7 +12,7 @@ absolute position embeddings, exact GELU and no decoder, outside training (no dr
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
@@ -42,9 +42,10 @@ def supports(backbone: nn.Module) -> bool:
 
 
 def _has(module: nn.Module, dotted: str) -> bool:
+    part: Any = module
     for name in dotted.split("."):
-        module = getattr(module, name, None)
-        if module is None:
+        part = getattr(part, name, None)
+        if part is None:
             return False
     return True
 
@@ -65,7 +66,8 @@ def forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mask: Option
 
 def embed(backbone: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
     """The embedding layer's output ``[B, L, hidden]`` (word + position + token type 0, layer norm)."""
-    e = backbone.embeddings
+    # a BertModel's submodules, whose structure supports() checked: nn.Module attribute access is untyped
+    e: Any = backbone.embeddings
     positions = torch.arange(input_ids.shape[1], device=input_ids.device)
     x = e.word_embeddings(input_ids) + e.position_embeddings(positions).unsqueeze(0) \
         + e.token_type_embeddings.weight[0]
@@ -83,9 +85,13 @@ def layers(backbone: nn.Module, x: torch.Tensor, attention_mask: Optional[torch.
     mask = None
     if attention_mask is not None and not bool(attention_mask.all()):
         mask = attention_mask.bool()[:, None, None, :]  # [B, 1, 1, L]: True where attended
-    heads = backbone.config.num_attention_heads
+    # a BertModel's configuration and layers, whose structure supports() checked: nn.Module attribute access is
+    # untyped
+    config: Any = backbone.config
+    encoder: Any = backbone.encoder
+    heads: int = config.num_attention_heads
     width = x.shape[-1] // heads
-    for layer in backbone.encoder.layer[start:stop]:
+    for layer in encoder.layer[start:stop]:
         attention = layer.attention
         q, k, v = (_linear(x, part).view(batch, length, heads, width).transpose(1, 2)
                    for part in (attention.self.query, attention.self.key, attention.self.value))

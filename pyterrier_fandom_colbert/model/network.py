@@ -19,7 +19,7 @@ import json
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -42,6 +42,9 @@ from . import fast_bert
 from .config import CONFIG_FILE, ColBERTConfig, default_backbone
 from .tokenization import ColBERTTokenizer
 
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PreTrainedModel
+
 PROJECTION_FILE = "projection.safetensors"
 BACKBONE_DIR = "backbone"
 MANIFEST_FILE = "manifest.json"
@@ -56,10 +59,10 @@ _REMEDY = "save or download the checkpoint again"
 class ColBERTModel(nn.Module):
     """Backbone hidden states → linear map (no bias) to ``dim`` → optional L2 normalisation."""
 
-    def __init__(self, backbone: nn.Module, config: ColBERTConfig):
+    def __init__(self, backbone: "PreTrainedModel", config: ColBERTConfig):
         super().__init__()
         self.config = config
-        self.backbone = backbone
+        self.backbone: PreTrainedModel = backbone
         self.projection = nn.Linear(backbone.config.hidden_size, config.dim, bias=False)
         #: whether evaluation passes skip transformers' module overhead (:mod:`.fast_bert`; BERT backbones only)
         self.fast_inference = fast_bert.supports(backbone)
@@ -108,7 +111,7 @@ def build(backbone: Optional[str], config: ColBERTConfig, seed: int = 0) -> Tupl
     return model, ColBERTTokenizer(hf_tok, config)
 
 
-def _load_backbone(source, local_files_only: bool) -> nn.Module:
+def _load_backbone(source, local_files_only: bool) -> "PreTrainedModel":
     """The bare encoder; BERT-family poolers are left out (unused, and randomly initialised when absent)."""
     from transformers import AutoConfig, AutoModel
 
@@ -235,10 +238,20 @@ def _load_safetensors(path: Path) -> Dict[str, torch.Tensor]:
                                      f"{_REMEDY}") from None
 
 
-def _copy_as(module: nn.Module, dtype: torch.dtype) -> nn.Module:
+def embedding_rows(net: "PreTrainedModel") -> int:
+    """Rows of the backbone's input embedding table (the vocabulary it was loaded with)."""
+    embeddings = net.get_input_embeddings()
+    if not isinstance(embeddings, nn.Embedding):
+        raise TypeError(f"{type(net).__name__}'s input embeddings are a {type(embeddings).__name__}, expected an "
+                        "nn.Embedding")
+    return embeddings.num_embeddings
+
+
+def _copy_as(module: "PreTrainedModel", dtype: torch.dtype) -> "PreTrainedModel":
     import copy
 
-    return copy.deepcopy(module).to(dtype)
+    # transformers wraps PreTrainedModel.to in a decorator whose signature mypy reads as unbound
+    return copy.deepcopy(module).to(dtype)  # type: ignore[arg-type]
 
 
 def load(folder: Union[str, Path]) -> Tuple[ColBERTModel, ColBERTTokenizer]:
@@ -261,9 +274,9 @@ def load(folder: Union[str, Path]) -> Tuple[ColBERTModel, ColBERTTokenizer]:
         raise DamagedFileError(weights, f"the backbone in {bb} cannot be loaded ({type(err).__name__}: {err}); "
                                         f"check {bb / 'config.json'} and {weights.name}; {_REMEDY}") from None
     refuse_non_finite(net.state_dict().items(), f"the backbone ({_weights_file(bb)})", _REMEDY, _weights_file(bb))
-    if net.get_input_embeddings().num_embeddings < len(hf_tok):
+    if embedding_rows(net) < len(hf_tok):
         raise ValueError(f"{folder}: the tokenizer has {len(hf_tok)} tokens but the backbone's embeddings only "
-                         f"{net.get_input_embeddings().num_embeddings}; the checkpoint is inconsistent")
+                         f"{embedding_rows(net)}; the checkpoint is inconsistent")
     model = ColBERTModel(net.float(), config)
     state = _load_safetensors(folder / PROJECTION_FILE)
     refuse_non_finite(state.items(), str(folder / PROJECTION_FILE), _REMEDY, folder / PROJECTION_FILE)

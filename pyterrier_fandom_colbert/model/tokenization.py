@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..checks import int_in_range
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tokenizers import Tokenizer
 from .config import ColBERTConfig
 
 # BERT vocabularies reserve unused ids; ColBERT uses the first two as its markers.
@@ -49,7 +52,8 @@ class ColBERTTokenizer:
         self.q_marker_id, self.d_marker_id = self._marker_ids()
         self._skip = self._skipped_flags()
         self._strings: Optional[np.ndarray] = None
-        self._rust = None  # copy of the backend tokenizer for offset-free batches, made on first use
+        #: copy of the backend tokenizer for offset-free batches, made on first use
+        self._rust: Optional["Tokenizer"] = None
 
     # -- markers -------------------------------------------------------------------------------------------
     def _marker_ids(self):
@@ -113,16 +117,17 @@ class ColBERTTokenizer:
         # the Rust tokenizer itself: without offsets ~20% faster than the wrapper; truncating a single sequence is
         # keeping its first pieces; whole texts with offsets this way do not trip the wrapper's warning about
         # sequences longer than the model. A private copy, so no truncation/padding state is shared with self.hf.
-        if self._rust is None:
+        rust = self._rust
+        if rust is None:
             from tokenizers import Tokenizer
 
-            self._rust = Tokenizer.from_str(self.hf.backend_tokenizer.to_str())
-            self._rust.no_truncation()
-            self._rust.no_padding()
+            rust = self._rust = Tokenizer.from_str(self.hf.backend_tokenizer.to_str())
+            rust.no_truncation()
+            rust.no_padding()
         if offsets:
-            encodings = self._rust.encode_batch(list(texts), add_special_tokens=False)
+            encodings = rust.encode_batch(list(texts), add_special_tokens=False)
             return [e.ids for e in encodings], [e.offsets for e in encodings]
-        encodings = self._rust.encode_batch_fast(list(texts), add_special_tokens=False)
+        encodings = rust.encode_batch_fast(list(texts), add_special_tokens=False)
         return [e.ids[:max_content] for e in encodings], None
 
     def queries(self, texts: Sequence[str]) -> TokenizedBatch:
@@ -268,5 +273,5 @@ def windows(length: int, size: int, stride: int) -> List[tuple]:
         raise ValueError(f"windows of size={size} with stride={stride}; expected 1 <= stride <= size")
     if length <= size:
         return [(0, length)]
-    starts = list(range(0, length - size, stride)) + [length - size]
+    starts = [*range(0, length - size, stride), length - size]
     return [(s, s + size) for s in starts]

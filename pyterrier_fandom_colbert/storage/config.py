@@ -29,6 +29,7 @@ class JsonConfig:
     """
 
     def to_dict(self) -> Dict[str, Any]:
+        # JsonConfig is mixed into frozen dataclasses, but is not one itself as far as mypy sees
         return dataclasses.asdict(self)  # type: ignore[call-overload]
 
     def settings_digest(self) -> str:
@@ -47,7 +48,7 @@ class JsonConfig:
         where = f"{source}: " if source is not None else ""
         if not isinstance(values, dict):
             raise ValueError(f"{where}expected a JSON object of {cls.__name__} settings, got {type(values).__name__}")
-        known = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        known = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]  # cls is a dataclass (as above)
         unknown = sorted(set(values) - set(known))
         if unknown:
             raise ValueError(f"{where}unknown {cls.__name__} field(s) {unknown}; known fields are {sorted(known)}")

@@ -77,7 +77,7 @@ class HashingFile:
 
     def __init__(self, path: PathLike):
         self.path = Path(path)
-        self._file = open(self.path, "wb")
+        self._file = open(self.path, "wb")  # noqa: SIM115 (a writer object: close() closes it)
         self._hash = new_hasher()
         self.size = 0
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, FrozenSet, Iterator, Opti
 
 import numpy as np
 
+from ...checks import positive_int
 from ...model.similarity import Similarity, get_similarity
 from ...progress import progress
 from ...storage import JsonConfig
@@ -107,7 +108,9 @@ class AnnKind:
             return index
         resources = faiss.StandardGpuResources()
         gpu_index = faiss.index_cpu_to_gpu(resources, 0, index)
-        gpu_index.referenced_resources = resources  # keep the resources alive as long as the index
+        # keep the resources alive as long as the index (faiss's SWIG objects take new attributes; its stubs do
+        # not declare this one)
+        gpu_index.referenced_resources = resources  # type: ignore[attr-defined]
         return gpu_index
 
     # -- searching -----------------------------------------------------------------------------------------
@@ -118,11 +121,8 @@ class AnnKind:
             if "nprobe" not in self.options:
                 raise ValueError(f"nprobe={nprobe} applies only to faiss in {kinds_accepting('nprobe')}, "
                                  f"not faiss={self.name!r}")
-            if not isinstance(nprobe, (int, np.integer)) or nprobe < 1:
-                raise ValueError(f"nprobe={nprobe!r}; expected a positive number of inverted lists to visit "
-                                 f"(faiss={self.name!r})")
-        if not isinstance(refine, (int, np.integer)) or refine < 1:
-            raise ValueError(f"refine={refine!r}; expected a positive integer (faiss={self.name!r})")
+            positive_int("nprobe", nprobe, what=f"inverted lists to visit; faiss={self.name!r}")
+        positive_int("refine", refine, what=f"faiss={self.name!r}")
         if refine > 1 and "refine" not in self.options:
             why = "neighbours are exact" if self.exact else "does not accept refine"
             raise ValueError(f"refine={refine}; above 1 applies only to faiss in {kinds_accepting('refine')}: "
@@ -220,8 +220,7 @@ class FaissSpec(JsonConfig):
             value = getattr(self, name)
             if value is None:
                 continue
-            if value < 1:
-                raise ValueError(f"{name}={value}; expected a positive integer or None")
+            positive_int(name, value)
             if name not in kind.options:
                 raise ValueError(f"{name}={value} does not apply to faiss={kind.name!r}; it applies to faiss in "
                                  f"{kinds_accepting(name)}")
@@ -336,12 +335,12 @@ def refine(vectors: "torch.Tensor", queries: np.ndarray, ids: np.ndarray, k: int
     import torch
 
     similarity = get_similarity(similarity)
-    ids = torch.as_tensor(ids, dtype=torch.long)
-    k = min(k, ids.shape[1])
-    if k == ids.shape[1]:
-        return ids.numpy()
-    rows = vectors.index_select(0, ids.clamp_min(0).reshape(-1)).view(*ids.shape, -1).float()  # [n, K, d]
+    candidates = torch.as_tensor(ids, dtype=torch.long)
+    k = min(k, candidates.shape[1])
+    if k == candidates.shape[1]:
+        return candidates.numpy()
+    rows = vectors.index_select(0, candidates.clamp_min(0).reshape(-1)).view(*candidates.shape, -1).float()  # [n,K,d]
     sims = similarity.matrix(torch.as_tensor(queries).unsqueeze(1), rows).squeeze(1)  # [n, K]
-    sims.masked_fill_(ids < 0, float("-inf"))
+    sims.masked_fill_(candidates < 0, float("-inf"))
     best, where = sims.topk(k, dim=1)
-    return ids.gather(1, where).masked_fill_(best == float("-inf"), -1).numpy()
+    return candidates.gather(1, where).masked_fill_(best == float("-inf"), -1).numpy()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, cast
 
 import numpy as np
 
@@ -51,7 +51,8 @@ class Ivf(AnnKind):
               verbose: bool) -> None:
         rng = np.random.default_rng(spec.seed)
         rows = np.sort(rng.choice(len(vectors), size=spec.train_size, replace=False))
-        index.cp.niter, index.cp.seed, index.cp.verbose = spec.niter, spec.seed, verbose
+        ivf = cast("faiss.IndexIVF", index)  # the factory string of an IVF kind builds one
+        ivf.cp.niter, ivf.cp.seed, ivf.cp.verbose = spec.niter, spec.seed, verbose
         self.configure_training(index, spec)
         index.train(as_search_vectors(vectors[rows], normalise))
 
@@ -64,7 +65,9 @@ class Ivf(AnnKind):
         if nprobe is None:
             _, ids = index.search(queries, k)
         else:
-            _, ids = index.search(queries, k, params=faiss.SearchParametersIVF(nprobe=nprobe))
+            params = faiss.SearchParametersIVF()
+            params.nprobe = nprobe
+            _, ids = index.search(queries, k, params=params)
         return ids
 
 

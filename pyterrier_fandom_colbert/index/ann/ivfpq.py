@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .base import FaissSpec, register_kind
 from .ivf import Ivf
@@ -38,7 +38,11 @@ class IvfPq(Ivf):
 
     def pq_bits(self, spec: FaissSpec) -> int:
         """Bits per code for a spec whose ``train_size`` is resolved."""
-        return spec.pq_bits or max(1, min(8, int(math.log2(max(2, spec.train_size // 39)))))
+        if spec.pq_bits:
+            return spec.pq_bits
+        if spec.train_size is None:
+            raise ValueError(f"{spec!r}: pq_bits needs the training sample size (train_size) resolved first")
+        return max(1, min(8, int(math.log2(max(2, spec.train_size // 39)))))
 
     def factory_string(self, spec: FaissSpec) -> str:
         return f"IVF{spec.nlist},PQ{spec.pq_m}x{spec.pq_bits}"
@@ -47,8 +51,10 @@ class IvfPq(Ivf):
         return f"-pq{spec.pq_m}x{spec.pq_bits}"
 
     def configure_training(self, index: "faiss.Index", spec: FaissSpec) -> None:
-        index.pq.cp.niter, index.pq.cp.seed = spec.niter, spec.seed
-        index.do_polysemous_training = False  # on by default; slows training ~10x and is never used here
+        ivfpq = cast("faiss.IndexIVFPQ", index)  # the factory string of this kind builds one
+        ivfpq.pq.cp.niter, ivfpq.pq.cp.seed = spec.niter, spec.seed
+        # on by default; slows training ~10x and is never used here (an attribute faiss's stubs lack)
+        ivfpq.do_polysemous_training = False  # type: ignore[attr-defined]
 
 
 class IvfPqFastScan(IvfPq):
@@ -68,7 +74,8 @@ class IvfPqFastScan(IvfPq):
         return super().factory_string(spec) + "fs"
 
     def configure_training(self, index: "faiss.Index", spec: FaissSpec) -> None:
-        index.pq.cp.niter, index.pq.cp.seed = spec.niter, spec.seed
+        fast_scan = cast("faiss.IndexIVFPQFastScan", index)  # the factory string of this kind builds one
+        fast_scan.pq.cp.niter, fast_scan.pq.cp.seed = spec.niter, spec.seed
 
 
 register_kind(IvfPq())

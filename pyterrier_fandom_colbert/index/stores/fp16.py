@@ -177,7 +177,7 @@ class Fp16Store(IndexStore):
             raise PermissionError(
                 f"no {kind!r} neighbour index at {target} and {target.parent} cannot be written ({err}); build it "
                 f"once where the index is writable: ColBERTIndex({str(self.path)!r}).build_ann(faiss={kind!r}) or "
-                f"`python -m pyterrier_fandom_colbert.index build-ann {self.path} --faiss {kind}`, or search "
+                f"`pfc build-ann {self.path} --faiss {kind}`, or search "
                 "without one: retriever(faiss='exact')") from None
 
     # -- writing -------------------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def _assemble(backbone_dir: Path, weight: "torch.Tensor", config: ColBERTConfig,
     """A ColBERTModel over the backbone in ``backbone_dir`` with projection ``weight``, and its tokenizer."""
     import torch
 
-    from ..network import ColBERTModel, _load_backbone
+    from ..network import ColBERTModel, _load_backbone, embedding_rows
     from ..tokenization import ColBERTTokenizer
 
     net = _load_backbone(backbone_dir, local_files_only=True)
@@ -87,9 +87,9 @@ def _assemble(backbone_dir: Path, weight: "torch.Tensor", config: ColBERTConfig,
     if missing:  # transformers would have initialised them at random, and says so only in a log line
         raise ValueError(f"{source}: the stored weights lack {len(missing)} of the {type(net).__name__} backbone's "
                          f"tensors (e.g. {missing[:3]}), with or without the {prefix!r} prefix")
-    if net.get_input_embeddings().num_embeddings < len(hf_tok):
+    if embedding_rows(net) < len(hf_tok):
         raise ValueError(f"{source}: the tokenizer has {len(hf_tok)} tokens but the backbone's embeddings only "
-                         f"{net.get_input_embeddings().num_embeddings}; the checkpoint is inconsistent")
+                         f"{embedding_rows(net)}; the checkpoint is inconsistent")
     model = ColBERTModel(net.float(), config)
     want = tuple(model.projection.weight.shape)
     if tuple(weight.shape) != want:
@@ -130,7 +130,7 @@ def _read_tensor(folder: Path, name: str, source_desc: str) -> "torch.Tensor":
         from safetensors import safe_open
 
         with safe_open(str(st), framework="pt", device="cpu") as f:
-            if name not in f.keys():
+            if name not in f.keys():  # noqa: SIM118 (a safetensors file handle has keys() but no __contains__)
                 raise ValueError(f"{st} has no tensor {name!r}; {source_desc}")
             return f.get_tensor(name)
     if pt.exists():
@@ -149,7 +149,8 @@ def _tokens_of(hf_tok, ids: Sequence[int]) -> List[str]:
 
 
 def _marker_tokens(tokenizer: "ColBERTTokenizer") -> Tuple[str, str]:
-    return tuple(_tokens_of(tokenizer.hf, [tokenizer.q_marker_id, tokenizer.d_marker_id]))  # type: ignore
+    query, document = _tokens_of(tokenizer.hf, [tokenizer.q_marker_id, tokenizer.d_marker_id])
+    return query, document
 
 
 def _settled(config: ColBERTConfig, hf_tok, markers: Tuple[str, str], skipped: Sequence[str],
