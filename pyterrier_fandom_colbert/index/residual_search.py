@@ -23,7 +23,7 @@ at the end does the DataFrame plumbing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -37,6 +37,7 @@ from ..frames import (
     usable_query_rows,
 )
 from ..model.encoders import query_tensors
+from ..params import Parameters
 from ..progress import progress
 from ..ranking import top_k
 from .blocks import doc_spans, refuse_non_finite_queries
@@ -446,7 +447,7 @@ def ranked(inp: pd.DataFrame, codes: np.ndarray, found: List[Tuple[np.ndarray, n
     return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))  # a given index: no inference from the columns
 
 
-class CentroidRetriever(EqualByKey, pt.Transformer):
+class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
     """End-to-end retriever over a compressed index: qid, query_embs → + docno, score, rank (other input columns
     kept). ``index.retriever(colbert)`` of a compressed index builds ``colbert.query_encoder() >>`` this.
 
@@ -477,6 +478,10 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
 
     def _key(self) -> Tuple:
         return (artifact_key(self.index), self.num_results, self.params, self.strict)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"index": self.index, "num_results": self.num_results, **self.overrides, "strict": self.strict,
+                "verbose": self.verbose}
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query_embs"], self)

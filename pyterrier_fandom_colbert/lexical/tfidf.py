@@ -30,6 +30,7 @@ import scipy.sparse as sp
 from ..checks import positive_int
 from ..frames import EqualByKey, artifact_key, check_record, empty_output, usable_query_rows
 from ..lazy import forget_cached
+from ..params import Parameters
 from ..progress import progress
 from ..ranking import stacked_hits, top_k
 from ..storage import (
@@ -533,7 +534,7 @@ class TfidfIndex(pt.Artifact):
         return f"TfidfIndex({str(self.path)!r})"
 
 
-class TfidfRetriever(EqualByKey, pt.Transformer):
+class TfidfRetriever(EqualByKey, Parameters, pt.Transformer):
     """qid, query → + docno, score, rank (+ text); other input columns are kept.
 
     Queries with no indexed term (only stopwords or unknown words) give no rows. Empty or non-text queries give
@@ -551,6 +552,10 @@ class TfidfRetriever(EqualByKey, pt.Transformer):
 
     def _key(self) -> Tuple[Any, ...]:
         return (artifact_key(self.index), self.num_results, self.text, self.strict)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"index": self.index, "num_results": self.num_results, "text": self.text,
+                "batch_size": self.batch_size, "strict": self.strict, "verbose": self.verbose}
 
     def _outputs(self) -> List[str]:
         return ["docno", "score", "rank"] + (["text"] if self.text else [])
