@@ -24,6 +24,8 @@ _LAZY = {
     "Hybrid": "fusion",
     "Normalise": "fusion",
     "tune_fusion": "fusion",
+    "Experiment": "fusion",
+    "share_inputs": "fusion",
 }
 
 
