@@ -26,6 +26,7 @@ _LAZY = {
     "tune_fusion": "fusion",
     "Experiment": "fusion",
     "share_inputs": "fusion",
+    "cache_folder": "caching",
 }
 
 
