@@ -295,6 +295,14 @@ class TfidfIndex(pt.Artifact):
                              "indexer(store_text=True) or join text later with pt.text.get_text(...)")
         return TfidfRetriever(self, num_results, text=text, batch_size=batch_size, strict=strict, verbose=verbose)
 
+    def text_loader(self, fields: Union[str, List[str]] = "*", *, verbose: bool = False) -> pt.Transformer:
+        """docno → + the stored passages: PyTerrier's text loader protocol, so ``pt.text.get_text(index, "text")``
+        works (the index must be built with ``store_text=True``; ``fields``: ``"*"`` or the indexed field)."""
+        from .text_loader import TfidfTextLoader
+
+        self.check()
+        return TfidfTextLoader(self, fields, verbose=verbose)
+
     # -- loaded structures (read on first use) --
     @cached_property
     def meta(self) -> TfidfMeta:
