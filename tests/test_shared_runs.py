@@ -75,3 +75,16 @@ def test_run_once_hands_out_copies_keyed_by_content():
     once(TOPICS.iloc[:2])
     assert neural.calls == 2
     assert frame_key(TOPICS) != frame_key(TOPICS.assign(query=["alpha", "beta", "delta"]))
+
+
+def test_fusion_inputs_inside_pipelines_are_shared_and_other_stages_left_to_the_tree_plan():
+    neural, lexical, _ = _systems()
+    rerank = lexical >> pfc.Normalise("zscore")
+    systems = [lexical, rerank, lexical >> pfc.Normalise("minmax"), pfc.Hybrid(lexical, neural)]
+    plain = pt.Experiment(systems, TOPICS, QRELS, [RR @ 10, nDCG @ 5], plan="tree")
+    neural.calls = lexical.calls = 0
+    shared = pfc.Experiment(systems, TOPICS, QRELS, [RR @ 10, nDCG @ 5], plan="tree")
+    assert (neural.calls, lexical.calls) == (1, 1)  # alone, first stage of two pipelines, and fused
+    pd.testing.assert_frame_equal(shared, plain)
+    untouched = neural >> pfc.Normalise("zscore")  # no fusion here: nothing to share, the system is kept
+    assert pfc.share_inputs([untouched])[0] is untouched

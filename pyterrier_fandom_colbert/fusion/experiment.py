@@ -6,7 +6,9 @@ common *prefixes* of ``>>`` pipelines, and a fusion's inputs are hidden inside i
 each distinct system, whether given on its own or as a fusion's input (at any depth, also inside ``>>``
 pipelines), in one :class:`RunOnce` per experiment, so each runs once per distinct input frame; equal systems
 (by ``==``, which every transformer of the package defines from its artifact and settings) share one run.
-:func:`Experiment` is ``pt.Experiment`` over the shared systems; the results are the same as without sharing.
+Stages that no fusion takes as input stay as they are, so ``plan="tree"`` still shares the common prefixes of
+the other pipelines. :func:`Experiment` is ``pt.Experiment`` over the shared systems; the results are the same
+as without sharing.
 """
 from __future__ import annotations
 
@@ -82,10 +84,23 @@ def _same(a: Any, b: Any) -> bool:
 
 
 class _Sharing:
-    """One :class:`RunOnce` per distinct system (by ``==``) seen while rewriting the experiment's systems."""
+    """One :class:`RunOnce` per distinct fusion input (by ``==``), used wherever that system appears."""
 
-    def __init__(self) -> None:
+    def __init__(self, systems: Sequence[pt.Transformer]) -> None:
+        self.inputs: List[pt.Transformer] = []
+        for system in systems:
+            self._collect(pt.transformer.get_transformer(system))
         self.shared: List[RunOnce] = []
+
+    def _collect(self, system: pt.Transformer) -> None:
+        if isinstance(system, Fusion):
+            for s in system.systems:
+                if not any(_same(s, seen) for seen in self.inputs):
+                    self.inputs.append(s)
+                self._collect(s)
+        elif isinstance(system, pt.Compose):
+            for s in system._transformers:
+                self._collect(s)
 
     def run_once(self, system: pt.Transformer) -> RunOnce:
         for memo in self.shared:
@@ -96,32 +111,31 @@ class _Sharing:
         return memo
 
     def rewrite(self, system: pt.Transformer) -> pt.Transformer:
-        """``system`` with its fusions' inputs shared; a system holding no fusion is shared itself."""
+        """``system`` with every fusion input, wherever it appears (alone, in a fusion, as a stage of a ``>>``
+        pipeline), replaced by its one :class:`RunOnce`; other stages stay as they are, so ``plan="tree"`` still
+        shares their common prefixes."""
         system = pt.transformer.get_transformer(system)
         if isinstance(system, RunOnce):
             return system
+        if any(_same(system, s) for s in self.inputs):
+            return self.run_once(system)
         if isinstance(system, Fusion):
             fused = copy.copy(system)
             fused.systems = tuple(self.rewrite(s) for s in system.systems)
             return fused
-        if isinstance(system, pt.Compose) and _holds_fusion(system):
-            return pt.Compose(*[self.rewrite(s) for s in system._transformers])
-        return self.run_once(system)
-
-
-def _holds_fusion(system: pt.Transformer) -> bool:
-    if isinstance(system, Fusion):
-        return True
-    if isinstance(system, pt.Compose):
-        return any(_holds_fusion(s) for s in system._transformers)
-    return False
+        if isinstance(system, pt.Compose):
+            stages = [self.rewrite(s) for s in system._transformers]
+            if any(a is not b for a, b in zip(stages, system._transformers)):
+                return pt.Compose(*stages)
+        return system
 
 
 def share_inputs(systems: Sequence[pt.Transformer]) -> List[pt.Transformer]:
-    """The systems of one experiment with every distinct system, alone or a fusion's input, wrapped in one
-    :class:`RunOnce`, so it runs once per distinct input frame however many fusions use it. The given systems
-    are not changed; the wrappers keep their outputs while the returned list lives."""
-    sharing = _Sharing()
+    """The systems of one experiment with every distinct fusion input, wherever it appears (alone, inside fusions,
+    as a stage of a pipeline), wrapped in one :class:`RunOnce`, so it runs once per distinct input frame however
+    many fusions use it. The given systems are not changed; the wrappers keep their outputs while the returned
+    list lives."""
+    sharing = _Sharing(systems)
     return [sharing.rewrite(s) for s in systems]
 
 
