@@ -56,7 +56,7 @@ class RunOnce(pt.Transformer):
         return self.runs[key].copy()
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
-        return self.system.transform_outputs(input_columns)
+        return pt.inspect.transformer_outputs(self.system, input_columns)
 
     def subtransformers(self) -> Dict[str, Any]:
         return {"system": self.system}

@@ -10,6 +10,7 @@ replaces only an existing ColBERT index. The size and checksum of every file go 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -237,7 +238,7 @@ class ColBERTIndexer(pt.Indexer):
               total: Optional[int] = None) -> "ColBERTIndex":
         """Encode and write the documents of ``inp``. ``total``: how many there are, for the progress bar's ETA
         when ``inp`` has no length (a generator). The bar moves after every model batch."""
-        if total is None and hasattr(inp, "__len__"):
+        if total is None and isinstance(inp, Sized):
             total = len(inp)
         if isinstance(inp, pd.DataFrame):
             inp = _records(inp)
