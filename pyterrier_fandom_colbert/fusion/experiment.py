@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import pandas as pd
 import pyterrier as pt
 
+from ..params import Parameters
 from .transformers import Fusion
 
 
@@ -38,7 +39,7 @@ def frame_key(frame: pd.DataFrame) -> Tuple[Tuple[str, ...], str]:
     return tuple(str(c) for c in frame.columns), digest.hexdigest()
 
 
-class RunOnce(pt.Transformer):
+class RunOnce(Parameters, pt.Transformer):
     """Runs ``system`` once per distinct input frame and hands out copies of that output afterwards.
 
     Made by :func:`share_inputs` for the length of one experiment (it keeps every output it made); its repr is
@@ -48,6 +49,9 @@ class RunOnce(pt.Transformer):
     def __init__(self, system: pt.Transformer):
         self.system = system
         self.runs: Dict[Tuple[Tuple[str, ...], str], pd.DataFrame] = {}
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"system": self.system}
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         key = frame_key(inp)
