@@ -24,6 +24,9 @@ _LAZY = {
     "Hybrid": "fusion",
     "Normalise": "fusion",
     "tune_fusion": "fusion",
+    "Experiment": "fusion",
+    "share_inputs": "fusion",
+    "cache_folder": "caching",
 }
 
 

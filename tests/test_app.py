@@ -182,6 +182,21 @@ def searcher(folder):
     return Searcher(folder)
 
 
+def test_pt_get_text_reads_a_folders_passages_from_its_tfidf_index(folder):
+    """A search folder keeps its passages' text in its TF-IDF index: PyTerrier's text source for the folder."""
+    import pyterrier as pt
+
+    from pyterrier_fandom_colbert.app.folder import PassageTable
+
+    table = PassageTable(folder)
+    docnos = [table.get(i)["docno"] for i in range(len(table))][::-1]
+    table.close()
+    given = {r["docno"]: r["text"] for r in sample_records() + HOSTILE + [LONG]}
+    assert set(docnos) == set(given)
+    out = pt.text.get_text(pfc.TfidfIndex(folder / "tfidf"), "text")(pd.DataFrame({"qid": "q", "docno": docnos}))
+    assert out["text"].tolist() == [given[d] for d in docnos]
+
+
 def test_hybrid_is_the_minmax_fusion_of_both_systems(searcher):
     frame = pd.DataFrame({"qid": ["q"], "query": [QUESTION]})
     depth = searcher.manifest.settings.fusion.depth

@@ -503,3 +503,28 @@ def test_ranked_frame_matches_rank_by_score():
     expected = rank_by_score(with_columns(out, {"docno": docnos_of(ids),
                                                 "score": np.concatenate([found[c][1] for c in codes])}))
     pd.testing.assert_frame_equal(ranked(inp, codes, found, docnos_of), expected)
+
+
+def test_set_parameter_rebuilds_the_centroid_retriever_as_its_constructor(both, colbert):
+    """PyTerrier's parameter protocol (pt.GridSearch): same retriever, output and refusals as construction."""
+    import pandas as pd
+
+    from pyterrier_fandom_colbert.index.residual_search import CentroidRetriever
+
+    _, small = both
+    queries = colbert.query_encoder()(pd.DataFrame({"qid": ["a", "b", "c"], "query": QUERIES}))
+    retriever = CentroidRetriever(small, num_results=10, ncells=10**6, ndocs=None)
+    before = retriever(queries)
+    for param, value in (("num_results", 3), ("ncells", 1)):
+        retriever = CentroidRetriever(small, num_results=10, ncells=10**6, ndocs=None)
+        expected = CentroidRetriever(small, **{"num_results": 10, "ncells": 10**6, "ndocs": None, param: value})
+        retriever.set_parameter(param, value)
+        assert retriever == expected and repr(retriever) == repr(expected)
+        assert retriever != CentroidRetriever(small, num_results=10, ncells=10**6, ndocs=None)
+        after = retriever(queries)
+        pd.testing.assert_frame_equal(after, expected(queries))
+        if param == "num_results":  # (one cell per query vector still reaches every passage of this tiny index)
+            assert len(after) == 9 < len(before)
+    with pytest.raises(ValueError, match="ndocs='many'"):
+        retriever.set_parameter("ndocs", "many")
+    assert retriever.get_parameter("ndocs") is None

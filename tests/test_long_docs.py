@@ -298,3 +298,20 @@ def test_whole_texts_are_tokenised_past_the_models_maximum_length(backbone, tiny
     assert list(ids[:13]) == list(cut) and [tuple(o) for o in offsets[:13]] == [tuple(o) for o in cut_offsets]
     want = tok.hf(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]  # the wrapper's own
     assert [tuple(o) for o in offsets] == [tuple(o) for o in want]
+
+
+def test_encoding_reports_each_text_when_its_last_window_is_encoded(colbert):
+    """The indexer's progress bar moves by this hook after every model batch, not once per 1,024 texts."""
+    all_pieces = colbert.tokenizer.document_pieces(TEXTS)
+    size = colbert.tokenizer.max_doc_pieces
+    windows = sum(len(spans(len(p), size, 5)) for p in all_pieces)
+    assert windows > 2 * colbert.batch_size  # several batches, long texts spread over them
+    calls = []
+    reported = colbert.encode_pieces(all_pieces, 5, done=calls.append)
+    assert sum(calls) == len(TEXTS)
+    assert 1 < len(calls) <= -(-windows // colbert.batch_size)  # at most one report per batch, more than one
+    assert max(calls) <= colbert.batch_size
+    for (v, i, p), (v2, i2, p2) in zip(reported, colbert.encode_pieces(all_pieces, 5)):
+        np.testing.assert_array_equal(v, v2)
+        np.testing.assert_array_equal(i, i2)
+        assert p == p2

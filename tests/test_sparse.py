@@ -517,3 +517,21 @@ def test_package_wiring():
             "print(sorted(m for m in ('torch', 'transformers', 'scipy', 'pyterrier_pisa') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_set_parameter_rebuilds_sparse_retrievers_as_their_constructors(tree, queries, index):
+    """PyTerrier's parameter protocol (pt.GridSearch): the same transformer, output and checks as constructing it
+    with the value."""
+    for retriever, param, value, bad, expected in (
+            (index.retriever(num_results=50), "num_results", 3, 0, index.retriever(num_results=3)),
+            (tree.retriever(beam=1), "beam", 4, 0, tree.retriever(beam=4)),
+            (tree.retriever(), "depth", 1, -1, tree.retriever(depth=1))):
+        before = retriever(queries)
+        retriever.set_parameter(param, value)
+        assert retriever == expected and repr(retriever) == repr(expected)
+        pd.testing.assert_frame_equal(retriever(queries), expected(queries))
+        with pytest.raises(AssertionError):
+            pd.testing.assert_frame_equal(retriever(queries), before)
+        with pytest.raises(ValueError, match=param):
+            retriever.set_parameter(param, bad)
+        assert retriever.get_parameter(param) == value

@@ -328,3 +328,29 @@ def test_main_job_takes_the_question_text_as_query(capsys):
     printed = capsys.readouterr()
     assert "multiple query fields" not in printed.out + printed.err  # PyTerrier prints it for get_topics()
     assert query_topics(ToyDataset())["query"].tolist() == ToyDataset().get_topics()["query"].tolist()
+
+
+# -- PyTerrier's text loader ------------------------------------------------------------------------------------
+
+def test_get_text_loads_the_stored_passages(tmp_path):
+    docs = [{"docno": f"p{i}", "text": t} for i, t in enumerate(
+        ["Första raden: Zürich och Malmö.", "The second passage, with \"quotes\".", "", "A fourth one\nover lines."])]
+    index = TfidfIndex(tmp_path / "with-text")
+    index.indexer(store_text=True).index(docs)
+    results = pd.DataFrame({"qid": ["1", "1", "2", "2"], "docno": ["p3", "p0", "p0", "p2"], "score": [4.0, 3, 2, 1],
+                            "rank": [0, 1, 0, 1]})
+    for loader in (pt.text.get_text(index, "text"), pt.text.get_text(index), index.text_loader()):
+        out = loader(results)
+        by_docno = {d["docno"]: d["text"] for d in docs}
+        assert out["text"].tolist() == [by_docno[d] for d in results["docno"]]
+        pd.testing.assert_frame_equal(out.drop(columns=["text"]), results)
+        assert list(loader(results.iloc[:0]).columns) == list(results.columns) + ["text"]
+    assert pt.text.get_text(index, "text") == TfidfIndex(index.path).text_loader("text")
+    with pytest.raises(ValueError, match="'title'.*stores the field 'text' only"):
+        pt.text.get_text(index, ["text", "title"])
+    with pytest.raises(ValueError, match=r"not in the TF-IDF index.*\['p9'\]"):
+        index.text_loader()(results.assign(docno=["p3", "p9", "p0", "p2"]))
+    bare = TfidfIndex(tmp_path / "no-text")
+    bare.indexer().index(docs)
+    with pytest.raises(ValueError, match="stores no text"):
+        pt.text.get_text(bare, "text")

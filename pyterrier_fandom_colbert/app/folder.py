@@ -357,7 +357,8 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
 
         index = ColBERTIndex(tmp / COLBERT_DIR)
         colbert_started = time.perf_counter()
-        index.indexer(colbert, batch_size=batch_size).index(_stored_passages(tfidf, count, verbose))
+        index.indexer(colbert, batch_size=batch_size, verbose=verbose).index(_stored_passages(tfidf, count),
+                                                                            total=count)
         if index.meta.num_tokens > ANN_MIN_TOKENS and settings.faiss in ("flat", "ivf"):
             settings = dataclasses.replace(settings, faiss="ivfpq-fs", refine=4)  # IVF would double the disk
         if settings.faiss != "flat":
@@ -390,19 +391,14 @@ def _ticking(records: Iterator[Dict[str, Any]], bar) -> Iterator[Dict[str, Any]]
         bar.update()
 
 
-def _stored_passages(tfidf, count: int, verbose: bool, chunk: int = 1024) -> Iterator[Dict[str, str]]:
-    """``docno``/``text`` records read back from the TF-IDF text store, in index order, with a progress bar
-    (and ETA) over all ``count`` passages."""
-    bar = progress(total=count, desc="encoding passages (ColBERT)", unit="passage", enabled=verbose)
-    try:
-        for start in range(0, count, chunk):
-            ids = np.arange(start, min(start + chunk, count))
-            docnos = tfidf.docnos.fwd[ids]
-            for docno, text in zip(docnos, tfidf.texts(ids)):
-                yield {"docno": str(docno), "text": text}
-            bar.update(len(ids))
-    finally:
-        bar.close()
+def _stored_passages(tfidf, count: int, chunk: int = 1024) -> Iterator[Dict[str, str]]:
+    """``docno``/``text`` records read back from the TF-IDF text store, in index order (the ColBERT indexer's
+    bar, which moves every model batch, shows the progress)."""
+    for start in range(0, count, chunk):
+        ids = np.arange(start, min(start + chunk, count))
+        docnos = tfidf.docnos.fwd[ids]
+        for docno, text in zip(docnos, tfidf.texts(ids)):
+            yield {"docno": str(docno), "text": text}
 
 
 def remove_stale_builds(folder: Path) -> None:

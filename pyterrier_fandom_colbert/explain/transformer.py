@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,7 @@ from ..frames import (
     with_columns,
 )
 from ..model.encoders import query_tensors
+from ..params import Parameters
 from ..progress import progress
 from .relevance import ExplainOptions, explain_passage, rows_to_layout, select_query_token, word_scores
 
@@ -75,7 +76,7 @@ class _Passage:
     text: str
 
 
-class Explainer(EqualByKey, pt.Transformer):
+class Explainer(EqualByKey, Parameters, pt.Transformer):
     """qid, query, docno, text → + per-token and per-word relevance (R_abs, R_acc, KDE) and the answer span.
 
     ``k_tilde``: matches per query vector; ``bandwidth``: "scott", "silverman" or a number of tokens;
@@ -134,6 +135,19 @@ class Explainer(EqualByKey, pt.Transformer):
         index = artifact_key(self.index) if self.index is not None else None
         return (self.colbert.fingerprint(), self.options, index, self.query_token, self.text_field, self.strict,
                 self.long_docs, self.stride)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        from ..model.tokenization import default_stride
+
+        if self.index is not None:  # the index's own long_docs and stride apply
+            long_docs, stride = None, None
+        else:  # the default stride as None, so that switching to long_docs="truncate" needs no second change
+            long_docs = self.long_docs
+            stride = None if self.stride == default_stride(self.colbert.tokenizer.max_doc_pieces) else self.stride
+        return {"colbert": self.colbert, "k_tilde": self.options.k_tilde, "bandwidth": self.options.bandwidth,
+                "index": self.index, "span_threshold": self.options.span_threshold,
+                "query_token": self.query_token, "text_field": self.text_field, "verbose": self.verbose,
+                "strict": self.strict, "long_docs": long_docs, "stride": stride}
 
     @property
     def output_columns(self) -> List[str]:

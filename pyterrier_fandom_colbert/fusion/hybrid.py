@@ -8,7 +8,7 @@ better on every collection, so none is used. Measurements and their commands: do
 """
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Any, Dict, Optional, Union
 
 import pyterrier as pt
 
@@ -46,6 +46,10 @@ class Hybrid(LinearFusion):
     @property
     def neural(self) -> pt.Transformer:
         return self.systems[1]
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"lexical": self.lexical, "neural": self.neural, "weight": self.weight, "normalise": self.normalise,
+                "missing": self.missing, "num_results": self.num_results}
 
     def with_weight(self, weight: float) -> "Hybrid":
         """The same hybrid with another lexical weight (what the tuner varies)."""

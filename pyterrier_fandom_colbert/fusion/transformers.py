@@ -13,7 +13,7 @@ one system returned would lack them. Add text afterwards (``>> pt.text.get_text(
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,7 @@ import pyterrier as pt
 
 from ..checks import positive_int
 from ..frames import empty_output, require_columns
+from ..params import Parameters
 from . import maths as S
 
 
@@ -153,7 +154,7 @@ def _safe_hash(value) -> int:
         return 0
 
 
-class Fusion(pt.Transformer):
+class Fusion(Parameters, pt.Transformer):
     """Base of the fusion transformers: runs the systems, aligns their results, scores with :meth:`combine`."""
 
     #: normalisation applied to each system's scores before :meth:`combine` sees them
@@ -272,6 +273,10 @@ class LinearFusion(Fusion):
     def _params(self) -> Tuple:
         return (self.weights, self.normalise, self.missing, self.num_results)
 
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"systems": list(self.systems), "weights": self.weights, "normalise": self.normalise,
+                "missing": self.missing, "num_results": self.num_results}
+
     def _with_num_results(self, num_results: int) -> "LinearFusion":
         return LinearFusion(self.systems, self.weights, normalise=self.normalise, missing=self.missing,
                             num_results=num_results)
@@ -303,6 +308,9 @@ class RRF(Fusion):
     def _params(self) -> Tuple:
         return (self.k, self.weights, self.num_results)
 
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"systems": list(self.systems), "k": self.k, "weights": self.weights, "num_results": self.num_results}
+
     def _with_num_results(self, num_results: int) -> "RRF":
         return RRF(self.systems, self.k, weights=self.weights, num_results=num_results)
 
@@ -312,7 +320,7 @@ class RRF(Fusion):
         return f"RRF({list(self.systems)!r}, k={self.k:g}{weights}{cut})"
 
 
-class Normalise(pt.Transformer):
+class Normalise(Parameters, pt.Transformer):
     """Per-query score normalisation of a result frame (``"minmax"`` or ``"zscore"``); ranks are unchanged.
 
     With PyTerrier's operators it gives a normalised linear combination: ``(a >> Normalise()) * 0.4 +
@@ -323,6 +331,9 @@ class Normalise(pt.Transformer):
         if method not in ("minmax", "zscore"):
             raise ValueError(f"Normalise({method!r}): expected 'minmax' or 'zscore'")
         self.method = method
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"method": self.method}
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, ["qid", "score"], context=self)

@@ -23,7 +23,7 @@ at the end does the DataFrame plumbing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple, Union, cast
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,7 @@ from ..frames import (
     usable_query_rows,
 )
 from ..model.encoders import query_tensors
+from ..params import Parameters
 from ..progress import progress
 from ..ranking import concat_slices, ranked, top_k
 from .blocks import doc_spans, refuse_non_finite_queries
@@ -409,7 +410,7 @@ class Overrides(NamedTuple):
     nscore: Optional[int]
 
 
-class CentroidRetriever(EqualByKey, pt.Transformer):
+class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
     """End-to-end retriever over a compressed index: qid, query_embs → + docno, score, rank (other input columns
     kept). ``index.retriever(colbert)`` of a compressed index builds ``colbert.query_encoder() >>`` this.
 
@@ -440,6 +441,10 @@ class CentroidRetriever(EqualByKey, pt.Transformer):
 
     def _key(self) -> Tuple:
         return (artifact_key(self.index), self.num_results, self.params, self.strict)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"index": self.index, "num_results": self.num_results, **self.overrides._asdict(),
+                "strict": self.strict, "verbose": self.verbose}
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query_embs"], self)

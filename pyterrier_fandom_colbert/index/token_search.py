@@ -12,7 +12,7 @@ transformers at the end do the DataFrame plumbing.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,7 @@ from ..frames import (
     with_columns,
 )
 from ..model.encoders import query_tensors
+from ..params import Parameters
 from ..progress import progress
 from ..ranking import rank_by_score, top_k
 from ..storage import DamagedFileError, artifact_path
@@ -197,7 +198,7 @@ def search(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["torch.Tens
 QUERY_INPUT = ["qid", "query_embs"]
 
 
-class ColBERTRetriever(EqualByKey, pt.Transformer):
+class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
     """End-to-end retriever: qid, query_embs → + docno, score, rank (other input columns kept).
 
     The query vectors come from ``colbert.query_encoder()`` of the encoder that built the index:
@@ -256,6 +257,11 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
         return (artifact_key(self.index), self.num_results, self.k_hat, self.spec, self.nprobe, self.refine,
                 self.strict)
 
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"index": self.index, "num_results": self.num_results, "lam": self.lam, "k_hat": self.fixed_k_hat,
+                "faiss": self.spec, "nprobe": self.nprobe, "refine": self.refine, "strict": self.strict,
+                "verbose": self.verbose}
+
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, QUERY_INPUT, self)
         return [*input_columns, "docno", "score", "rank"]
@@ -294,7 +300,7 @@ class ColBERTRetriever(EqualByKey, pt.Transformer):
                 f"faiss={faiss}{nprobe}{refine}{strict})")
 
 
-class IndexScorer(EqualByKey, pt.Transformer):
+class IndexScorer(EqualByKey, Parameters, pt.Transformer):
     """Re-ranker from stored vectors: qid, query_embs, docno → + score, rank. No text, no document encoding.
 
     ``colbert.query_encoder() >> first_stage >> index.scorer()``, or ``first_stage >> index.scorer(colbert)``.
@@ -308,6 +314,9 @@ class IndexScorer(EqualByKey, pt.Transformer):
 
     def _key(self) -> Tuple[Any, ...]:
         return (artifact_key(self.index), self.strict)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"index": self.index, "strict": self.strict, "verbose": self.verbose}
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "docno", "query_embs"], self)

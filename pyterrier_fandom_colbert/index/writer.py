@@ -10,8 +10,9 @@ replaces only an existing ColBERT index. The size and checksum of every file go 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sized
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -240,12 +241,17 @@ class ColBERTIndexer(pt.Indexer):
     def index_inputs(self) -> List[List[str]]:
         return [["docno", self.text_field]]
 
-    # ignored [override]: pt.Indexer.index also takes **kwargs; this indexer has no keyword options, so
+    # ignored [override]: pt.Indexer.index also takes **kwargs; this indexer's only keyword option is ``total``, so
     # an unknown keyword is Python's own TypeError rather than silently ignored
-    def index(self, inp: Union[Iterable[Dict[str, Any]], pd.DataFrame]) -> "ColBERTIndex":  # type: ignore[override]
+    def index(self, inp: Union[Iterable[Dict[str, Any]], pd.DataFrame], *,  # type: ignore[override]
+              total: Optional[int] = None) -> "ColBERTIndex":
+        """Encode and write the documents of ``inp``. ``total``: how many there are, for the progress bar's ETA
+        when ``inp`` has no length (a generator). The bar moves after every model batch."""
+        if total is None and isinstance(inp, Sized):
+            total = len(inp)
         if isinstance(inp, pd.DataFrame):
             inp = _records(inp)
-        bar = progress(desc="indexing", unit="doc", enabled=self.verbose)
+        bar = progress(total=total, desc="indexing", unit="doc", enabled=self.verbose)
         long_count = "windowed" if self.long_docs == "windows" else "truncated"
         try:
             with IndexWriter(artifact_path(self.index_ref), self.colbert.config, self.colbert.fingerprint(),
@@ -255,9 +261,8 @@ class ColBERTIndexer(pt.Indexer):
                 for docnos, texts in _batches(inp, self.text_field, self.batch_size):
                     pieces = self.colbert.tokenizer.document_pieces(texts)
                     long += sum(len(p) > self.colbert.tokenizer.max_doc_pieces for p in pieces)
-                    for docno, (vecs, ids, parts) in zip(docnos, self._encode(pieces)):
+                    for docno, (vecs, ids, parts) in zip(docnos, self._encode(pieces, bar.update)):
                         writer.add(docno, vecs, ids, parts)
-                    bar.update(len(docnos))
                     bar.set_postfix({long_count: long})
                 writer.truncated_docs = long if self.long_docs == "truncate" else 0
                 writer.windowed_docs = long if self.long_docs == "windows" else 0
@@ -270,9 +275,11 @@ class ColBERTIndexer(pt.Indexer):
             self.index_ref.build_ann(None if self.ann == "default" else self.ann, verbose=self.verbose)
         return self.index_ref
 
-    def _encode(self, pieces: List[List[int]]) -> List[Tuple[np.ndarray, np.ndarray, Optional[List[int]]]]:
-        """(fp16 vectors, token ids, rows per window or None) per text, in input order."""
-        encoded = self.colbert.encode_pieces(pieces, self.stride)
+    def _encode(self, pieces: List[List[int]], done: Optional[Callable[[int], None]] = None
+                ) -> List[Tuple[np.ndarray, np.ndarray, Optional[List[int]]]]:
+        """(fp16 vectors, token ids, rows per window or None) per text, in input order; ``done(n)`` after each
+        model batch that completes n texts."""
+        encoded = self.colbert.encode_pieces(pieces, self.stride, done)
         return [(vecs.astype(np.float16), ids, parts if self.long_docs == "windows" else None)
                 for vecs, ids, parts in encoded]
 

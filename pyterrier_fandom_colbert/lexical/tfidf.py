@@ -30,6 +30,7 @@ import scipy.sparse as sp
 from ..checks import positive_int
 from ..frames import EqualByKey, artifact_key, check_record, empty_output, usable_query_rows
 from ..lazy import forget_cached
+from ..params import Parameters
 from ..progress import progress
 from ..ranking import stacked_hits, top_k
 from ..storage import (
@@ -298,6 +299,14 @@ class TfidfIndex(pt.Artifact):
                              "indexer(store_text=True) or join text later with pt.text.get_text(...)")
         return TfidfRetriever(self, num_results, text=text, batch_size=batch_size, strict=strict, verbose=verbose)
 
+    def text_loader(self, fields: Union[str, List[str]] = "*", *, verbose: bool = False) -> pt.Transformer:
+        """docno → + the stored passages: PyTerrier's text loader protocol, so ``pt.text.get_text(index, "text")``
+        works (the index must be built with ``store_text=True``; ``fields``: ``"*"`` or the indexed field)."""
+        from .text_loader import TfidfTextLoader
+
+        self.check()
+        return TfidfTextLoader(self, fields, verbose=verbose)
+
     # -- loaded structures (read on first use) --
     @cached_property
     def meta(self) -> TfidfMeta:
@@ -540,7 +549,7 @@ class TfidfIndex(pt.Artifact):
         return f"TfidfIndex({str(self.path)!r})"
 
 
-class TfidfRetriever(EqualByKey, pt.Transformer):
+class TfidfRetriever(EqualByKey, Parameters, pt.Transformer):
     """qid, query → + docno, score, rank (+ text); other input columns are kept.
 
     Queries with no indexed term (only stopwords or unknown words) give no rows. Empty or non-text queries give
@@ -558,6 +567,10 @@ class TfidfRetriever(EqualByKey, pt.Transformer):
 
     def _key(self) -> Tuple[Any, ...]:
         return (artifact_key(self.index), self.num_results, self.text, self.strict)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"index": self.index, "num_results": self.num_results, "text": self.text,
+                "batch_size": self.batch_size, "strict": self.strict, "verbose": self.verbose}
 
     def _outputs(self) -> List[str]:
         return ["docno", "score", "rank"] + (["text"] if self.text else [])

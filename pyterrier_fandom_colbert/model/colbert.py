@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -173,15 +173,16 @@ class ColBERT:
                   for start in range(0, len(pieces), span))
         return self._encode_chunks(chunks, len(pieces), False)
 
-    def encode_pieces(self, pieces: Sequence[Sequence[int]], stride: Optional[int] = None
-                      ) -> List[Tuple[np.ndarray, np.ndarray, List[int]]]:
+    def encode_pieces(self, pieces: Sequence[Sequence[int]], stride: Optional[int] = None,
+                      done: Optional[Callable[[int], None]] = None) -> List[Tuple[np.ndarray, np.ndarray, List[int]]]:
         """``(vectors [n, d] float32, token ids [n], rows per window)`` of each text given as word pieces
         (``tokenizer.document_pieces``), in input order, scoring tokens only.
 
         ``stride=None``: a text's first ``doc_maxlen - 3`` pieces, one window. A stride: the whole text, as windows
         of ``doc_maxlen - 3`` pieces starting every ``stride`` pieces (:func:`~.tokenization.windows`), each
         encoded on its own as ``[CLS] [D] … [SEP]``, their rows back to back. All the windows are length-bucketed
-        at once, so hold a bounded number of texts per call.
+        at once, so hold a bounded number of texts per call. ``done(n)`` is called after each model batch with the
+        number of texts whose windows are then all encoded (for a progress bar that moves every batch).
         """
         from .tokenization import windows
 
@@ -190,10 +191,18 @@ class ColBERT:
         parts = [p[a:b] for p, w in zip(pieces, spans) for a, b in w]
         # every slot is filled by the batches below (each part is in one batch)
         encoded: List[Tuple[np.ndarray, np.ndarray]] = [None] * len(parts)  # type: ignore[list-item]
+        bounds = np.cumsum([0] + [len(w) for w in spans])
+        text_of_part = np.repeat(np.arange(len(spans)), [len(w) for w in spans])
+        left = np.array([len(w) for w in spans], dtype=np.int64)  # windows of each text still to encode
         for batch in self.piece_batches(parts, chunk=max(1, -(-len(parts) // self.batch_size))):
+            finished = 0
             for pos, vecs, ids in batch.per_document():
                 encoded[pos] = (vecs, ids)
-        bounds = np.cumsum([0] + [len(w) for w in spans])
+                t = text_of_part[pos]
+                left[t] -= 1
+                finished += int(left[t] == 0)
+            if done is not None and finished:
+                done(finished)
         out = []
         for start, end in itertools.pairwise(bounds):
             own = encoded[start:end]

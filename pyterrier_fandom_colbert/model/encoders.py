@@ -6,7 +6,7 @@ Stages compose through columns: :class:`QueryEncoder` adds ``query_embs`` (each 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,7 @@ from ..frames import (
     usable_query_rows,
     with_columns,
 )
+from ..params import Parameters
 from ..ranking import rank_by_score
 from .config import ColBERTConfig
 
@@ -97,7 +98,7 @@ def pad_vectors(vectors: Sequence["torch.Tensor"]) -> Tuple["torch.Tensor", "tor
     return Q, mask
 
 
-class QueryEncoder(EqualByKey, pt.Transformer):
+class QueryEncoder(EqualByKey, Parameters, pt.Transformer):
     """qid, query → + ``query_embs`` (scoring query vectors ``[n, d]``, float32) and ``query_toks``.
 
     Rows of empty or non-text queries are left out with one warning naming their qids (so a pipeline gives them
@@ -110,6 +111,9 @@ class QueryEncoder(EqualByKey, pt.Transformer):
 
     def _key(self) -> Tuple[Any, ...]:
         return (self.colbert.fingerprint(), self.strict)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"colbert": self.colbert, "strict": self.strict}
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query"], self)
@@ -127,7 +131,7 @@ class QueryEncoder(EqualByKey, pt.Transformer):
         return f"{self.colbert!r}.query_encoder({'strict=True' if self.strict else ''})"
 
 
-class DocEncoder(EqualByKey, pt.Transformer):
+class DocEncoder(EqualByKey, Parameters, pt.Transformer):
     """docno, text → + ``doc_embs`` (``[L_d, d]`` float32, scoring tokens only) and ``doc_toks``."""
 
     def __init__(self, colbert: "ColBERT", text_field: str = "text"):
@@ -136,6 +140,9 @@ class DocEncoder(EqualByKey, pt.Transformer):
 
     def _key(self) -> Tuple[Any, ...]:
         return (self.colbert.fingerprint(), self.text_field)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"colbert": self.colbert, "text_field": self.text_field}
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["docno", self.text_field], self)
@@ -158,7 +165,7 @@ class DocEncoder(EqualByKey, pt.Transformer):
         return f"{self.colbert!r}.doc_encoder()"
 
 
-class TextScorer(EqualByKey, pt.Transformer):
+class TextScorer(EqualByKey, Parameters, pt.Transformer):
     """Re-ranker: qid, query, docno, text → + score (mean MaxSim by default), rank.
 
     Query vectors come from a ``query_embs`` column when an earlier stage added one (``colbert.query_encoder()``),
@@ -185,6 +192,14 @@ class TextScorer(EqualByKey, pt.Transformer):
 
     def _key(self) -> Tuple[Any, ...]:
         return (self.colbert.fingerprint(), self.text_field, self.strict, self.long_docs, self.stride)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        from .tokenization import default_stride
+
+        # the default stride as None, so that switching to long_docs="truncate" needs no second change
+        default = default_stride(self.colbert.tokenizer.max_doc_pieces)
+        return {"colbert": self.colbert, "text_field": self.text_field, "strict": self.strict,
+                "long_docs": self.long_docs, "stride": None if self.stride == default else self.stride}
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query", "docno", self.text_field], self)
@@ -248,7 +263,7 @@ class TextScorer(EqualByKey, pt.Transformer):
         return f"{self.colbert!r}.text_scorer({', '.join(options)})"
 
 
-class EmbeddingScorer(EqualByKey, pt.Transformer):
+class EmbeddingScorer(EqualByKey, Parameters, pt.Transformer):
     """query_embs, doc_embs → + score, rank, for frames that already carry token vectors."""
 
     def __init__(self, config: ColBERTConfig):
@@ -256,6 +271,9 @@ class EmbeddingScorer(EqualByKey, pt.Transformer):
 
     def _key(self) -> Tuple[Any, ...]:
         return (self.config.similarity, self.config.reduction)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"config": self.config}
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query_embs", "doc_embs"], self)

@@ -23,6 +23,7 @@ import pyterrier as pt
 
 from ..checks import int_in_range, positive_int
 from ..frames import empty_output, require_columns, with_columns
+from ..params import Parameters
 from ..progress import progress
 from ..storage import JsonConfig
 from .maths import row_dicts, sparse_rows, splade_pool
@@ -218,7 +219,7 @@ def _texts(frame: pd.DataFrame, column: str, key: str) -> List[str]:
     return texts
 
 
-class _Encoder(pt.Transformer):
+class _Encoder(Parameters, pt.Transformer):
     """Shared plumbing: encode each distinct text once, add one dict column."""
 
     kind = "doc"
@@ -243,6 +244,9 @@ class _Encoder(pt.Transformer):
     def _key(self) -> tuple:
         return (type(self), self.splade.fingerprint(), self.text_field)
 
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"splade": self.splade, "text_field": self.text_field}
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Encoder) and self._key() == other._key()
 
@@ -258,6 +262,9 @@ class SpladeQueryEncoder(_Encoder):
 
     def __init__(self, splade: Splade):
         super().__init__(splade, "query")
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"splade": self.splade}
 
     def __repr__(self) -> str:
         return f"{self.splade!r}.query_encoder()"

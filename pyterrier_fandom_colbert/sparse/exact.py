@@ -26,6 +26,7 @@ import scipy.sparse as sp
 
 from ..checks import positive_int
 from ..frames import empty_output, require_columns
+from ..params import Parameters
 from ..progress import progress
 from ..ranking import concat_slices, stacked_hits, top_k
 from ..storage import (
@@ -290,7 +291,7 @@ class SparseIndex(pt.Artifact):
 
 # -- retrieval ------------------------------------------------------------------------------------------------
 
-class SparseSearcher(pt.Transformer):
+class SparseSearcher(Parameters, pt.Transformer):
     """qid, query_toks → + docno, score, rank; other input columns are kept.
 
     Subclasses say which documents a query scores (:meth:`score_candidates`); this class turns queries into term vectors
@@ -310,6 +311,9 @@ class SparseSearcher(pt.Transformer):
     def params(self) -> tuple:
         """What, besides the index and num_results, determines the output (for __eq__/__hash__/repr)."""
         return ()
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"index": self.index, "num_results": self.num_results, "verbose": self.verbose}
 
     def with_num_results(self, k: int) -> "SparseSearcher":
         return type(self)(self.index, k, verbose=self.verbose)

@@ -27,6 +27,7 @@ import pyterrier as pt
 
 from ..checks import positive_int
 from ..frames import empty_output, require_columns, with_columns
+from ..params import Parameters
 from ..progress import progress
 from ..storage import JsonConfig, atomic_folder, read_json, write_json
 from .exact import Postings, SparseIndex, SparseSearcher
@@ -336,7 +337,7 @@ class TopicModel:
         return f"TopicModel({self.index!r}, {c.num_topics} topics, source={c.source!r})"
 
 
-class TopicQueryScorer(pt.Transformer):
+class TopicQueryScorer(Parameters, pt.Transformer):
     """qid, query / query_toks → + ``query_theta`` (the topic model's θ of each query, float64 array)."""
 
     def __init__(self, topics: TopicModel):
@@ -368,6 +369,9 @@ class TopicQueryScorer(pt.Transformer):
 
     def _key(self) -> tuple:
         return (type(self), self.topics.fingerprint(), self.topics.config)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"topics": self.topics}
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TopicQueryScorer) and self._key() == other._key()
@@ -440,6 +444,11 @@ class TopicFilterRetriever(SparseSearcher):
     def params(self) -> tuple:
         return (self.topics.fingerprint(), self.topics.config, float(self.query_topics), float(self.passage_topics),
                 self.weighting, self.score_threshold)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"topics": self.topics, "num_results": self.num_results, "query_topics": self.query_topics,
+                "passage_topics": self.passage_topics, "weighting": self.weighting,
+                "score_threshold": self.score_threshold, "verbose": self.verbose}
 
     def with_num_results(self, k: int) -> "TopicFilterRetriever":
         return TopicFilterRetriever(self.topics, k, query_topics=self.query_topics,

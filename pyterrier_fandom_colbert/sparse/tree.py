@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -278,6 +278,10 @@ class TreeRetriever(SparseSearcher):
 
     def params(self) -> tuple:
         return (self.tree.fingerprint(), self.tree.config, self.depth, self.leaf_size, self.beam)
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"tree": self.tree, "num_results": self.num_results, "depth": self.depth,
+                "leaf_size": self.leaf_size, "beam": self.beam, "verbose": self.verbose}
 
     def with_num_results(self, k: int) -> "TreeRetriever":
         return TreeRetriever(self.tree, k, depth=self.depth, leaf_size=self.leaf_size, beam=self.beam,
