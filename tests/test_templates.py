@@ -278,3 +278,32 @@ def test_fandom_corpus_records_the_reader_and_names_older_stores(tmp_path, monke
     monkeypatch.setenv("FANDOM_QA_DUMP_STUBS", str(_dump(tmp_path / "stubs", [("Short", 0, "Few words.")])))
     with pytest.raises(EmptyDumpError, match="1 stub.*--min-words"):
         list(irds.fandom_dataset("stubs", dbname="testwiki").docs_iter())
+
+
+ROWS_PAGE = """Where the lantern can be found:
+{{Drops/head|Lanterns}}
+{{DropRow|[[Ashen Cave|Ashen Cave]]|Rare}}
+{{DropRow|Glimmer Marsh|Common<br>{{Star}}}}
+|}
+
+{{SellRow|Harbour Market|1,200}}
+|}
+{{Banner|lanterns}}
+Ends here."""
+
+
+def test_templates_used_as_rows_render_their_positional_arguments_as_rows():
+    text = clean_wikitext(ROWS_PAGE)
+    lines = text.split("\n")
+    assert "Ashen Cave; Rare." in lines  # a run of calls of one template, then a table end
+    assert "Glimmer Marsh; Common." in lines  # line break in a cell: a comma; the empty inner call removed
+    assert "Harbour Market; 1,200." in lines  # a single call before a table end
+    assert "Lanterns" not in text  # the head template is alone on its line next to other templates: not a row
+    assert "lanterns" not in text  # a block call that is no row: left out, as before
+
+
+def test_an_infobox_list_of_pictures_and_names_keeps_the_names():
+    page = read_page("{{Infobox item\n|name=Lantern\n|holders=<div></div>\n*[[File:Ann.png|30px]]Ann\n"
+                     "*[[File:Bo (Red).png|30px]]Bo (Red)\n|icon=[[File:L.png|200px]]\n|sprite=l.png\n"
+                     "|picture=[[File:L.png|200px]]\n|found=x.jpg\n}}\nText.", "Lantern")
+    assert page.facts == (("holders", "Ann, Bo (Red)"),)  # file-only values dropped, by key or by value

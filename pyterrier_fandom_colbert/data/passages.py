@@ -60,8 +60,9 @@ __all__ = ["PassageConfig", "Passage", "DumpStats", "EmptyDumpError", "READER_VE
 #: version of what the dump reader makes of a page (cleaning, templates, tables, infoboxes, sections, splitting).
 #: Recorded with every dump-built corpus and search folder; raised whenever the same dump would give different
 #: passages, so that older builds are known to need rebuilding. 1: until templates, tables and infoboxes were
-#: read (no version recorded); 2: they are.
-READER_VERSION = 2
+#: read (no version recorded); 2: they are; 3: templates used as table or list rows are rows, infobox values that
+#: list pictures with names keep the names.
+READER_VERSION = 3
 #: sections left out by default (compared case-insensitively): references, links and galleries, not content
 DEFAULT_SKIP_SECTIONS = ("references", "notes", "notes and references", "footnotes", "citations", "works cited",
                          "sources", "bibliography", "further reading", "external links", "external link", "links",

@@ -37,11 +37,14 @@ _NAME_SPACE_RE = re.compile(r"[\s_]+")
 @dataclass
 class Call:
     """One template call: its normalised name, positional arguments (``1=`` counts as the first) and named ones
-    (keys stripped, values raw), and whether it sits inside a line of text (``inline``)."""
+    (keys stripped, values raw), whether it sits inside a line of text (``inline``), and whether it is a row
+    call (``row``: alone on its line among calls of the same template or before a table's row separator or end,
+    :func:`row_templates`)."""
     name: str
     args: List[str] = field(default_factory=list)
     named: Dict[str, str] = field(default_factory=dict)
     inline: bool = True
+    row: bool = False
 
     def arg(self, i: int, default: str = "") -> str:
         """The i-th positional argument (from 0), stripped."""
@@ -487,7 +490,7 @@ _FILE_ARG_RE = re.compile(r"(?i)\.(?:png|jpe?g|gif|svg|webp|ogg|mp3|mp4|webm)\s*
 
 
 def _text_args(call: Call) -> List[str]:
-    if not call.inline or call.name in NOT_TEXT_TEMPLATES or call.name.startswith(_NOT_TEXT_PREFIXES):
+    if not (call.inline or call.row) or call.name in NOT_TEXT_TEMPLATES or call.name.startswith(_NOT_TEXT_PREFIXES):
         return []
     return [a.strip() for a in call.args if a.strip() and not _FILE_ARG_RE.search(a.strip())]
 
@@ -503,8 +506,46 @@ def all_positional(call: Call) -> Optional[str]:
     """The general rule for unknown templates that the reader uses (docs/data.md has the measurement): the
     positional arguments of an inline call joined by spaces, named ones dropped (exceptions as
     :func:`first_positional`). ``{{Bag2|Yellow Shard}}`` -> ``Yellow Shard``, ``{{VA|Ann Lee|en}}`` ->
-    ``Ann Lee en``."""
-    return " ".join(_text_args(call)) or None
+    ``Ann Lee en``. A row call (a template used as a table or list row, :func:`row_templates`) shows them as a
+    row: ``{{LootRow|Old Cave|Rare}}`` -> ``Old Cave; Rare.``"""
+    args = _text_args(call)
+    if call.row and args:
+        # a line break in a cell: a comma, so the row stays one line; separators left by removed markup go
+        row = "; ".join(c for c in (_BR_RE.sub(", ", a).strip(" ,;" + GONE_MARKUP) for a in args) if c)
+        return (row if row[-1] in ".!?" else row + ".") if row else None
+    return " ".join(args) or None
+
+
+_BR_RE = re.compile(r"<br\s*/?\s*>", re.I)
+_LINE_CALL_RE = re.compile(r"^[ \t]*\{\{([^{}|\n]*)(.*)$", re.M)
+_ROW_END_RE = re.compile(r"[ \t]*\|[-}]")
+
+
+def row_templates(wikitext: str) -> frozenset:
+    """Names (lookup forms) of the templates a page uses as rows of a table or list: a call alone on its line
+    (``{{Name|...}}``) next to a line that is a call of the same template alone on its line, or before a table's
+    row separator or end (``|-``, ``|}``: a table whose start another template supplies). Such calls render as
+    rows (:func:`all_positional`) although they are not inline.
+
+    >>> sorted(row_templates("{{Head|x}}\\n{{Row|a|b}}\\n{{Row|c|{{d}}}}\\n|}\\n{{Note|e}}\\n{{Single|f}}\\n|}"))
+    ['row', 'single']
+    """
+    if "\n" not in wikitext or "{{" not in wikitext:
+        return frozenset()
+    lines: Dict[int, str] = {}  # line start -> name of the call alone on that line
+    ends: Dict[int, int] = {}  # line start -> the next line's start
+    for m in _LINE_CALL_RE.finditer(wikitext):
+        if m.group(2).rstrip().endswith("}}"):
+            lines[m.start()] = template_name(m.group(1))
+            ends[m.start()] = m.end() + 1
+    rows = set()
+    for start, name in lines.items():
+        after = ends[start]
+        if name in rows or name in RENDERERS or name in NOT_TEXT_TEMPLATES or name.startswith(_NOT_TEXT_PREFIXES):
+            continue
+        if lines.get(after) == name or _ROW_END_RE.match(wikitext, after):
+            rows.add(name)
+    return frozenset(rows)
 
 
 _LEAD_RE = re.compile(rf"(?:\s+|{GONE_MARKUP}|<!--.*?-->|__[A-Z]+__|\[\[(?i:file|image|category):[^\[\]]*\]\])*",
@@ -522,6 +563,7 @@ def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callab
     ``max_depth``; the input's own GONE_MARKUP characters are removed first.
     """
     text = wikitext.replace(GONE_MARKUP, "")
+    rows = row_templates(text)
     for _ in range(max_depth):
         if "{{" not in text:
             break
@@ -545,6 +587,8 @@ def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callab
                 return out
             if on_infobox is not None and on_infobox(call, start <= top):
                 return GONE_MARKUP
+            if not inline and call.name in rows and "\n" not in inner:  # (not inline: alone on its line)
+                call.row = True
             out = fallback(call) if fallback is not None else None
             return GONE_MARKUP if out is None or not out.strip() else out
 
