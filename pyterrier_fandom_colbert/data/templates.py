@@ -564,6 +564,10 @@ def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callab
     """
     text = wikitext.replace(GONE_MARKUP, "")
     rows = row_templates(text)
+    # the same call in the same place (inline or not, at the top or not) renders the same: rendered once a page
+    # (value: the text and the name to count); an infobox's or disambiguation template's call is not kept, so
+    # that ``on_infobox`` sees every one
+    done: Dict[tuple, tuple] = {}
     for _ in range(max_depth):
         if "{{" not in text:
             break
@@ -573,24 +577,38 @@ def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callab
             inner, start, end = m.group(1), m.start(), m.end()
             inline = "\n" not in inner and ((start > 0 and text[start - 1] not in "\n") or
                                             (end < len(text) and text[end] not in "\n"))
+            key = (inner, inline, start <= top)
+            seen = done.get(key)
+            if seen is not None:
+                if seen[1] is not None and counts is not None:
+                    counts[seen[1]] += 1
+                return seen[0]
+            out, counted = _render_call(inner, inline, start <= top)
+            if out is not None:
+                done[key] = (out, counted)
+                if counted is not None and counts is not None:
+                    counts[counted] += 1
+                return out
+            return GONE_MARKUP
+
+        def _render_call(inner: str, inline: bool, at_top: bool) -> tuple:
+            """(text, name to count) of a call; (None, None) for an infobox's (GONE_MARKUP, not kept)."""
             call = parse_call(inner, inline) if "|" in inner or ":" in inner else Call(template_name(inner), [], {},
                                                                                       inline)
             renderer = RENDERERS.get(call.name)
             if renderer is _title:
-                return title or GONE_MARKUP
+                return title or GONE_MARKUP, None
             if renderer is not None:
                 out = renderer(call)
                 if out is None or not out.strip():
-                    return GONE_MARKUP
-                if counts is not None:
-                    counts[call.name] += 1
-                return out
-            if on_infobox is not None and on_infobox(call, start <= top):
-                return GONE_MARKUP
+                    return GONE_MARKUP, None
+                return out, call.name
+            if on_infobox is not None and on_infobox(call, at_top):
+                return None, None
             if not inline and call.name in rows and "\n" not in inner:  # (not inline: alone on its line)
                 call.row = True
             out = fallback(call) if fallback is not None else None
-            return GONE_MARKUP if out is None or not out.strip() else out
+            return (GONE_MARKUP if out is None or not out.strip() else out), None
 
         text, n = _CALL_RE.subn(render, text)
         if not n:

@@ -62,18 +62,22 @@ def _cell(raw: str, header: bool) -> Cell:
     links is the cell's attributes. A stray ``!`` opening a cell's text (``|| ! x``) is dropped."""
     if "|" not in raw:  # no attributes
         return header, raw.strip().lstrip("!").strip(), 1, 1
-    depth, text, attrs = 0, raw, ""
-    if "[[" not in raw:
-        attrs, _, text = raw.partition("|")
-    for m in _ATTR_SPLIT_RE.finditer(raw if "[[" in raw else ""):
-        token = m.group()
-        if token == "[[":
-            depth += 1
-        elif token == "]]":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            attrs, text = raw[:m.start()], raw[m.end():]
-            break
+    link, pipe = raw.find("[["), raw.find("|")
+    if link < 0 or pipe < link:  # the first pipe is outside links
+        attrs, text = raw[:pipe], raw[pipe + 1:]
+    else:
+        depth, text, attrs = 0, raw, ""
+        for m in _ATTR_SPLIT_RE.finditer(raw, link):
+            token = m.group()
+            if token == "[[":
+                depth += 1
+            elif token == "]]":
+                depth = max(depth - 1, 0)
+            elif depth == 0:
+                attrs, text = raw[:m.start()], raw[m.end():]
+                break
+    if "span" not in attrs[:500].lower():  # (the common cell: no spans to read)
+        return header, text.strip().lstrip("!|").strip(), 1, 1
     spans = {k.lower(): min(max(int(v), 1), MAX_SPAN) for k, v in _SPAN_RE.findall(attrs[:500])}
     return header, text.strip().lstrip("!|").strip(), spans.get("row", 1), spans.get("col", 1)
 
