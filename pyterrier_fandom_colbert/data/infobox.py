@@ -23,8 +23,16 @@ from typing import List, Tuple
 
 from .templates import Call
 
-__all__ = ["MIN_NAMED", "DROP_KEY_RE", "is_infobox", "infobox_fields", "portable_infobox_fields", "humanise",
-           "keep_value", "facts_text"]
+__all__ = [
+    "DROP_KEY_RE",
+    "MIN_NAMED",
+    "facts_text",
+    "humanise",
+    "infobox_fields",
+    "is_infobox",
+    "keep_value",
+    "portable_infobox_fields",
+]
 
 #: named parameters a call at the top of a page needs to be taken for an infobox
 MIN_NAMED = 3

@@ -53,9 +53,21 @@ from .wikidump import (
     skip_reason,
 )
 
-__all__ = ["PassageConfig", "Passage", "DumpStats", "EmptyDumpError", "READER_VERSION", "DEFAULT_SKIP_SECTIONS",
-           "split_sentences", "section_paragraphs", "drop_sections", "text_passages", "facts_passages",
-           "page_passages", "dump_passages"]
+__all__ = [
+    "DEFAULT_SKIP_SECTIONS",
+    "READER_VERSION",
+    "DumpStats",
+    "EmptyDumpError",
+    "Passage",
+    "PassageConfig",
+    "drop_sections",
+    "dump_passages",
+    "facts_passages",
+    "page_passages",
+    "section_paragraphs",
+    "split_sentences",
+    "text_passages",
+]
 
 #: version of what the dump reader makes of a page (cleaning, templates, tables, infoboxes, sections, splitting).
 #: Recorded with every dump-built corpus and search folder; raised whenever the same dump would give different
@@ -74,8 +86,10 @@ logger = logging.getLogger(__name__)
 _HEADING_RE = re.compile(r"^(={1,6}) (.*) \1$")
 _END_RE = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
 _BOUNDARY_RE = re.compile(r"(?<![.!?])[.!?]+[\"'\u201d\u2019)\]]*\s+")  # from a run's start: linear time
-_ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e no nos vol lt col gen sgt capt prof mt ft approx ca "
-                           "fig inc ltd co cf al ed pp".split())
+_ABBREVIATIONS = frozenset({
+    "al", "approx", "ca", "capt", "cf", "co", "col", "dr", "e.g", "ed", "etc", "fig", "ft", "gen", "i.e", "inc", "jr",
+    "lt", "ltd", "mr", "mrs", "ms", "mt", "no", "nos", "pp", "prof", "sgt", "sr", "st", "vol", "vs",
+})
 
 
 _UNKNOWN_RULES = {"positional": all_positional, "first": first_positional, "drop": None}

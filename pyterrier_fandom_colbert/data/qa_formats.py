@@ -18,8 +18,18 @@ from ir_datasets.formats import GenericDocPair, GenericQrel, GenericQuery
 
 from .passages import Passage
 
-__all__ = ["SPLITS", "SPLIT_FRACTIONS", "SPLIT_SEED", "QAQuery", "SquadDoc", "QARelease", "page_splits",
-           "read_qa_json", "read_tsv_release", "read_squad"]
+__all__ = [
+    "SPLITS",
+    "SPLIT_FRACTIONS",
+    "SPLIT_SEED",
+    "QAQuery",
+    "QARelease",
+    "SquadDoc",
+    "page_splits",
+    "read_qa_json",
+    "read_squad",
+    "read_tsv_release",
+]
 
 _log = logging.getLogger(__name__)
 

@@ -23,8 +23,17 @@ from typing import Callable, Dict, List, Optional
 
 from .wikiguard import GONE_MARKUP
 
-__all__ = ["Call", "RENDERERS", "MAX_DEPTH", "render_templates", "template_name", "parse_call", "convert",
-           "first_positional", "all_positional"]
+__all__ = [
+    "MAX_DEPTH",
+    "RENDERERS",
+    "Call",
+    "all_positional",
+    "convert",
+    "first_positional",
+    "parse_call",
+    "render_templates",
+    "template_name",
+]
 
 #: rounds of innermost-first rendering (MediaWiki's own expansion limit is 40; fact templates nest 1-3 deep)
 MAX_DEPTH = 8
@@ -96,7 +105,7 @@ def parse_call(inner: str, inline: bool = True) -> Call:
     head = parts[0]
     name, colon, rest = head.partition(":")
     if colon and (name.strip().startswith("#") or name.strip().isupper()):  # {{#if:...}}, {{DISPLAYTITLE:x}}
-        return Call(template_name(name), [rest] + parts[1:], {}, inline)
+        return Call(template_name(name), [rest, *parts[1:]], {}, inline)
     call = Call(template_name(head), [], {}, inline)
     numbered: Dict[int, str] = {}
     for part in parts[1:]:
@@ -176,8 +185,8 @@ DEFAULT_TARGET = {"m": "ft", "cm": "in", "mm": "in", "km": "mi", "ft": "m", "in"
                   "mph": "km/h", "m/s": "ft/s", "ft/s": "m/s", "kn": "km/h", "W": "hp", "kW": "hp", "MW": "hp",
                   "hp": "kW", "PS": "kW", "°C": "°F", "°F": "°C", "K": "°C"}
 _SHOWN_TO_UNIT = {shown: name for name, (_, _, shown) in reversed(list(UNITS.items()))}
-_RANGE_WORDS = {"-": "–", "–": "–", "to": " to ", "and": " and ", "or": " or ", "x": " × ", "by": " by ",
-                "+/-": " ± ", "to(-)": " to ", "and(-)": " and "}
+_RANGE_WORDS = {"-": "\u2013", "\u2013": "\u2013", "to": " to ", "and": " and ", "or": " or ", "x": " \u00d7 ",
+                "by": " by ", "+/-": " ± ", "to(-)": " to ", "and(-)": " and "}
 
 
 def _unit(name: str):
@@ -208,7 +217,7 @@ def _converted(values: List[float], uncertainty: float, unit, target: str, preci
         for x in values:
             inches = round(x / 0.0254)
             shown.append(f"{inches // 12} ft {inches % 12} in")
-        return "–".join(shown)
+        return "\u2013".join(shown)
     out = _unit(_SHOWN_TO_UNIT.get(target, target))
     if out is None or out[0] != unit[0]:
         return None
@@ -219,11 +228,12 @@ def _converted(values: List[float], uncertainty: float, unit, target: str, preci
         biggest = max((abs(x) for x in xs), default=0.0)
         if biggest > 0:  # at least two significant figures
             precision = max(precision, 1 - math.floor(math.log10(biggest)))
-    return "–".join(_format(x, precision) for x in xs) + " " + out[2]
+    return "\u2013".join(_format(x, precision) for x in xs) + " " + out[2]
 
 
 def convert(call: Call) -> Optional[str]:
-    """``{{convert|6|ft|4|in|m}}`` -> ``6 ft 4 in (1.93 m)``; ``{{convert|5|-|10|km}}`` -> ``5–10 km (3.1–6.2 mi)``.
+    """``{{convert|6|ft|4|in|m}}`` -> ``6 ft 4 in (1.93 m)``; ``{{convert|5|-|10|km}}`` ->
+    ``5\u201310 km (3.1\u20136.2 mi)`` (en dashes).
 
     Forms: a value and unit; two values joined by a range word (``-``, ``to``, ``and``, ``or``, ``x``, ``by``,
     ``+/-``); a compound input (``6|ft|4|in``, ``11|st|2|lb``). Then an optional target unit (several separated
@@ -285,7 +295,7 @@ def _height(call: Call) -> Optional[str]:
         return convert(Call("convert", [metric[0][1], metric[0][0], "ftin"]))
     if imperial:
         args = [x for pair in imperial for x in pair[::-1]]
-        return convert(Call("convert", args + ["m" if imperial[0][0] == "ft" else "cm"]))
+        return convert(Call("convert", [*args, "m" if imperial[0][0] == "ft" else "cm"]))
     return None
 
 
@@ -358,10 +368,13 @@ def _age(call: Call) -> Optional[str]:
 # ----------------------------------------------------------------------------------------------- text templates
 
 #: ``{{lang-xx|text}}`` -> ``Language: text`` for these codes; others give the text alone
-LANGUAGES = dict(x.split("=") for x in (
-    "ar=Arabic de=German el=Greek es=Spanish fi=Finnish fr=French ga=Irish he=Hebrew hi=Hindi it=Italian ja=Japanese "
-    "ko=Korean la=Latin nl=Dutch no=Norwegian pl=Polish pt=Portuguese ru=Russian sv=Swedish tr=Turkish uk=Ukrainian "
-    "zh=Chinese cy=Welsh da=Danish is=Icelandic cs=Czech hu=Hungarian grc=Ancient_Greek ang=Old_English").split())
+LANGUAGES = {
+    "ar": "Arabic", "de": "German", "el": "Greek", "es": "Spanish", "fi": "Finnish", "fr": "French", "ga": "Irish",
+    "he": "Hebrew", "hi": "Hindi", "it": "Italian", "ja": "Japanese", "ko": "Korean", "la": "Latin", "nl": "Dutch",
+    "no": "Norwegian", "pl": "Polish", "pt": "Portuguese", "ru": "Russian", "sv": "Swedish", "tr": "Turkish",
+    "uk": "Ukrainian", "zh": "Chinese", "cy": "Welsh", "da": "Danish", "is": "Icelandic", "cs": "Czech",
+    "hu": "Hungarian", "grc": "Ancient_Greek", "ang": "Old_English",
+}
 
 
 def _joined(*parts: str, sep: str = ", ") -> str:
@@ -393,7 +406,7 @@ def _marriage(call: Call) -> Optional[str]:
     """``{{marriage|Ann|1990|2000|end=div}}`` -> ``Ann (m. 1990; div. 2000)``."""
     start, end = call.arg(1), call.arg(2)
     how = call.get("end", "reason")
-    years = f"m. {start}" + (f"; {how.rstrip('.')}. {end}" if how and end else f"–{end}" if end else "")
+    years = f"m. {start}" + (f"; {how.rstrip('.')}. {end}" if how and end else f"\u2013{end}" if end else "")
     return f"{call.arg(0)} ({years})" if start else call.arg(0) or None
 
 
@@ -404,8 +417,8 @@ def _list(call: Call) -> Optional[str]:
 
 
 def _val(call: Call) -> Optional[str]:
-    """``{{val|1.23|u=m}}`` -> ``1.23 m``; ``{{val|6.02|e=23}}`` -> ``6.02×10^23``."""
-    value = call.arg(0) + (f"×10^{call.get('e')}" if call.get("e") else "")
+    """``{{val|1.23|u=m}}`` -> ``1.23 m``; ``{{val|6.02|e=23}}`` -> ``6.02\u00d710^23``."""
+    value = call.arg(0) + (f"\u00d710^{call.get('e')}" if call.get("e") else "")
     return _joined(value, call.get("u", "ul"), sep=" ") or None
 
 
@@ -470,8 +483,8 @@ _register("flagicon,flag icon,flagdeco,flag deco,flagicon image,flagicon2,countr
 _register("!", _constant("|"))
 _register("=", _constant("="))
 RENDERERS["'"] = _constant("'")
-_register("snd,spnd,sndash,spaced ndash,spaced en dash,spd", _constant(" – "))
-_register("ndash,–,en dash", _constant("–"))
+_register("snd,spnd,sndash,spaced ndash,spaced en dash,spd", _constant(" \u2013 "))
+_register("ndash,\u2013,en dash", _constant("\u2013"))
 _register("mdash,—,em dash", _constant("—"))
 _register("nbsp,space,sp", _constant(" "))
 _register("·,dot,middot,dot separator", _constant(" · "))
@@ -480,11 +493,13 @@ _register("pagename,fullpagename,basepagename,subpagename,pagenamee", _title)
 
 #: inline templates whose arguments are not visible text (references, pronunciation, maintenance tags, files):
 #: the general rule for unknown templates leaves them out, as it does parser functions (``{{#expr:...}}``)
-NOT_TEXT_TEMPLATES = frozenset(
-    "sfn|sfnp|sfnm|efn|efn-ua|efn-lr|refn|r|rp|ref|note|nb|harv|harvnb|harvp|harvtxt|ipa|ipac-en|ipa-en|respell|"
-    "audio|pronunciation|coord|citation needed|cn|fact|dubious|clarify|when|who|which|by whom|verify|"
-    "better source|page needed|sic|anchor|visible anchor|main|see also|further|about|for|redirect|hatnote|"
-    "distinguish|short description|file|image|icon|sprite|img|citation|cite".split("|"))
+NOT_TEXT_TEMPLATES = frozenset({
+    "about", "anchor", "audio", "better source", "by whom", "citation", "citation needed", "cite", "clarify", "cn",
+    "coord", "distinguish", "dubious", "efn", "efn-lr", "efn-ua", "fact", "file", "for", "further", "harv", "harvnb",
+    "harvp", "harvtxt", "hatnote", "icon", "image", "img", "ipa", "ipa-en", "ipac-en", "main", "nb", "note",
+    "page needed", "pronunciation", "r", "redirect", "ref", "refn", "respell", "rp", "see also", "sfn", "sfnm",
+    "sfnp", "short description", "sic", "sprite", "verify", "visible anchor", "when", "which", "who",
+})
 _NOT_TEXT_PREFIXES = ("#", "cite ", "ipa", "audio", "lang-", "infobox", "navbox", "citation")
 _FILE_ARG_RE = re.compile(r"(?i)\.(?:png|jpe?g|gif|svg|webp|ogg|mp3|mp4|webm)\s*$|^\d+\s*px$")
 

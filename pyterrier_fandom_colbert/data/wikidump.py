@@ -33,23 +33,42 @@ from .wikiguard import DROP_TAGS as _DROP_TAGS
 from .wikiguard import GONE_MARKUP, fallback_render, neutralise, neutralise_lines, neutralise_piece
 from .wikitables import drop_empty_cells, tables_to_text
 
-__all__ = ["DumpError", "SiteInfo", "WikiPage", "iter_pages", "xml_chunks", "clean_wikitext", "clean_page",
-           "CleanPage", "PageText", "read_page", "skip_reason", "is_translation", "DEFAULT_MAX_PAGE_CHARS",
-           "DEFAULT_TIME_BUDGET", "DISAMBIGUATION_TEMPLATES"]
+__all__ = [
+    "DEFAULT_MAX_PAGE_CHARS",
+    "DEFAULT_TIME_BUDGET",
+    "DISAMBIGUATION_TEMPLATES",
+    "CleanPage",
+    "DumpError",
+    "PageText",
+    "SiteInfo",
+    "WikiPage",
+    "clean_page",
+    "clean_wikitext",
+    "is_translation",
+    "iter_pages",
+    "read_page",
+    "skip_reason",
+    "xml_chunks",
+]
 
 # ISO 639-1 codes (plus a few 3-letter codes MediaWiki uses): "Title/de" translation subpages, "[[de:Titel]]" links
-_LANGS = frozenset("""
-aa ab ae af ak am an ar as av ay az ba be bg bh bi bm bn bo br bs ca ce ch co cr cs cu cv cy da de dv dz ee el en eo
-es et eu fa ff fi fj fo fr fy ga gd gl gn gu gv ha he hi ho hr ht hu hy hz ia id ie ig ii ik io is it iu ja jv ka kg
-ki kj kk kl km kn ko kr ks ku kv kw ky la lb lg li ln lo lt lu lv mg mh mi mk ml mn mr ms mt my na nb nd ne ng nl nn
-no nr nv ny oc oj om or os pa pi pl ps pt qu rm rn ro ru rw sa sc sd se sg si sk sl sm sn so sq sr ss st su sv sw ta
-te tg th ti tk tl tn to tr ts tt tw ty ug uk ur uz ve vi vo wa wo xh yi yo za zh zu
-ast bcc ckb dsb hsb ksh lzh nan nds sco yue
-""".split())
+_LANGS = frozenset({
+    "aa", "ab", "ae", "af", "ak", "am", "an", "ar", "as", "ast", "av", "ay", "az", "ba", "bcc", "be", "bg", "bh",
+    "bi", "bm", "bn", "bo", "br", "bs", "ca", "ce", "ch", "ckb", "co", "cr", "cs", "cu", "cv", "cy", "da", "de",
+    "dsb", "dv", "dz", "ee", "el", "en", "eo", "es", "et", "eu", "fa", "ff", "fi", "fj", "fo", "fr", "fy", "ga", "gd",
+    "gl", "gn", "gu", "gv", "ha", "he", "hi", "ho", "hr", "hsb", "ht", "hu", "hy", "hz", "ia", "id", "ie", "ig", "ii",
+    "ik", "io", "is", "it", "iu", "ja", "jv", "ka", "kg", "ki", "kj", "kk", "kl", "km", "kn", "ko", "kr", "ks", "ksh",
+    "ku", "kv", "kw", "ky", "la", "lb", "lg", "li", "ln", "lo", "lt", "lu", "lv", "lzh", "mg", "mh", "mi", "mk", "ml",
+    "mn", "mr", "ms", "mt", "my", "na", "nan", "nb", "nd", "nds", "ne", "ng", "nl", "nn", "no", "nr", "nv", "ny",
+    "oc", "oj", "om", "or", "os", "pa", "pi", "pl", "ps", "pt", "qu", "rm", "rn", "ro", "ru", "rw", "sa", "sc", "sco",
+    "sd", "se", "sg", "si", "sk", "sl", "sm", "sn", "so", "sq", "sr", "ss", "st", "su", "sv", "sw", "ta", "te", "tg",
+    "th", "ti", "tk", "tl", "tn", "to", "tr", "ts", "tt", "tw", "ty", "ug", "uk", "ur", "uz", "ve", "vi", "vo", "wa",
+    "wo", "xh", "yi", "yo", "yue", "za", "zh", "zu",
+})
 _LANG_RE = re.compile(r"([a-z]{2,3})(?:-[a-z0-9]{2,8})*")
 
 _FILE_NS = frozenset({"file", "image"})
-_BLOCK_TAGS = frozenset("p div li ul ol dl dt dd blockquote tr".split())
+_BLOCK_TAGS = frozenset({"p", "div", "li", "ul", "ol", "dl", "dt", "dd", "blockquote", "tr"})
 _HEADING_TAGS = {f"h{i}": i for i in range(1, 7)}
 _GONE = "\x00"  # stands for removed markup while rendering; lines holding only this vanish
 _MAGIC_RE = re.compile(r"__[A-Z]+__")

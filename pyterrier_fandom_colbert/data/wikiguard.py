@@ -27,19 +27,31 @@ import html
 import re
 from typing import Optional, Sequence
 
-__all__ = ["DROP_TAGS", "RAW_TAGS", "VOID_TAGS", "GONE_MARKUP", "neutralise", "neutralise_lines", "neutralise_piece",
-           "fallback_render"]
+__all__ = [
+    "DROP_TAGS",
+    "GONE_MARKUP",
+    "RAW_TAGS",
+    "VOID_TAGS",
+    "fallback_render",
+    "neutralise",
+    "neutralise_lines",
+    "neutralise_piece",
+]
 
 #: tags dropped with their contents
-DROP_TAGS = frozenset("""
-ref references gallery math chem ce score syntaxhighlight source script style noinclude includeonly timeline imagemap
-languages infobox categorytree inputbox dynamicpagelist dpl mapframe maplink graph templatedata table
-""".split())
+DROP_TAGS = frozenset({
+    "categorytree", "ce", "chem", "dpl", "dynamicpagelist", "gallery", "graph", "imagemap", "includeonly", "infobox",
+    "inputbox", "languages", "mapframe", "maplink", "math", "noinclude", "ref", "references", "score", "script",
+    "source", "style", "syntaxhighlight", "table", "templatedata", "timeline",
+})
 #: tags whose contents are not wikitext: not scanned for markup (``nowiki`` and ``pre`` keep their text)
-RAW_TAGS = frozenset("nowiki pre math chem ce score syntaxhighlight source script style timeline imagemap graph "
-                     "templatedata mapframe maplink inputbox categorytree dynamicpagelist dpl gallery".split())
+RAW_TAGS = frozenset({
+    "categorytree", "ce", "chem", "dpl", "dynamicpagelist", "gallery", "graph", "imagemap", "inputbox", "mapframe",
+    "maplink", "math", "nowiki", "pre", "score", "script", "source", "style", "syntaxhighlight", "templatedata",
+    "timeline",
+})
 #: tags that never have a closing tag
-VOID_TAGS = frozenset("br wbr hr meta link img".split())
+VOID_TAGS = frozenset({"br", "wbr", "hr", "meta", "link", "img"})
 #: what removed or neutralised markup becomes: a Unicode noncharacter (never in interchanged text; removed from the
 #: input first) that the parser keeps as text, and the renderer treats as removed markup
 GONE_MARKUP = "\ufdd0"

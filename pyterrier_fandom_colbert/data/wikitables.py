@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Callable, List, Optional, Tuple
 
-__all__ = ["MAX_SPAN", "MAX_COLUMNS", "tables_to_text", "table_rows", "drop_empty_cells"]
+__all__ = ["MAX_COLUMNS", "MAX_SPAN", "drop_empty_cells", "table_rows", "tables_to_text"]
 
 #: the most columns a colspan covers and rows a rowspan reaches (hostile tables: colspan=1000000)
 MAX_SPAN = 50
