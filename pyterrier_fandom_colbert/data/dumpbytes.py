@@ -13,7 +13,7 @@ import queue
 import threading
 import zlib
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Generator, Optional
 
 __all__ = ["CHUNK_BYTES", "DumpError", "xml_chunks"]
 
@@ -40,7 +40,7 @@ class _Counter:
         self.bytes = 0
 
 
-def _file_chunks(path: Path, opener, counter: _Counter) -> Iterator[bytes]:
+def _file_chunks(path: Path, opener, counter: _Counter) -> Generator[bytes, None, None]:
     with open(path, "rb") as raw:
         f = opener(raw) if opener else raw
         try:
@@ -120,7 +120,7 @@ def _sink_factory(chunks: queue.Queue, stop: threading.Event):
     return _Factory()
 
 
-def _7z_chunks(path: Path, counter: _Counter) -> Iterator[bytes]:
+def _7z_chunks(path: Path, counter: _Counter) -> Generator[bytes, None, None]:
     """Decompress the single ``.xml`` member of a 7z archive in a worker thread, yielding chunks as they come."""
     archive, names = _open_7z(path)
     chunks: queue.Queue = queue.Queue(maxsize=2)
@@ -153,7 +153,7 @@ def _7z_chunks(path: Path, counter: _Counter) -> Iterator[bytes]:
         archive.close()
 
 
-def xml_chunks(path, counter: Optional[_Counter] = None) -> Iterator[bytes]:
+def xml_chunks(path, counter: Optional[_Counter] = None) -> Generator[bytes, None, None]:
     """The uncompressed bytes of a dump (``.xml``, ``.bz2``, ``.gz`` or ``.7z``, told apart by their first bytes)."""
     path, counter = Path(path), counter or _Counter()
     with open(path, "rb") as f:

@@ -22,7 +22,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, cast
 
 import ir_datasets
 from ir_datasets.formats import BaseDocPairs, BaseDocs, BaseQrels, BaseQueries, GenericDocPair, GenericQrel
@@ -90,7 +90,7 @@ class _Source:
         return _MemoryDocstore(self.data.docs)
 
     def in_split(self, query_id: str, split: Optional[str]) -> bool:
-        return split is None or self.data.page_split[self.data.query_page[query_id]] == split
+        return split is None or cast(dict, self.data.page_split)[self.data.query_page[query_id]] == split
 
 
 class _SliceableIter:

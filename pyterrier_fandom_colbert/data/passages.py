@@ -298,7 +298,9 @@ def _cut(sentences: list[str], config: PassageConfig) -> list[list[str]]:
     counts = [_words(u) for u in units]
     total = sum(counts)
     n = max(1, round(total / config.target_words), math.ceil(total / config.max_words))
-    chunks, current, size, done, j = [], [], 0, 0, 1
+    chunks: list[list[str]] = []
+    current: list[str] = []
+    size, done, j = 0, 0, 1
     for unit, w in zip(units, counts):
         ideal = j * total / n
         if current and (size + w > config.max_words or (j < n and abs(done + w - ideal) > abs(done - ideal))):

@@ -166,7 +166,8 @@ def read_tsv_release(folder: Path, wiki: str) -> QARelease:
         doc_page[pid] = wid
     queries = [GenericQuery(qid, text) for qid, text in _read_tsv(folder / "queries.tsv", 2)]
     known = {d.doc_id for d in docs}
-    qrel_pairs, query_doc = {}, {}
+    qrel_pairs: dict = {}
+    query_doc: dict = {}
     triples = _read_tsv(folder / "triples.tsv", 3)
     for pos, _neg, pid in triples:
         if pid not in known:

@@ -19,7 +19,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, cast
 
 from .wikiguard import GONE_MARKUP
 
@@ -260,7 +260,7 @@ def convert(call: Call) -> Optional[str]:
     unit = _unit(unit_name)
     if unit is None:
         return f"{shown_in} {unit_name}".strip()
-    base = [_to_base(_number(v), unit) for v in values]
+    base = [_to_base(cast(float, _number(v)), unit) for v in values]  # (numbers: checked above)
     uncertainty = 10.0 ** -_decimals(values[-1]) * unit[1]
     shown_in = f"{shown_in} {unit[2]}"
     while len(values) == 1 and i + 1 < len(a) and _number(a[i]) is not None and _unit(a[i + 1]) is not None \
@@ -272,7 +272,7 @@ def convert(call: Call) -> Optional[str]:
         i += 2
     targets = a[i].split() if i < len(a) and a[i] and _number(a[i]) is None else []
     i += bool(targets)
-    precision = int(_number(a[i])) if i < len(a) and _number(a[i]) is not None else None
+    precision = int(cast(float, _number(a[i]))) if i < len(a) and _number(a[i]) is not None else None
     targets = targets or [{"in": "cm", "ft": "m"}.get(unit[2], DEFAULT_TARGET.get(unit[2], ""))]
     outs = [o for o in (_converted(base, uncertainty, unit, t, precision) for t in targets) if o]
     if not outs:
@@ -586,7 +586,8 @@ def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callab
     for _ in range(max_depth):
         if "{{" not in text:
             break
-        top = _LEAD_RE.match(text).end()
+        lead = _LEAD_RE.match(text)  # (matches everywhere: every part of it is optional)
+        top = lead.end() if lead else 0
 
         def render(m: re.Match, text: str = text, top: int = top) -> str:
             inner, start, end = m.group(1), m.start(), m.end()

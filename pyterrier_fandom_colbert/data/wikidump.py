@@ -24,7 +24,7 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional, cast
 
 from .dumpbytes import DumpError, _Counter, xml_chunks
 from .infobox import infobox_fields, is_infobox, keep_value, portable_infobox_fields
@@ -132,7 +132,7 @@ def _page(elem) -> WikiPage:
     text = (_child_text(rev, "text") if rev is not None else None) or ""
     revid = int(_child_text(rev, "id") or 0) if rev is not None else 0
     return WikiPage(title=_child_text(elem, "title") or "", ns=int(_child_text(elem, "ns") or 0),
-                    page_id=int(_child_text(elem, "id")), revid=revid, text=text,
+                    page_id=int(cast(str, _child_text(elem, "id"))), revid=revid, text=text,
                     redirect=redirect or text.lstrip()[:9].upper() == "#REDIRECT")
 
 
@@ -174,9 +174,9 @@ class _Pages:
                 root.clear()  # forget the pages already handed out
                 yield site, page
 
-    def _events(self) -> Iterator[tuple[str, ET.Element]]:
+    def _events(self) -> Iterator[tuple]:
         """Parser events, chunk by chunk; the events before a syntax error come out before the error does."""
-        parser = ET.XMLPullParser(events=("start", "end"))
+        parser: ET.XMLPullParser = ET.XMLPullParser(events=("start", "end"))
         chunks = xml_chunks(self.path, self._counter)
         try:
             for chunk in chunks:
@@ -215,7 +215,7 @@ def is_translation(title: str) -> bool:
     if not sep or not head:
         return False
     m = _LANG_RE.fullmatch(tail)
-    return bool(m) and m.group(1) in _LANGS
+    return m is not None and m.group(1) in _LANGS
 
 
 def skip_reason(page: WikiPage, namespaces=(0,), skip_translations: bool = True) -> Optional[str]:

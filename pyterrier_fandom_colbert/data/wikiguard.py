@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 __all__ = [
     "DROP_TAGS",
@@ -110,7 +110,9 @@ def _apply(text: str, edits: list, cuts: Sequence[int] = ()) -> list:
 def _pass_templates(text: str) -> str:
     """Pass 1: comments and raw/dropped tags located; templates matched brace-run against brace-run (three braces
     close an argument, two a template) and removed; unclosed comments, unmatched brace runs removed."""
-    edits, braces, regions = [], [], []
+    edits: list = []
+    braces: list = []
+    regions: list = []
     closers = _Closers(text)
     pos = 0
     while True:
@@ -194,7 +196,10 @@ def _pass_links_and_tags(text: str, cut_every: Optional[int] = None) -> list:
     comments, ``<nowiki>``/``<pre>`` and links opened less than ``MAX_LINK_CHARS`` before (where a parser may
     start afresh), or, after ``2 * cut_every`` characters without such a line break, outside comments and
     ``<nowiki>``/``<pre>`` only (a hostile page where links never close)."""
-    edits, links, urls, cuts = [], [], [], []
+    edits: list = []
+    links: List[int] = []
+    urls: List[int] = []
+    cuts: List[int] = []
     last_cut = 0
     tags: dict = {}
     closers = _Closers(text)
