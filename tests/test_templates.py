@@ -307,3 +307,24 @@ def test_an_infobox_list_of_pictures_and_names_keeps_the_names():
                      "*[[File:Bo (Red).png|30px]]Bo (Red)\n|icon=[[File:L.png|200px]]\n|sprite=l.png\n"
                      "|picture=[[File:L.png|200px]]\n|found=x.jpg\n}}\nText.", "Lantern")
     assert page.facts == (("holders", "Ann, Bo (Red)"),)  # file-only values dropped, by key or by value
+
+
+def test_a_call_repeated_on_a_page_renders_and_counts_each_time():
+    from collections import Counter
+
+    from pyterrier_fandom_colbert.data.templates import FALLBACK_COUNT, all_positional
+    from pyterrier_fandom_colbert.data.wikiguard import GONE_MARKUP
+
+    taken = []
+
+    def on_infobox(call, at_top):
+        taken.append(call.name)
+        return call.name == "infobox x"
+
+    counts: Counter = Counter()
+    text = "{{convert|1|km}} or {{convert|1|km}}; {{Gem|Ruby}} {{Gem|Ruby}}\n{{Infobox x|a=1}}\n{{Infobox x|a=1}}"
+    out = render_templates(text, "T", on_infobox, all_positional, counts=counts)
+    assert out.split("\n")[0] == "1 km (0.62 mi) or 1 km (0.62 mi); Ruby Ruby"
+    assert out.split("\n")[1:] == [GONE_MARKUP, GONE_MARKUP]
+    assert counts["convert"] == 2 and counts[FALLBACK_COUNT] == 2
+    assert taken.count("infobox x") == 2  # every infobox call reaches the callback (its facts are read)

@@ -35,6 +35,8 @@ __all__ = [
     "template_name",
 ]
 
+#: the key under which ``render_templates`` counts the calls its ``fallback`` rendered
+FALLBACK_COUNT = "(unknown, by the fallback)"
 #: rounds of innermost-first rendering (MediaWiki's own expansion limit is 40; fact templates nest 1-3 deep)
 MAX_DEPTH = 8
 _CALL_RE = re.compile(r"(?<!\{)\{\{(?!\{)([^{}]*)\}\}")
@@ -574,8 +576,10 @@ def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callab
     ones. ``on_infobox(call, at_top)`` is asked about every call no renderer knows (``at_top``: only markup
     before it on the page) and returns True when it took the call as an infobox (then removed); ``fallback``
     renders the rest (None: removed). ``{{PAGENAME}}`` is ``title``. ``counts`` (a Counter), when given, counts
-    the calls a renderer of the table turned into text, by name. Linear time in the text's length for a fixed
-    ``max_depth``; the input's own GONE_MARKUP characters are removed first.
+    the calls a renderer of the table turned into text, by name, and those ``fallback`` turned into text under
+    :data:`FALLBACK_COUNT` (a call repeated on the page counts each time, although it is rendered once).
+    Linear time in the text's length for a fixed ``max_depth``; the input's own GONE_MARKUP characters are
+    removed first.
     """
     text = wikitext.replace(GONE_MARKUP, "")
     rows = row_templates(text)
@@ -624,7 +628,7 @@ def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callab
             if not inline and call.name in rows and "\n" not in inner:  # (not inline: alone on its line)
                 call.row = True
             out = fallback(call) if fallback is not None else None
-            return (GONE_MARKUP if out is None or not out.strip() else out), None
+            return (GONE_MARKUP, None) if out is None or not out.strip() else (out, FALLBACK_COUNT)
 
         text, n = _CALL_RE.subn(render, text)
         if not n:
