@@ -287,15 +287,18 @@ def _join_heading(heading: str, text: str) -> str:
 def _cut(sentences: list[str], config: PassageConfig) -> list[list[str]]:
     """Group sentences into ``n`` chunks of near-equal word counts, none over ``max_words``."""
     units: list[str] = []
+    counts: list[int] = []  # words of each unit (split once)
     for s in sentences:  # a sentence over max_words is cut at word boundaries first
         words = s.split()
         if len(words) > config.max_words:
             k = math.ceil(len(words) / config.target_words)
             step = math.ceil(len(words) / k)
-            units.extend(" ".join(words[i:i + step]) for i in range(0, len(words), step))
+            for i in range(0, len(words), step):
+                units.append(" ".join(words[i:i + step]))
+                counts.append(len(words[i:i + step]))
         else:
             units.append(s)
-    counts = [_words(u) for u in units]
+            counts.append(len(words))
     total = sum(counts)
     n = max(1, round(total / config.target_words), math.ceil(total / config.max_words))
     chunks: list[list[str]] = []

@@ -77,6 +77,10 @@ _TABLE_LINE_RE = re.compile(r"\s*(?:\{\||\||!)")
 _HTML_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 _LIST_RE = re.compile(r"^[*#:;]+\s*")
 _SPACE_RE = re.compile(r"[ \t\u00a0\u2009\u200b]+")
+_SPACE_RUN = "  "
+_ODD_SPACES_RE = re.compile("[\t\u00a0\u2009\u200b]")  # with _SPACE_RUN: where _SPACE_RE changes a line
+_LIST_MARKS = frozenset("*#:;")
+_BLANK_LINES_RE = re.compile(r"\n{3,}")
 
 
 @dataclass(frozen=True)
@@ -295,7 +299,8 @@ def _render(nodes) -> str:
     out = []
     for node in nodes:
         if isinstance(node, n.Text):
-            out.append(_MAGIC_RE.sub("", node.value).replace(GONE_MARKUP, _GONE))
+            value = _MAGIC_RE.sub("", node.value) if "__" in node.value else node.value
+            out.append(value.replace(GONE_MARKUP, _GONE))
         elif isinstance(node, n.Wikilink):
             out.append(_link(node))
         elif isinstance(node, n.ExternalLink):
@@ -379,10 +384,20 @@ def _finish(raw: str) -> str:
             continue  # the line held only removed markup: drop it with its line break
         if _TABLE_LINE_RE.match(line):
             continue  # rows of a table whose start a template supplied
-        line = _HTML_RE.sub("", _QUOTES_RE.sub("", _tidy(line).replace(_GONE, "")))  # unbalanced tags stay as text
-        line = _LIST_RE.sub("", _SPACE_RE.sub(" ", line).strip())
+        # (each substitution only where its markup can be: most lines have none of it)
+        line = _tidy(line).replace(_GONE, "")
+        if "''" in line:
+            line = _QUOTES_RE.sub("", line)
+        if "<" in line:
+            line = _HTML_RE.sub("", line)  # unbalanced tags stay as text
+        if _SPACE_RUN in line or _ODD_SPACES_RE.search(line):
+            line = _SPACE_RE.sub(" ", line)
+        line = line.strip()
+        if line[:1] in _LIST_MARKS:
+            line = _LIST_RE.sub("", line)
         lines.append(line)
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    text = "\n".join(lines)
+    return (_BLANK_LINES_RE.sub("\n\n", text) if "\n\n\n" in text else text).strip()
 
 
 #: markup in a table's rows that needs the guard before the regular-expression cleaner: comments, dropped tags
