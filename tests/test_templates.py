@@ -284,6 +284,7 @@ ROWS_PAGE = """Where the lantern can be found:
 {{Drops/head|Lanterns}}
 {{DropRow|[[Ashen Cave|Ashen Cave]]|Rare}}
 {{DropRow|Glimmer Marsh|Common<br>{{Star}}}}
+{{DropRow|Reef|Pearl <br> Shell}}
 |}
 
 {{SellRow|Harbour Market|1,200}}
@@ -297,6 +298,7 @@ def test_templates_used_as_rows_render_their_positional_arguments_as_rows():
     lines = text.split("\n")
     assert "Ashen Cave; Rare." in lines  # a run of calls of one template, then a table end
     assert "Glimmer Marsh; Common." in lines  # line break in a cell: a comma; the empty inner call removed
+    assert "Reef; Pearl, Shell." in lines  # the spaces around a line break go with it
     assert "Harbour Market; 1,200." in lines  # a single call before a table end
     assert "Lanterns" not in text  # the head template is alone on its line next to other templates: not a row
     assert "lanterns" not in text  # a block call that is no row: left out, as before

@@ -533,7 +533,7 @@ def all_positional(call: Call) -> Optional[str]:
     return " ".join(args) or None
 
 
-_BR_RE = re.compile(r"<br\s*/?\s*>", re.I)
+_BR_RE = re.compile(r"[ \t]*<br\s*/?\s*>[ \t]*", re.I)  # with the spaces around it
 _LINE_CALL_RE = re.compile(r"^[ \t]*\{\{([^{}|\n]*)(.*)$", re.M)
 _ROW_END_RE = re.compile(r"[ \t]*\|[-}]")
 
