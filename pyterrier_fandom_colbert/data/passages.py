@@ -244,7 +244,7 @@ def section_paragraphs(clean_text: str) -> list[tuple[str, list[list[str]]]]:
             current.clear()
 
     for line in clean_text.split("\n"):
-        m = _HEADING_RE.match(line)
+        m = _HEADING_RE.match(line) if line[:1] == "=" else None  # (a heading line starts with "=")
         if m:
             end_paragraph()
             sections.append((m.group(2).strip(), []))
@@ -266,7 +266,7 @@ def drop_sections(clean_text: str, headings) -> str:
         return clean_text
     out, skipping = [], 0  # skipping: the level of the dropped heading, 0 when keeping
     for line in clean_text.split("\n"):
-        m = _HEADING_RE.match(line)
+        m = _HEADING_RE.match(line) if line[:1] == "=" else None  # (a heading line starts with "=")
         if m:
             level = len(m.group(1))
             if skipping and level > skipping:
@@ -412,7 +412,7 @@ def page_passages(site: SiteInfo, page: WikiPage, config: PassageConfig = Passag
 
 
 def _prose_words(clean_text: str) -> int:
-    return sum(_words(line) for line in clean_text.split("\n") if not _HEADING_RE.match(line))
+    return sum(_words(line) for line in clean_text.split("\n") if not (line[:1] == "=" and _HEADING_RE.match(line)))
 
 
 def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional[DumpStats] = None,

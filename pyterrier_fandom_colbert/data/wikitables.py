@@ -236,9 +236,11 @@ def tables_to_text(wikitext: str, render: Optional[Callable[[str], str]] = None)
     >>> tables_to_text("a\\n{| class=x\\n! Year !! Event\\n|-\\n| 300 || Born\\n|}\\nb")
     'a\\n\\nYear: 300; Event: Born.\\n\\nb'
     """
-    if "{|" not in wikitext:
+    first = wikitext.find("{|")
+    if first < 0:
         return wikitext
-    out: List[str] = []
+    start = wikitext.rfind("\n", 0, first) + 1  # the lines before the first "{|" stay as they are
+    out: List[str] = [wikitext[:start - 1]] if start else []
     table: List[str] = []
     depth = 0
 
@@ -246,7 +248,7 @@ def tables_to_text(wikitext: str, render: Optional[Callable[[str], str]] = None)
         rows = "\n".join(table_rows(table))
         out.extend(["", render(rows) if render is not None else rows, ""])
 
-    for line in wikitext.split("\n"):
+    for line in wikitext[start:].split("\n"):
         head = line.lstrip()
         if depth:
             table.append(line)
