@@ -11,7 +11,8 @@ with leftover markup of each kind below ("residue": the issue's target is at mos
 ``--unknown first|positional`` compares, page by page, the reader that drops unknown templates
 (``unknown_templates="drop"``) with one that renders unknown inline templates by their first / all positional
 arguments: words added, passages changed (facts passages included), and the templates that contribute most
-(their names; ``--examples`` prints changed passages to stderr). The dump text is not to be copied
+(their names, with the words of each distinct call of a page counted once: the reader renders a call repeated
+on a page once; ``--examples`` prints changed passages to stderr). The dump text is not to be copied
 into the repository.
 """
 from __future__ import annotations
@@ -63,20 +64,14 @@ def residue(dump: Path, examples: int = 0) -> dict:
 
 def rendered_templates(dump: Path) -> Counter:
     """Template calls the renderer table turned into text on the dump's articles, by name (new reader only)."""
-    from pyterrier_fandom_colbert.data.templates import all_positional, render_templates
+    from pyterrier_fandom_colbert.data.templates import FALLBACK_COUNT, all_positional, render_templates
     from pyterrier_fandom_colbert.data.wikidump import iter_pages, skip_reason
 
     counts: Counter = Counter()
-
-    def positional(call):
-        out = all_positional(call)
-        if out:
-            counts["(unknown, positional arguments)"] += 1
-        return out
-
     for _, page in iter_pages(dump):
         if skip_reason(page) is None:
-            render_templates(page.text, page.title, fallback=positional, counts=counts)
+            render_templates(page.text, page.title, fallback=all_positional, counts=counts)
+    counts["(unknown, positional arguments)"] = counts.pop(FALLBACK_COUNT, 0)
     return counts
 
 
@@ -137,7 +132,7 @@ def main(argv=None) -> int:
             w = r["words"]
             print(f"{dump.name}: rule {args.unknown!r}: words {w['default']:,} -> {w[args.unknown]:,} "
                   f"(+{w[args.unknown] - w['default']:,}); {r['changed']:,} of {r['passages']:,} passages changed; "
-                  f"words added by template: {r['by_name'].most_common(12)}")
+                  f"words added by template (distinct calls of a page): {r['by_name'].most_common(12)}")
             continue
         r = residue(dump, args.examples)
         stats, n = r["stats"], max(r["passages"], 1)

@@ -278,3 +278,55 @@ def test_fandom_corpus_records_the_reader_and_names_older_stores(tmp_path, monke
     monkeypatch.setenv("FANDOM_QA_DUMP_STUBS", str(_dump(tmp_path / "stubs", [("Short", 0, "Few words.")])))
     with pytest.raises(EmptyDumpError, match="1 stub.*--min-words"):
         list(irds.fandom_dataset("stubs", dbname="testwiki").docs_iter())
+
+
+ROWS_PAGE = """Where the lantern can be found:
+{{Drops/head|Lanterns}}
+{{DropRow|[[Ashen Cave|Ashen Cave]]|Rare}}
+{{DropRow|Glimmer Marsh|Common<br>{{Star}}}}
+{{DropRow|Reef|Pearl <br> Shell}}
+|}
+
+{{SellRow|Harbour Market|1,200}}
+|}
+{{Banner|lanterns}}
+Ends here."""
+
+
+def test_templates_used_as_rows_render_their_positional_arguments_as_rows():
+    text = clean_wikitext(ROWS_PAGE)
+    lines = text.split("\n")
+    assert "Ashen Cave; Rare." in lines  # a run of calls of one template, then a table end
+    assert "Glimmer Marsh; Common." in lines  # line break in a cell: a comma; the empty inner call removed
+    assert "Reef; Pearl, Shell." in lines  # the spaces around a line break go with it
+    assert "Harbour Market; 1,200." in lines  # a single call before a table end
+    assert "Lanterns" not in text  # the head template is alone on its line next to other templates: not a row
+    assert "lanterns" not in text  # a block call that is no row: left out, as before
+
+
+def test_an_infobox_list_of_pictures_and_names_keeps_the_names():
+    page = read_page("{{Infobox item\n|name=Lantern\n|holders=<div></div>\n*[[File:Ann.png|30px]]Ann\n"
+                     "*[[File:Bo (Red).png|30px]]Bo (Red)\n|icon=[[File:L.png|200px]]\n|sprite=l.png\n"
+                     "|picture=[[File:L.png|200px]]\n|found=x.jpg\n}}\nText.", "Lantern")
+    assert page.facts == (("holders", "Ann, Bo (Red)"),)  # file-only values dropped, by key or by value
+
+
+def test_a_call_repeated_on_a_page_renders_and_counts_each_time():
+    from collections import Counter
+
+    from pyterrier_fandom_colbert.data.templates import FALLBACK_COUNT, all_positional
+    from pyterrier_fandom_colbert.data.wikiguard import GONE_MARKUP
+
+    taken = []
+
+    def on_infobox(call, at_top):
+        taken.append(call.name)
+        return call.name == "infobox x"
+
+    counts: Counter = Counter()
+    text = "{{convert|1|km}} or {{convert|1|km}}; {{Gem|Ruby}} {{Gem|Ruby}}\n{{Infobox x|a=1}}\n{{Infobox x|a=1}}"
+    out = render_templates(text, "T", on_infobox, all_positional, counts=counts)
+    assert out.split("\n")[0] == "1 km (0.62 mi) or 1 km (0.62 mi); Ruby Ruby"
+    assert out.split("\n")[1:] == [GONE_MARKUP, GONE_MARKUP]
+    assert counts["convert"] == 2 and counts[FALLBACK_COUNT] == 2
+    assert taken.count("infobox x") == 2  # every infobox call reaches the callback (its facts are read)

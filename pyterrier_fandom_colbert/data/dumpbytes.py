@@ -13,7 +13,7 @@ import queue
 import threading
 import zlib
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Generator, Optional
 
 __all__ = ["CHUNK_BYTES", "DumpError", "xml_chunks"]
 
@@ -40,7 +40,7 @@ class _Counter:
         self.bytes = 0
 
 
-def _file_chunks(path: Path, opener, counter: _Counter) -> Iterator[bytes]:
+def _file_chunks(path: Path, opener, counter: _Counter) -> Generator[bytes, None, None]:
     with open(path, "rb") as raw:
         f = opener(raw) if opener else raw
         try:
@@ -59,10 +59,24 @@ def _file_chunks(path: Path, opener, counter: _Counter) -> Iterator[bytes]:
                 f.close()
 
 
-def _7z_chunks(path: Path, counter: _Counter) -> Iterator[bytes]:
-    """Decompress the single ``.xml`` member of a 7z archive in a worker thread, yielding chunks as they come."""
+class _Cancelled(Exception):
+    """The reading side has stopped: the 7z worker's extraction ends."""
+
+
+def _put(chunks: queue.Queue, stop: threading.Event, item) -> bool:
+    """Put ``item`` on the queue, waiting while it is full; False (not put) once ``stop`` is set."""
+    while not stop.is_set():
+        try:
+            chunks.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _open_7z(path: Path):
+    """The open archive and the name of its one ``.xml`` member (DumpError otherwise)."""
     import py7zr
-    from py7zr.io import Py7zIO, WriterFactory
 
     try:
         archive = py7zr.SevenZipFile(path, mode="r")
@@ -72,26 +86,19 @@ def _7z_chunks(path: Path, counter: _Counter) -> Iterator[bytes]:
     if len(names) != 1:
         archive.close()
         raise DumpError(path, f"expected exactly one .xml file in the 7z archive, found {names}")
-    chunks: queue.Queue = queue.Queue(maxsize=2)
-    stop = threading.Event()
-    done = object()
+    return archive, names
 
-    class _Cancelled(Exception):
-        pass
+
+def _sink_factory(chunks: queue.Queue, stop: threading.Event):
+    """A py7zr writer factory whose files put what is written on ``chunks``, in pieces of CHUNK_BYTES."""
+    from py7zr.io import Py7zIO, WriterFactory
 
     class _Sink(Py7zIO):
         def write(self, s):
             view = memoryview(s)  # py7zr hands over one decompressed block (1 MiB of 7z data, ~15 MB of XML)
             for i in range(0, len(view), CHUNK_BYTES):
-                piece = bytes(view[i:i + CHUNK_BYTES])
-                while True:
-                    if stop.is_set():
-                        raise _Cancelled()
-                    try:
-                        chunks.put(piece, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
+                if not _put(chunks, stop, bytes(view[i:i + CHUNK_BYTES])):
+                    raise _Cancelled()
             return len(view)
 
         def read(self, size=None):
@@ -110,18 +117,23 @@ def _7z_chunks(path: Path, counter: _Counter) -> Iterator[bytes]:
         def create(self, filename):
             return _Sink()
 
+    return _Factory()
+
+
+def _7z_chunks(path: Path, counter: _Counter) -> Generator[bytes, None, None]:
+    """Decompress the single ``.xml`` member of a 7z archive in a worker thread, yielding chunks as they come."""
+    archive, names = _open_7z(path)
+    chunks: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+    done = object()
+
     def work():
         try:
-            archive.extract(targets=names, factory=_Factory())
+            archive.extract(targets=names, factory=_sink_factory(chunks, stop))
             item = done
         except BaseException as err:  # handed to the reading thread, which raises it
             item = err
-        while not stop.is_set():
-            try:
-                chunks.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+        _put(chunks, stop, item)
 
     worker = threading.Thread(target=work, name=f"7z:{path.name}", daemon=True)
     worker.start()
@@ -141,7 +153,7 @@ def _7z_chunks(path: Path, counter: _Counter) -> Iterator[bytes]:
         archive.close()
 
 
-def xml_chunks(path, counter: Optional[_Counter] = None) -> Iterator[bytes]:
+def xml_chunks(path, counter: Optional[_Counter] = None) -> Generator[bytes, None, None]:
     """The uncompressed bytes of a dump (``.xml``, ``.bz2``, ``.gz`` or ``.7z``, told apart by their first bytes)."""
     path, counter = Path(path), counter or _Counter()
     with open(path, "rb") as f:

@@ -23,8 +23,16 @@ from typing import List, Tuple
 
 from .templates import Call
 
-__all__ = ["MIN_NAMED", "DROP_KEY_RE", "is_infobox", "infobox_fields", "portable_infobox_fields", "humanise",
-           "keep_value", "facts_text"]
+__all__ = [
+    "DROP_KEY_RE",
+    "MIN_NAMED",
+    "facts_text",
+    "humanise",
+    "infobox_fields",
+    "is_infobox",
+    "keep_value",
+    "portable_infobox_fields",
+]
 
 #: named parameters a call at the top of a page needs to be taken for an infobox
 MIN_NAMED = 3
@@ -42,8 +50,8 @@ DROP_KEY_RE = re.compile(r"image|img|logo|photo|picture|icon|sprite|caption|^alt
                          r"style|class$|^width$|^height_px|upright|size$|^float$|^align|^embed|^child$|^module|"
                          r"^onlysource|italic.?title|^qid$|^wikidata|^footnotes?$|^nocat|^noicon|^theme$",
                          re.I)
-_FILE_VALUE_RE = re.compile(r"(?i)^(?:\[\[\s*)?(?:file|image)\s*:|\.(?:png|jpe?g|gif|svg|webp|bmp|tiff?|ogg|"
-                            r"mp3|mp4|webm)\s*(?:\|.*)?(?:\]\])?$|^\d+\s*(?:x\d+)?\s*px$|^#[0-9a-f]{3}(?:[0-9a-f]{3})?$"
+_FILE_VALUE_RE = re.compile(r"(?i)^(?:\[\[\s*)?(?:file|image)\s*:[^\[\]]*(?:\]\])?$|\.(?:png|jpe?g|gif|svg|webp|bmp|"
+                            r"tiff?|ogg|mp3|mp4|webm)\s*(?:\|[^\[\]\n]*)?(?:\]\])?$|^\d+\s*(?:x\d+)?\s*px$|^#[0-9a-f]{3}(?:[0-9a-f]{3})?$"
                             r"|^(?:yes|no|none|n/a|-|\u2014|\?)$")
 _KEY_SPLIT_RE = re.compile(r"(?<=[a-z])(?=[A-Z])|[_\s-]+")
 
@@ -74,7 +82,13 @@ def humanise(key: str) -> str:
 
 
 def keep_value(value: str) -> bool:
-    """False for file names, pixel sizes, colour codes and empty or placeholder values."""
+    """False for file names and file links, pixel sizes, colour codes and empty or placeholder values. A value
+    with text beside its pictures (``* [[File:a.png|30px]] Ann``, a list of icons and names) is kept: its
+    cleaned text is checked again.
+
+    >>> keep_value("[[File:a.png|200px]]"), keep_value("b.jpg"), keep_value("*[[File:a.png|30px]]Ann")
+    (False, False, True)
+    """
     value = value.strip()
     return bool(value) and not _FILE_VALUE_RE.search(value)
 

@@ -22,7 +22,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, cast
 
 import ir_datasets
 from ir_datasets.formats import BaseDocPairs, BaseDocs, BaseQrels, BaseQueries, GenericDocPair, GenericQrel
@@ -33,9 +33,24 @@ from ..storage import atomic_folder, atomic_path, write_json
 from .passages import READER_VERSION, DumpStats, Passage, PassageConfig, dump_passages
 from .qa_formats import SPLITS, QAQuery, QARelease, SquadDoc, page_splits, read_qa_json, read_squad, read_tsv_release
 
-__all__ = ["WIKIS", "SPLITS", "QAQuery", "SquadDoc", "DumpUnavailableError", "dump_url", "page_splits",
-           "fandom_dataset", "qa_json_dataset", "tsv_release_dataset", "squad_dataset", "register_fandom_wiki",
-           "register_qa_release", "register_squad", "register", "SAMPLE_DIR"]
+__all__ = [
+    "SAMPLE_DIR",
+    "SPLITS",
+    "WIKIS",
+    "DumpUnavailableError",
+    "QAQuery",
+    "SquadDoc",
+    "dump_url",
+    "fandom_dataset",
+    "page_splits",
+    "qa_json_dataset",
+    "register",
+    "register_fandom_wiki",
+    "register_qa_release",
+    "register_squad",
+    "squad_dataset",
+    "tsv_release_dataset",
+]
 
 #: study wiki -> Fandom database name (``marvel`` is the Marvel Database, ``enmarveldatabase``)
 WIKIS = {"dc": "dc", "elderscrolls": "elderscrolls", "harrypotter": "harrypotter", "marvel": "enmarveldatabase",
@@ -75,7 +90,7 @@ class _Source:
         return _MemoryDocstore(self.data.docs)
 
     def in_split(self, query_id: str, split: Optional[str]) -> bool:
-        return split is None or self.data.page_split[self.data.query_page[query_id]] == split
+        return split is None or cast(dict, self.data.page_split)[self.data.query_page[query_id]] == split
 
 
 class _SliceableIter:

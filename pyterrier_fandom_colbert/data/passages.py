@@ -53,15 +53,28 @@ from .wikidump import (
     skip_reason,
 )
 
-__all__ = ["PassageConfig", "Passage", "DumpStats", "EmptyDumpError", "READER_VERSION", "DEFAULT_SKIP_SECTIONS",
-           "split_sentences", "section_paragraphs", "drop_sections", "text_passages", "facts_passages",
-           "page_passages", "dump_passages"]
+__all__ = [
+    "DEFAULT_SKIP_SECTIONS",
+    "READER_VERSION",
+    "DumpStats",
+    "EmptyDumpError",
+    "Passage",
+    "PassageConfig",
+    "drop_sections",
+    "dump_passages",
+    "facts_passages",
+    "page_passages",
+    "section_paragraphs",
+    "split_sentences",
+    "text_passages",
+]
 
 #: version of what the dump reader makes of a page (cleaning, templates, tables, infoboxes, sections, splitting).
 #: Recorded with every dump-built corpus and search folder; raised whenever the same dump would give different
 #: passages, so that older builds are known to need rebuilding. 1: until templates, tables and infoboxes were
-#: read (no version recorded); 2: they are.
-READER_VERSION = 2
+#: read (no version recorded); 2: they are; 3: templates used as table or list rows are rows, infobox values that
+#: list pictures with names keep the names.
+READER_VERSION = 3
 #: sections left out by default (compared case-insensitively): references, links and galleries, not content
 DEFAULT_SKIP_SECTIONS = ("references", "notes", "notes and references", "footnotes", "citations", "works cited",
                          "sources", "bibliography", "further reading", "external links", "external link", "links",
@@ -73,8 +86,10 @@ logger = logging.getLogger(__name__)
 _HEADING_RE = re.compile(r"^(={1,6}) (.*) \1$")
 _END_RE = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
 _BOUNDARY_RE = re.compile(r"(?<![.!?])[.!?]+[\"'\u201d\u2019)\]]*\s+")  # from a run's start: linear time
-_ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e no nos vol lt col gen sgt capt prof mt ft approx ca "
-                           "fig inc ltd co cf al ed pp".split())
+_ABBREVIATIONS = frozenset({
+    "al", "approx", "ca", "capt", "cf", "co", "col", "dr", "e.g", "ed", "etc", "fig", "ft", "gen", "i.e", "inc", "jr",
+    "lt", "ltd", "mr", "mrs", "ms", "mt", "no", "nos", "pp", "prof", "sgt", "sr", "st", "vol", "vs",
+})
 
 
 _UNKNOWN_RULES = {"positional": all_positional, "first": first_positional, "drop": None}
@@ -229,7 +244,7 @@ def section_paragraphs(clean_text: str) -> list[tuple[str, list[list[str]]]]:
             current.clear()
 
     for line in clean_text.split("\n"):
-        m = _HEADING_RE.match(line)
+        m = _HEADING_RE.match(line) if line[:1] == "=" else None  # (a heading line starts with "=")
         if m:
             end_paragraph()
             sections.append((m.group(2).strip(), []))
@@ -251,7 +266,7 @@ def drop_sections(clean_text: str, headings) -> str:
         return clean_text
     out, skipping = [], 0  # skipping: the level of the dropped heading, 0 when keeping
     for line in clean_text.split("\n"):
-        m = _HEADING_RE.match(line)
+        m = _HEADING_RE.match(line) if line[:1] == "=" else None  # (a heading line starts with "=")
         if m:
             level = len(m.group(1))
             if skipping and level > skipping:
@@ -272,18 +287,23 @@ def _join_heading(heading: str, text: str) -> str:
 def _cut(sentences: list[str], config: PassageConfig) -> list[list[str]]:
     """Group sentences into ``n`` chunks of near-equal word counts, none over ``max_words``."""
     units: list[str] = []
+    counts: list[int] = []  # words of each unit (split once)
     for s in sentences:  # a sentence over max_words is cut at word boundaries first
         words = s.split()
         if len(words) > config.max_words:
             k = math.ceil(len(words) / config.target_words)
             step = math.ceil(len(words) / k)
-            units.extend(" ".join(words[i:i + step]) for i in range(0, len(words), step))
+            for i in range(0, len(words), step):
+                units.append(" ".join(words[i:i + step]))
+                counts.append(len(words[i:i + step]))
         else:
             units.append(s)
-    counts = [_words(u) for u in units]
+            counts.append(len(words))
     total = sum(counts)
     n = max(1, round(total / config.target_words), math.ceil(total / config.max_words))
-    chunks, current, size, done, j = [], [], 0, 0, 1
+    chunks: list[list[str]] = []
+    current: list[str] = []
+    size, done, j = 0, 0, 1
     for unit, w in zip(units, counts):
         ideal = j * total / n
         if current and (size + w > config.max_words or (j < n and abs(done + w - ideal) > abs(done - ideal))):
@@ -392,7 +412,7 @@ def page_passages(site: SiteInfo, page: WikiPage, config: PassageConfig = Passag
 
 
 def _prose_words(clean_text: str) -> int:
-    return sum(_words(line) for line in clean_text.split("\n") if not _HEADING_RE.match(line))
+    return sum(_words(line) for line in clean_text.split("\n") if not (line[:1] == "=" and _HEADING_RE.match(line)))
 
 
 def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional[DumpStats] = None,

@@ -18,8 +18,18 @@ from ir_datasets.formats import GenericDocPair, GenericQrel, GenericQuery
 
 from .passages import Passage
 
-__all__ = ["SPLITS", "SPLIT_FRACTIONS", "SPLIT_SEED", "QAQuery", "SquadDoc", "QARelease", "page_splits",
-           "read_qa_json", "read_tsv_release", "read_squad"]
+__all__ = [
+    "SPLITS",
+    "SPLIT_FRACTIONS",
+    "SPLIT_SEED",
+    "QAQuery",
+    "QARelease",
+    "SquadDoc",
+    "page_splits",
+    "read_qa_json",
+    "read_squad",
+    "read_tsv_release",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -156,7 +166,8 @@ def read_tsv_release(folder: Path, wiki: str) -> QARelease:
         doc_page[pid] = wid
     queries = [GenericQuery(qid, text) for qid, text in _read_tsv(folder / "queries.tsv", 2)]
     known = {d.doc_id for d in docs}
-    qrel_pairs, query_doc = {}, {}
+    qrel_pairs: dict = {}
+    query_doc: dict = {}
     triples = _read_tsv(folder / "triples.tsv", 3)
     for pos, _neg, pid in triples:
         if pid not in known:

@@ -19,13 +19,24 @@ import functools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, cast
 
 from .wikiguard import GONE_MARKUP
 
-__all__ = ["Call", "RENDERERS", "MAX_DEPTH", "render_templates", "template_name", "parse_call", "convert",
-           "first_positional", "all_positional"]
+__all__ = [
+    "MAX_DEPTH",
+    "RENDERERS",
+    "Call",
+    "all_positional",
+    "convert",
+    "first_positional",
+    "parse_call",
+    "render_templates",
+    "template_name",
+]
 
+#: the key under which ``render_templates`` counts the calls its ``fallback`` rendered
+FALLBACK_COUNT = "(unknown, by the fallback)"
 #: rounds of innermost-first rendering (MediaWiki's own expansion limit is 40; fact templates nest 1-3 deep)
 MAX_DEPTH = 8
 _CALL_RE = re.compile(r"(?<!\{)\{\{(?!\{)([^{}]*)\}\}")
@@ -37,11 +48,14 @@ _NAME_SPACE_RE = re.compile(r"[\s_]+")
 @dataclass
 class Call:
     """One template call: its normalised name, positional arguments (``1=`` counts as the first) and named ones
-    (keys stripped, values raw), and whether it sits inside a line of text (``inline``)."""
+    (keys stripped, values raw), whether it sits inside a line of text (``inline``), and whether it is a row
+    call (``row``: alone on its line among calls of the same template or before a table's row separator or end,
+    :func:`row_templates`)."""
     name: str
     args: List[str] = field(default_factory=list)
     named: Dict[str, str] = field(default_factory=dict)
     inline: bool = True
+    row: bool = False
 
     def arg(self, i: int, default: str = "") -> str:
         """The i-th positional argument (from 0), stripped."""
@@ -93,7 +107,7 @@ def parse_call(inner: str, inline: bool = True) -> Call:
     head = parts[0]
     name, colon, rest = head.partition(":")
     if colon and (name.strip().startswith("#") or name.strip().isupper()):  # {{#if:...}}, {{DISPLAYTITLE:x}}
-        return Call(template_name(name), [rest] + parts[1:], {}, inline)
+        return Call(template_name(name), [rest, *parts[1:]], {}, inline)
     call = Call(template_name(head), [], {}, inline)
     numbered: Dict[int, str] = {}
     for part in parts[1:]:
@@ -173,8 +187,8 @@ DEFAULT_TARGET = {"m": "ft", "cm": "in", "mm": "in", "km": "mi", "ft": "m", "in"
                   "mph": "km/h", "m/s": "ft/s", "ft/s": "m/s", "kn": "km/h", "W": "hp", "kW": "hp", "MW": "hp",
                   "hp": "kW", "PS": "kW", "°C": "°F", "°F": "°C", "K": "°C"}
 _SHOWN_TO_UNIT = {shown: name for name, (_, _, shown) in reversed(list(UNITS.items()))}
-_RANGE_WORDS = {"-": "–", "–": "–", "to": " to ", "and": " and ", "or": " or ", "x": " × ", "by": " by ",
-                "+/-": " ± ", "to(-)": " to ", "and(-)": " and "}
+_RANGE_WORDS = {"-": "\u2013", "\u2013": "\u2013", "to": " to ", "and": " and ", "or": " or ", "x": " \u00d7 ",
+                "by": " by ", "+/-": " ± ", "to(-)": " to ", "and(-)": " and "}
 
 
 def _unit(name: str):
@@ -205,7 +219,7 @@ def _converted(values: List[float], uncertainty: float, unit, target: str, preci
         for x in values:
             inches = round(x / 0.0254)
             shown.append(f"{inches // 12} ft {inches % 12} in")
-        return "–".join(shown)
+        return "\u2013".join(shown)
     out = _unit(_SHOWN_TO_UNIT.get(target, target))
     if out is None or out[0] != unit[0]:
         return None
@@ -216,11 +230,12 @@ def _converted(values: List[float], uncertainty: float, unit, target: str, preci
         biggest = max((abs(x) for x in xs), default=0.0)
         if biggest > 0:  # at least two significant figures
             precision = max(precision, 1 - math.floor(math.log10(biggest)))
-    return "–".join(_format(x, precision) for x in xs) + " " + out[2]
+    return "\u2013".join(_format(x, precision) for x in xs) + " " + out[2]
 
 
 def convert(call: Call) -> Optional[str]:
-    """``{{convert|6|ft|4|in|m}}`` -> ``6 ft 4 in (1.93 m)``; ``{{convert|5|-|10|km}}`` -> ``5–10 km (3.1–6.2 mi)``.
+    """``{{convert|6|ft|4|in|m}}`` -> ``6 ft 4 in (1.93 m)``; ``{{convert|5|-|10|km}}`` ->
+    ``5\u201310 km (3.1\u20136.2 mi)`` (en dashes).
 
     Forms: a value and unit; two values joined by a range word (``-``, ``to``, ``and``, ``or``, ``x``, ``by``,
     ``+/-``); a compound input (``6|ft|4|in``, ``11|st|2|lb``). Then an optional target unit (several separated
@@ -247,7 +262,7 @@ def convert(call: Call) -> Optional[str]:
     unit = _unit(unit_name)
     if unit is None:
         return f"{shown_in} {unit_name}".strip()
-    base = [_to_base(_number(v), unit) for v in values]
+    base = [_to_base(cast(float, _number(v)), unit) for v in values]  # (numbers: checked above)
     uncertainty = 10.0 ** -_decimals(values[-1]) * unit[1]
     shown_in = f"{shown_in} {unit[2]}"
     while len(values) == 1 and i + 1 < len(a) and _number(a[i]) is not None and _unit(a[i + 1]) is not None \
@@ -259,7 +274,7 @@ def convert(call: Call) -> Optional[str]:
         i += 2
     targets = a[i].split() if i < len(a) and a[i] and _number(a[i]) is None else []
     i += bool(targets)
-    precision = int(_number(a[i])) if i < len(a) and _number(a[i]) is not None else None
+    precision = int(cast(float, _number(a[i]))) if i < len(a) and _number(a[i]) is not None else None
     targets = targets or [{"in": "cm", "ft": "m"}.get(unit[2], DEFAULT_TARGET.get(unit[2], ""))]
     outs = [o for o in (_converted(base, uncertainty, unit, t, precision) for t in targets) if o]
     if not outs:
@@ -282,7 +297,7 @@ def _height(call: Call) -> Optional[str]:
         return convert(Call("convert", [metric[0][1], metric[0][0], "ftin"]))
     if imperial:
         args = [x for pair in imperial for x in pair[::-1]]
-        return convert(Call("convert", args + ["m" if imperial[0][0] == "ft" else "cm"]))
+        return convert(Call("convert", [*args, "m" if imperial[0][0] == "ft" else "cm"]))
     return None
 
 
@@ -355,10 +370,13 @@ def _age(call: Call) -> Optional[str]:
 # ----------------------------------------------------------------------------------------------- text templates
 
 #: ``{{lang-xx|text}}`` -> ``Language: text`` for these codes; others give the text alone
-LANGUAGES = dict(x.split("=") for x in (
-    "ar=Arabic de=German el=Greek es=Spanish fi=Finnish fr=French ga=Irish he=Hebrew hi=Hindi it=Italian ja=Japanese "
-    "ko=Korean la=Latin nl=Dutch no=Norwegian pl=Polish pt=Portuguese ru=Russian sv=Swedish tr=Turkish uk=Ukrainian "
-    "zh=Chinese cy=Welsh da=Danish is=Icelandic cs=Czech hu=Hungarian grc=Ancient_Greek ang=Old_English").split())
+LANGUAGES = {
+    "ar": "Arabic", "de": "German", "el": "Greek", "es": "Spanish", "fi": "Finnish", "fr": "French", "ga": "Irish",
+    "he": "Hebrew", "hi": "Hindi", "it": "Italian", "ja": "Japanese", "ko": "Korean", "la": "Latin", "nl": "Dutch",
+    "no": "Norwegian", "pl": "Polish", "pt": "Portuguese", "ru": "Russian", "sv": "Swedish", "tr": "Turkish",
+    "uk": "Ukrainian", "zh": "Chinese", "cy": "Welsh", "da": "Danish", "is": "Icelandic", "cs": "Czech",
+    "hu": "Hungarian", "grc": "Ancient_Greek", "ang": "Old_English",
+}
 
 
 def _joined(*parts: str, sep: str = ", ") -> str:
@@ -390,7 +408,7 @@ def _marriage(call: Call) -> Optional[str]:
     """``{{marriage|Ann|1990|2000|end=div}}`` -> ``Ann (m. 1990; div. 2000)``."""
     start, end = call.arg(1), call.arg(2)
     how = call.get("end", "reason")
-    years = f"m. {start}" + (f"; {how.rstrip('.')}. {end}" if how and end else f"–{end}" if end else "")
+    years = f"m. {start}" + (f"; {how.rstrip('.')}. {end}" if how and end else f"\u2013{end}" if end else "")
     return f"{call.arg(0)} ({years})" if start else call.arg(0) or None
 
 
@@ -401,8 +419,8 @@ def _list(call: Call) -> Optional[str]:
 
 
 def _val(call: Call) -> Optional[str]:
-    """``{{val|1.23|u=m}}`` -> ``1.23 m``; ``{{val|6.02|e=23}}`` -> ``6.02×10^23``."""
-    value = call.arg(0) + (f"×10^{call.get('e')}" if call.get("e") else "")
+    """``{{val|1.23|u=m}}`` -> ``1.23 m``; ``{{val|6.02|e=23}}`` -> ``6.02\u00d710^23``."""
+    value = call.arg(0) + (f"\u00d710^{call.get('e')}" if call.get("e") else "")
     return _joined(value, call.get("u", "ul"), sep=" ") or None
 
 
@@ -467,8 +485,8 @@ _register("flagicon,flag icon,flagdeco,flag deco,flagicon image,flagicon2,countr
 _register("!", _constant("|"))
 _register("=", _constant("="))
 RENDERERS["'"] = _constant("'")
-_register("snd,spnd,sndash,spaced ndash,spaced en dash,spd", _constant(" – "))
-_register("ndash,–,en dash", _constant("–"))
+_register("snd,spnd,sndash,spaced ndash,spaced en dash,spd", _constant(" \u2013 "))
+_register("ndash,\u2013,en dash", _constant("\u2013"))
 _register("mdash,—,em dash", _constant("—"))
 _register("nbsp,space,sp", _constant(" "))
 _register("·,dot,middot,dot separator", _constant(" · "))
@@ -477,17 +495,19 @@ _register("pagename,fullpagename,basepagename,subpagename,pagenamee", _title)
 
 #: inline templates whose arguments are not visible text (references, pronunciation, maintenance tags, files):
 #: the general rule for unknown templates leaves them out, as it does parser functions (``{{#expr:...}}``)
-NOT_TEXT_TEMPLATES = frozenset(
-    "sfn|sfnp|sfnm|efn|efn-ua|efn-lr|refn|r|rp|ref|note|nb|harv|harvnb|harvp|harvtxt|ipa|ipac-en|ipa-en|respell|"
-    "audio|pronunciation|coord|citation needed|cn|fact|dubious|clarify|when|who|which|by whom|verify|"
-    "better source|page needed|sic|anchor|visible anchor|main|see also|further|about|for|redirect|hatnote|"
-    "distinguish|short description|file|image|icon|sprite|img|citation|cite".split("|"))
+NOT_TEXT_TEMPLATES = frozenset({
+    "about", "anchor", "audio", "better source", "by whom", "citation", "citation needed", "cite", "clarify", "cn",
+    "coord", "distinguish", "dubious", "efn", "efn-lr", "efn-ua", "fact", "file", "for", "further", "harv", "harvnb",
+    "harvp", "harvtxt", "hatnote", "icon", "image", "img", "ipa", "ipa-en", "ipac-en", "main", "nb", "note",
+    "page needed", "pronunciation", "r", "redirect", "ref", "refn", "respell", "rp", "see also", "sfn", "sfnm",
+    "sfnp", "short description", "sic", "sprite", "verify", "visible anchor", "when", "which", "who",
+})
 _NOT_TEXT_PREFIXES = ("#", "cite ", "ipa", "audio", "lang-", "infobox", "navbox", "citation")
 _FILE_ARG_RE = re.compile(r"(?i)\.(?:png|jpe?g|gif|svg|webp|ogg|mp3|mp4|webm)\s*$|^\d+\s*px$")
 
 
 def _text_args(call: Call) -> List[str]:
-    if not call.inline or call.name in NOT_TEXT_TEMPLATES or call.name.startswith(_NOT_TEXT_PREFIXES):
+    if not (call.inline or call.row) or call.name in NOT_TEXT_TEMPLATES or call.name.startswith(_NOT_TEXT_PREFIXES):
         return []
     return [a.strip() for a in call.args if a.strip() and not _FILE_ARG_RE.search(a.strip())]
 
@@ -503,8 +523,46 @@ def all_positional(call: Call) -> Optional[str]:
     """The general rule for unknown templates that the reader uses (docs/data.md has the measurement): the
     positional arguments of an inline call joined by spaces, named ones dropped (exceptions as
     :func:`first_positional`). ``{{Bag2|Yellow Shard}}`` -> ``Yellow Shard``, ``{{VA|Ann Lee|en}}`` ->
-    ``Ann Lee en``."""
-    return " ".join(_text_args(call)) or None
+    ``Ann Lee en``. A row call (a template used as a table or list row, :func:`row_templates`) shows them as a
+    row: ``{{LootRow|Old Cave|Rare}}`` -> ``Old Cave; Rare.``"""
+    args = _text_args(call)
+    if call.row and args:
+        # a line break in a cell: a comma, so the row stays one line; separators left by removed markup go
+        row = "; ".join(c for c in (_BR_RE.sub(", ", a).strip(" ,;" + GONE_MARKUP) for a in args) if c)
+        return (row if row[-1] in ".!?" else row + ".") if row else None
+    return " ".join(args) or None
+
+
+_BR_RE = re.compile(r"[ \t]*<br\s*/?\s*>[ \t]*", re.I)  # with the spaces around it
+_LINE_CALL_RE = re.compile(r"^[ \t]*\{\{([^{}|\n]*)(.*)$", re.M)
+_ROW_END_RE = re.compile(r"[ \t]*\|[-}]")
+
+
+def row_templates(wikitext: str) -> frozenset:
+    """Names (lookup forms) of the templates a page uses as rows of a table or list: a call alone on its line
+    (``{{Name|...}}``) next to a line that is a call of the same template alone on its line, or before a table's
+    row separator or end (``|-``, ``|}``: a table whose start another template supplies). Such calls render as
+    rows (:func:`all_positional`) although they are not inline.
+
+    >>> sorted(row_templates("{{Head|x}}\\n{{Row|a|b}}\\n{{Row|c|{{d}}}}\\n|}\\n{{Note|e}}\\n{{Single|f}}\\n|}"))
+    ['row', 'single']
+    """
+    if "\n" not in wikitext or "{{" not in wikitext:
+        return frozenset()
+    lines: Dict[int, str] = {}  # line start -> name of the call alone on that line
+    ends: Dict[int, int] = {}  # line start -> the next line's start
+    for m in _LINE_CALL_RE.finditer(wikitext):
+        if m.group(2).rstrip().endswith("}}"):
+            lines[m.start()] = template_name(m.group(1))
+            ends[m.start()] = m.end() + 1
+    rows = set()
+    for start, name in lines.items():
+        after = ends[start]
+        if name in rows or name in RENDERERS or name in NOT_TEXT_TEMPLATES or name.startswith(_NOT_TEXT_PREFIXES):
+            continue
+        if lines.get(after) == name or _ROW_END_RE.match(wikitext, after):
+            rows.add(name)
+    return frozenset(rows)
 
 
 _LEAD_RE = re.compile(rf"(?:\s+|{GONE_MARKUP}|<!--.*?-->|__[A-Z]+__|\[\[(?i:file|image|category):[^\[\]]*\]\])*",
@@ -518,35 +576,59 @@ def render_templates(wikitext: str, title: str = "", on_infobox: Optional[Callab
     ones. ``on_infobox(call, at_top)`` is asked about every call no renderer knows (``at_top``: only markup
     before it on the page) and returns True when it took the call as an infobox (then removed); ``fallback``
     renders the rest (None: removed). ``{{PAGENAME}}`` is ``title``. ``counts`` (a Counter), when given, counts
-    the calls a renderer of the table turned into text, by name. Linear time in the text's length for a fixed
-    ``max_depth``; the input's own GONE_MARKUP characters are removed first.
+    the calls a renderer of the table turned into text, by name, and those ``fallback`` turned into text under
+    :data:`FALLBACK_COUNT` (a call repeated on the page counts each time, although it is rendered once).
+    Linear time in the text's length for a fixed ``max_depth``; the input's own GONE_MARKUP characters are
+    removed first.
     """
     text = wikitext.replace(GONE_MARKUP, "")
+    rows = row_templates(text)
+    # the same call in the same place (inline or not, at the top or not) renders the same: rendered once a page
+    # (value: the text and the name to count); an infobox's or disambiguation template's call is not kept, so
+    # that ``on_infobox`` sees every one
+    done: Dict[tuple, tuple] = {}
     for _ in range(max_depth):
         if "{{" not in text:
             break
-        top = _LEAD_RE.match(text).end()
+        lead = _LEAD_RE.match(text)  # (matches everywhere: every part of it is optional)
+        top = lead.end() if lead else 0
 
         def render(m: re.Match, text: str = text, top: int = top) -> str:
             inner, start, end = m.group(1), m.start(), m.end()
             inline = "\n" not in inner and ((start > 0 and text[start - 1] not in "\n") or
                                             (end < len(text) and text[end] not in "\n"))
+            key = (inner, inline, start <= top)
+            seen = done.get(key)
+            if seen is not None:
+                if seen[1] is not None and counts is not None:
+                    counts[seen[1]] += 1
+                return seen[0]
+            out, counted = _render_call(inner, inline, start <= top)
+            if out is not None:
+                done[key] = (out, counted)
+                if counted is not None and counts is not None:
+                    counts[counted] += 1
+                return out
+            return GONE_MARKUP
+
+        def _render_call(inner: str, inline: bool, at_top: bool) -> tuple:
+            """(text, name to count) of a call; (None, None) for an infobox's (GONE_MARKUP, not kept)."""
             call = parse_call(inner, inline) if "|" in inner or ":" in inner else Call(template_name(inner), [], {},
                                                                                       inline)
             renderer = RENDERERS.get(call.name)
             if renderer is _title:
-                return title or GONE_MARKUP
+                return title or GONE_MARKUP, None
             if renderer is not None:
                 out = renderer(call)
                 if out is None or not out.strip():
-                    return GONE_MARKUP
-                if counts is not None:
-                    counts[call.name] += 1
-                return out
-            if on_infobox is not None and on_infobox(call, start <= top):
-                return GONE_MARKUP
+                    return GONE_MARKUP, None
+                return out, call.name
+            if on_infobox is not None and on_infobox(call, at_top):
+                return None, None
+            if not inline and call.name in rows and "\n" not in inner:  # (not inline: alone on its line)
+                call.row = True
             out = fallback(call) if fallback is not None else None
-            return GONE_MARKUP if out is None or not out.strip() else out
+            return (GONE_MARKUP, None) if out is None or not out.strip() else (out, FALLBACK_COUNT)
 
         text, n = _CALL_RE.subn(render, text)
         if not n:

@@ -24,7 +24,7 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional, cast
 
 from .dumpbytes import DumpError, _Counter, xml_chunks
 from .infobox import infobox_fields, is_infobox, keep_value, portable_infobox_fields
@@ -33,23 +33,42 @@ from .wikiguard import DROP_TAGS as _DROP_TAGS
 from .wikiguard import GONE_MARKUP, fallback_render, neutralise, neutralise_lines, neutralise_piece
 from .wikitables import drop_empty_cells, tables_to_text
 
-__all__ = ["DumpError", "SiteInfo", "WikiPage", "iter_pages", "xml_chunks", "clean_wikitext", "clean_page",
-           "CleanPage", "PageText", "read_page", "skip_reason", "is_translation", "DEFAULT_MAX_PAGE_CHARS",
-           "DEFAULT_TIME_BUDGET", "DISAMBIGUATION_TEMPLATES"]
+__all__ = [
+    "DEFAULT_MAX_PAGE_CHARS",
+    "DEFAULT_TIME_BUDGET",
+    "DISAMBIGUATION_TEMPLATES",
+    "CleanPage",
+    "DumpError",
+    "PageText",
+    "SiteInfo",
+    "WikiPage",
+    "clean_page",
+    "clean_wikitext",
+    "is_translation",
+    "iter_pages",
+    "read_page",
+    "skip_reason",
+    "xml_chunks",
+]
 
 # ISO 639-1 codes (plus a few 3-letter codes MediaWiki uses): "Title/de" translation subpages, "[[de:Titel]]" links
-_LANGS = frozenset("""
-aa ab ae af ak am an ar as av ay az ba be bg bh bi bm bn bo br bs ca ce ch co cr cs cu cv cy da de dv dz ee el en eo
-es et eu fa ff fi fj fo fr fy ga gd gl gn gu gv ha he hi ho hr ht hu hy hz ia id ie ig ii ik io is it iu ja jv ka kg
-ki kj kk kl km kn ko kr ks ku kv kw ky la lb lg li ln lo lt lu lv mg mh mi mk ml mn mr ms mt my na nb nd ne ng nl nn
-no nr nv ny oc oj om or os pa pi pl ps pt qu rm rn ro ru rw sa sc sd se sg si sk sl sm sn so sq sr ss st su sv sw ta
-te tg th ti tk tl tn to tr ts tt tw ty ug uk ur uz ve vi vo wa wo xh yi yo za zh zu
-ast bcc ckb dsb hsb ksh lzh nan nds sco yue
-""".split())
+_LANGS = frozenset({
+    "aa", "ab", "ae", "af", "ak", "am", "an", "ar", "as", "ast", "av", "ay", "az", "ba", "bcc", "be", "bg", "bh",
+    "bi", "bm", "bn", "bo", "br", "bs", "ca", "ce", "ch", "ckb", "co", "cr", "cs", "cu", "cv", "cy", "da", "de",
+    "dsb", "dv", "dz", "ee", "el", "en", "eo", "es", "et", "eu", "fa", "ff", "fi", "fj", "fo", "fr", "fy", "ga", "gd",
+    "gl", "gn", "gu", "gv", "ha", "he", "hi", "ho", "hr", "hsb", "ht", "hu", "hy", "hz", "ia", "id", "ie", "ig", "ii",
+    "ik", "io", "is", "it", "iu", "ja", "jv", "ka", "kg", "ki", "kj", "kk", "kl", "km", "kn", "ko", "kr", "ks", "ksh",
+    "ku", "kv", "kw", "ky", "la", "lb", "lg", "li", "ln", "lo", "lt", "lu", "lv", "lzh", "mg", "mh", "mi", "mk", "ml",
+    "mn", "mr", "ms", "mt", "my", "na", "nan", "nb", "nd", "nds", "ne", "ng", "nl", "nn", "no", "nr", "nv", "ny",
+    "oc", "oj", "om", "or", "os", "pa", "pi", "pl", "ps", "pt", "qu", "rm", "rn", "ro", "ru", "rw", "sa", "sc", "sco",
+    "sd", "se", "sg", "si", "sk", "sl", "sm", "sn", "so", "sq", "sr", "ss", "st", "su", "sv", "sw", "ta", "te", "tg",
+    "th", "ti", "tk", "tl", "tn", "to", "tr", "ts", "tt", "tw", "ty", "ug", "uk", "ur", "uz", "ve", "vi", "vo", "wa",
+    "wo", "xh", "yi", "yo", "yue", "za", "zh", "zu",
+})
 _LANG_RE = re.compile(r"([a-z]{2,3})(?:-[a-z0-9]{2,8})*")
 
 _FILE_NS = frozenset({"file", "image"})
-_BLOCK_TAGS = frozenset("p div li ul ol dl dt dd blockquote tr".split())
+_BLOCK_TAGS = frozenset({"p", "div", "li", "ul", "ol", "dl", "dt", "dd", "blockquote", "tr"})
 _HEADING_TAGS = {f"h{i}": i for i in range(1, 7)}
 _GONE = "\x00"  # stands for removed markup while rendering; lines holding only this vanish
 _MAGIC_RE = re.compile(r"__[A-Z]+__")
@@ -58,6 +77,10 @@ _TABLE_LINE_RE = re.compile(r"\s*(?:\{\||\||!)")
 _HTML_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 _LIST_RE = re.compile(r"^[*#:;]+\s*")
 _SPACE_RE = re.compile(r"[ \t\u00a0\u2009\u200b]+")
+_SPACE_RUN = "  "
+_ODD_SPACES_RE = re.compile("[\t\u00a0\u2009\u200b]")  # with _SPACE_RUN: where _SPACE_RE changes a line
+_LIST_MARKS = frozenset("*#:;")
+_BLANK_LINES_RE = re.compile(r"\n{3,}")
 
 
 @dataclass(frozen=True)
@@ -113,7 +136,7 @@ def _page(elem) -> WikiPage:
     text = (_child_text(rev, "text") if rev is not None else None) or ""
     revid = int(_child_text(rev, "id") or 0) if rev is not None else 0
     return WikiPage(title=_child_text(elem, "title") or "", ns=int(_child_text(elem, "ns") or 0),
-                    page_id=int(_child_text(elem, "id")), revid=revid, text=text,
+                    page_id=int(cast(str, _child_text(elem, "id"))), revid=revid, text=text,
                     redirect=redirect or text.lstrip()[:9].upper() == "#REDIRECT")
 
 
@@ -155,9 +178,9 @@ class _Pages:
                 root.clear()  # forget the pages already handed out
                 yield site, page
 
-    def _events(self) -> Iterator[tuple[str, ET.Element]]:
+    def _events(self) -> Iterator[tuple]:
         """Parser events, chunk by chunk; the events before a syntax error come out before the error does."""
-        parser = ET.XMLPullParser(events=("start", "end"))
+        parser: ET.XMLPullParser = ET.XMLPullParser(events=("start", "end"))
         chunks = xml_chunks(self.path, self._counter)
         try:
             for chunk in chunks:
@@ -196,7 +219,7 @@ def is_translation(title: str) -> bool:
     if not sep or not head:
         return False
     m = _LANG_RE.fullmatch(tail)
-    return bool(m) and m.group(1) in _LANGS
+    return m is not None and m.group(1) in _LANGS
 
 
 def skip_reason(page: WikiPage, namespaces=(0,), skip_translations: bool = True) -> Optional[str]:
@@ -276,7 +299,8 @@ def _render(nodes) -> str:
     out = []
     for node in nodes:
         if isinstance(node, n.Text):
-            out.append(_MAGIC_RE.sub("", node.value).replace(GONE_MARKUP, _GONE))
+            value = _MAGIC_RE.sub("", node.value) if "__" in node.value else node.value
+            out.append(value.replace(GONE_MARKUP, _GONE))
         elif isinstance(node, n.Wikilink):
             out.append(_link(node))
         elif isinstance(node, n.ExternalLink):
@@ -360,10 +384,20 @@ def _finish(raw: str) -> str:
             continue  # the line held only removed markup: drop it with its line break
         if _TABLE_LINE_RE.match(line):
             continue  # rows of a table whose start a template supplied
-        line = _HTML_RE.sub("", _QUOTES_RE.sub("", _tidy(line).replace(_GONE, "")))  # unbalanced tags stay as text
-        line = _LIST_RE.sub("", _SPACE_RE.sub(" ", line).strip())
+        # (each substitution only where its markup can be: most lines have none of it)
+        line = _tidy(line).replace(_GONE, "")
+        if "''" in line:
+            line = _QUOTES_RE.sub("", line)
+        if "<" in line:
+            line = _HTML_RE.sub("", line)  # unbalanced tags stay as text
+        if _SPACE_RUN in line or _ODD_SPACES_RE.search(line):
+            line = _SPACE_RE.sub(" ", line)
+        line = line.strip()
+        if line[:1] in _LIST_MARKS:
+            line = _LIST_RE.sub("", line)
         lines.append(line)
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    text = "\n".join(lines)
+    return (_BLANK_LINES_RE.sub("\n\n", text) if "\n\n\n" in text else text).strip()
 
 
 #: markup in a table's rows that needs the guard before the regular-expression cleaner: comments, dropped tags

@@ -25,21 +25,33 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
-__all__ = ["DROP_TAGS", "RAW_TAGS", "VOID_TAGS", "GONE_MARKUP", "neutralise", "neutralise_lines", "neutralise_piece",
-           "fallback_render"]
+__all__ = [
+    "DROP_TAGS",
+    "GONE_MARKUP",
+    "RAW_TAGS",
+    "VOID_TAGS",
+    "fallback_render",
+    "neutralise",
+    "neutralise_lines",
+    "neutralise_piece",
+]
 
 #: tags dropped with their contents
-DROP_TAGS = frozenset("""
-ref references gallery math chem ce score syntaxhighlight source script style noinclude includeonly timeline imagemap
-languages infobox categorytree inputbox dynamicpagelist dpl mapframe maplink graph templatedata table
-""".split())
+DROP_TAGS = frozenset({
+    "categorytree", "ce", "chem", "dpl", "dynamicpagelist", "gallery", "graph", "imagemap", "includeonly", "infobox",
+    "inputbox", "languages", "mapframe", "maplink", "math", "noinclude", "ref", "references", "score", "script",
+    "source", "style", "syntaxhighlight", "table", "templatedata", "timeline",
+})
 #: tags whose contents are not wikitext: not scanned for markup (``nowiki`` and ``pre`` keep their text)
-RAW_TAGS = frozenset("nowiki pre math chem ce score syntaxhighlight source script style timeline imagemap graph "
-                     "templatedata mapframe maplink inputbox categorytree dynamicpagelist dpl gallery".split())
+RAW_TAGS = frozenset({
+    "categorytree", "ce", "chem", "dpl", "dynamicpagelist", "gallery", "graph", "imagemap", "inputbox", "mapframe",
+    "maplink", "math", "nowiki", "pre", "score", "script", "source", "style", "syntaxhighlight", "templatedata",
+    "timeline",
+})
 #: tags that never have a closing tag
-VOID_TAGS = frozenset("br wbr hr meta link img".split())
+VOID_TAGS = frozenset({"br", "wbr", "hr", "meta", "link", "img"})
 #: what removed or neutralised markup becomes: a Unicode noncharacter (never in interchanged text; removed from the
 #: input first) that the parser keeps as text, and the renderer treats as removed markup
 GONE_MARKUP = "\ufdd0"
@@ -98,7 +110,9 @@ def _apply(text: str, edits: list, cuts: Sequence[int] = ()) -> list:
 def _pass_templates(text: str) -> str:
     """Pass 1: comments and raw/dropped tags located; templates matched brace-run against brace-run (three braces
     close an argument, two a template) and removed; unclosed comments, unmatched brace runs removed."""
-    edits, braces, regions = [], [], []
+    edits: list = []
+    braces: list = []
+    regions: list = []
     closers = _Closers(text)
     pos = 0
     while True:
@@ -113,52 +127,66 @@ def _pass_templates(text: str) -> str:
                 break
             pos = close.end()
         elif token[0] == "<":
-            tag = _OPEN_TAG_RE.match(text, start, min(len(text), start + MAX_TAG_CHARS))
-            name = tag.group(1).lower() if tag else ""
-            if tag is None or not (name in RAW_TAGS or name in DROP_TAGS):
-                pos = start + 1
-            elif tag.group(2) or name in VOID_TAGS:  # <ref name="x"/>
-                if name in DROP_TAGS:
-                    edits.append((start, tag.end(), GONE_MARKUP))
-                pos = tag.end()
-            else:
-                close = closers.find(name, tag.end())
-                if close is None:
-                    edits.append((start, tag.end(), GONE_MARKUP))
-                    pos = tag.end()
-                else:
-                    if name in DROP_TAGS:
-                        edits.append((start, close.end(), GONE_MARKUP))
-                    pos = close.end()
+            pos = _pass1_tag(text, start, closers, edits)
         elif token[0] == "{":
             braces.append([start, len(token)])
             pos = m.end()
         else:  # a run of closing braces
-            left, at = len(token), start
-            while left >= 2 and braces:
-                top = braces[-1]
-                n = 3 if top[1] >= 3 and left >= 3 else 2
-                top[1] -= n
-                left -= n
-                regions.append((top[0] + top[1], at + n))
-                at += n
-                if top[1] < 2:
-                    braces.pop()
-                    if top[1]:  # the odd brace of "{{{{a}}}}" or "{{{a}}": debris
-                        edits.append((top[0], top[0] + 1, GONE_MARKUP))
-            if left >= 2 or (left and at > start):  # stray "}}" (or the odd brace of a run that closed
-                edits.append((at, m.end(), GONE_MARKUP))  # something): debris of a template opened elsewhere
+            _close_braces(start, m.end(), braces, regions, edits)
             pos = m.end()
     edits.extend((start, start + count, GONE_MARKUP) for start, count in braces)  # openers that never closed
-    # matched templates: keep the outermost regions (inner ones close first, so sort and merge)
+    edits.extend((start, end, GONE_MARKUP) for start, end in _outermost(regions))
+    return _apply(text, edits)[0]
+
+
+def _pass1_tag(text: str, start: int, closers: _Closers, edits: list) -> int:
+    """Pass 1 at a tag opener: a dropped tag (with its contents, or alone when unclosed) becomes an edit; a raw
+    tag's contents are skipped. Returns where the scan goes on."""
+    tag = _OPEN_TAG_RE.match(text, start, min(len(text), start + MAX_TAG_CHARS))
+    name = tag.group(1).lower() if tag else ""
+    if tag is None or not (name in RAW_TAGS or name in DROP_TAGS):
+        return start + 1
+    if tag.group(2) or name in VOID_TAGS:  # <ref name="x"/>
+        if name in DROP_TAGS:
+            edits.append((start, tag.end(), GONE_MARKUP))
+        return tag.end()
+    close = closers.find(name, tag.end())
+    if close is None:
+        edits.append((start, tag.end(), GONE_MARKUP))
+        return tag.end()
+    if name in DROP_TAGS:
+        edits.append((start, close.end(), GONE_MARKUP))
+    return close.end()
+
+
+def _close_braces(start: int, end: int, braces: list, regions: list, edits: list) -> None:
+    """Pass 1 at a run of closing braces ``text[start:end]``: matched against the open runs on ``braces`` (three
+    close an argument, two a template; matched regions go to ``regions``), the rest is debris."""
+    left, at = end - start, start
+    while left >= 2 and braces:
+        top = braces[-1]
+        n = 3 if top[1] >= 3 and left >= 3 else 2
+        top[1] -= n
+        left -= n
+        regions.append((top[0] + top[1], at + n))
+        at += n
+        if top[1] < 2:
+            braces.pop()
+            if top[1]:  # the odd brace of "{{{{a}}}}" or "{{{a}}": debris
+                edits.append((top[0], top[0] + 1, GONE_MARKUP))
+    if left >= 2 or (left and at > start):  # stray "}}" (or the odd brace of a run that closed
+        edits.append((at, end, GONE_MARKUP))  # something): debris of a template opened elsewhere
+
+
+def _outermost(regions: list) -> list:
+    """Matched template regions without those inside others (inner ones close first, so sort and merge)."""
     merged: list = []
     for start, end in sorted(regions):
         if merged and start < merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    edits.extend((start, end, GONE_MARKUP) for start, end in merged)
-    return _apply(text, edits)[0]
+    return merged
 
 
 def _pass_links_and_tags(text: str, cut_every: Optional[int] = None) -> list:
@@ -168,7 +196,10 @@ def _pass_links_and_tags(text: str, cut_every: Optional[int] = None) -> list:
     comments, ``<nowiki>``/``<pre>`` and links opened less than ``MAX_LINK_CHARS`` before (where a parser may
     start afresh), or, after ``2 * cut_every`` characters without such a line break, outside comments and
     ``<nowiki>``/``<pre>`` only (a hostile page where links never close)."""
-    edits, links, urls, cuts = [], [], [], []
+    edits: list = []
+    links: List[int] = []
+    urls: List[int] = []
+    cuts: List[int] = []
     last_cut = 0
     tags: dict = {}
     closers = _Closers(text)
@@ -204,35 +235,46 @@ def _pass_links_and_tags(text: str, cut_every: Optional[int] = None) -> list:
         elif token[0] == "[":
             urls.append(start)
         elif token[1] == "/":
-            tag = _CLOSE_TAG_RE.match(text, start, min(len(text), start + MAX_TAG_CHARS))
-            if tag is None:
-                edits.append((start, start + 1, "&lt;"))
-            else:
-                stack = tags.get(tag.group(1).lower())
-                if stack:
-                    stack.pop()
-                pos = tag.end()
+            pos = _pass2_close_tag(text, start, pos, tags, edits)
         else:
-            tag = _OPEN_TAG_RE.match(text, start, min(len(text), start + MAX_TAG_CHARS))
-            if tag is None:
-                edits.append((start, start + 1, "&lt;"))
-                continue
-            name = tag.group(1).lower()
-            pos = tag.end()
-            if tag.group(2) or name in VOID_TAGS:
-                continue
-            if name in RAW_TAGS:  # nowiki / pre (pass 1 removed the others): contents are text
-                close = closers.find(name, tag.end())
-                if close is None:
-                    edits.append((start, tag.end(), GONE_MARKUP))
-                else:
-                    pos = close.end()
-                continue
-            tags.setdefault(name, []).append((start, tag.end()))
+            pos = _pass2_open_tag(text, start, pos, closers, tags, edits)
     edits.extend((s, s + 1, GONE_MARKUP) for s in urls)
     edits.extend((s, s + 2, GONE_MARKUP) for s in links)
     edits.extend((s, e, GONE_MARKUP) for stack in tags.values() for s, e in stack)
     return _apply(text, edits, cuts)
+
+
+def _pass2_close_tag(text: str, start: int, pos: int, tags: dict, edits: list) -> int:
+    """Pass 2 at ``</``: a closing tag closes the last open tag of its name; an incomplete one is made text.
+    Returns where the scan goes on (``pos``: just after the token)."""
+    tag = _CLOSE_TAG_RE.match(text, start, min(len(text), start + MAX_TAG_CHARS))
+    if tag is None:
+        edits.append((start, start + 1, "&lt;"))
+        return pos
+    stack = tags.get(tag.group(1).lower())
+    if stack:
+        stack.pop()
+    return tag.end()
+
+
+def _pass2_open_tag(text: str, start: int, pos: int, closers: _Closers, tags: dict, edits: list) -> int:
+    """Pass 2 at ``<name``: an incomplete tag is made text, a raw tag's contents are skipped (removed when it
+    never closes), another tag is pushed on ``tags``. Returns where the scan goes on."""
+    tag = _OPEN_TAG_RE.match(text, start, min(len(text), start + MAX_TAG_CHARS))
+    if tag is None:
+        edits.append((start, start + 1, "&lt;"))
+        return pos
+    name = tag.group(1).lower()
+    if tag.group(2) or name in VOID_TAGS:
+        return tag.end()
+    if name in RAW_TAGS:  # nowiki / pre (pass 1 removed the others): contents are text
+        close = closers.find(name, tag.end())
+        if close is None:
+            edits.append((start, tag.end(), GONE_MARKUP))
+            return tag.end()
+        return close.end()
+    tags.setdefault(name, []).append((start, tag.end()))
+    return tag.end()
 
 
 def neutralise_lines(wikitext: str, size: int, keep_marks: bool = False) -> list:
@@ -298,6 +340,19 @@ def _fallback_link(m: re.Match, skip_prefixes, gone: str) -> str:
     return target[1:] if target.startswith("#") else target
 
 
+def _fallback_links(text: str, skip_prefixes, gone: str) -> str:
+    """:func:`fallback_render`'s links: their labels or targets, ``gone`` for those of skipped namespaces."""
+    # the common links first, without a Python call each: [[Page]] and [[Page|label]] (no namespace, anchor)
+    text = _LABEL_LINK_RE.sub(r"\1", _PLAIN_LINK_RE.sub(r"\1", text))
+    if skip_prefixes("file") and skip_prefixes("image"):
+        text = _FILE_LINK_RE.sub(gone, text)
+    for _ in range(8):  # innermost links first: "[[File:a|b [[c]]]]" needs two rounds
+        text, n = _LINK_RE.subn(lambda m: _fallback_link(m, skip_prefixes, gone), text)
+        if not n:
+            break
+    return text
+
+
 def fallback_render(wikitext: str, skip_prefixes, gone: str = "\x00") -> str:
     """Plain text from *neutralised* wikitext with regular expressions only (linear time, no parser): comments,
     links (``skip_prefixes(prefix)`` says which namespaces' links are dropped), bracketed and bare URLs,
@@ -320,14 +375,7 @@ def fallback_render(wikitext: str, skip_prefixes, gone: str = "\x00") -> str:
     if tags:
         text = _RAW_RE.sub(keep_raw, text)
     if "[[" in text:
-        # the common links first, without a Python call each: [[Page]] and [[Page|label]] (no namespace, anchor)
-        text = _LABEL_LINK_RE.sub(r"\1", _PLAIN_LINK_RE.sub(r"\1", text))
-        if skip_prefixes("file") and skip_prefixes("image"):
-            text = _FILE_LINK_RE.sub(gone, text)
-        for _ in range(8):  # innermost links first: "[[File:a|b [[c]]]]" needs two rounds
-            text, n = _LINK_RE.subn(lambda m: _fallback_link(m, skip_prefixes, gone), text)
-            if not n:
-                break
+        text = _fallback_links(text, skip_prefixes, gone)
     if "[" in text:
         text = _URL_LINK_RE.sub(lambda m: m.group(1) if m.group(1).strip() else gone, text)
     if "://" in text:

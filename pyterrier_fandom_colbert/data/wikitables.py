@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Callable, List, Optional, Tuple
 
-__all__ = ["MAX_SPAN", "MAX_COLUMNS", "tables_to_text", "table_rows", "drop_empty_cells"]
+__all__ = ["MAX_COLUMNS", "MAX_SPAN", "drop_empty_cells", "table_rows", "tables_to_text"]
 
 #: the most columns a colspan covers and rows a rowspan reaches (hostile tables: colspan=1000000)
 MAX_SPAN = 50
@@ -62,18 +62,22 @@ def _cell(raw: str, header: bool) -> Cell:
     links is the cell's attributes. A stray ``!`` opening a cell's text (``|| ! x``) is dropped."""
     if "|" not in raw:  # no attributes
         return header, raw.strip().lstrip("!").strip(), 1, 1
-    depth, text, attrs = 0, raw, ""
-    if "[[" not in raw:
-        attrs, _, text = raw.partition("|")
-    for m in _ATTR_SPLIT_RE.finditer(raw if "[[" in raw else ""):
-        token = m.group()
-        if token == "[[":
-            depth += 1
-        elif token == "]]":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            attrs, text = raw[:m.start()], raw[m.end():]
-            break
+    link, pipe = raw.find("[["), raw.find("|")
+    if link < 0 or pipe < link:  # the first pipe is outside links
+        attrs, text = raw[:pipe], raw[pipe + 1:]
+    else:
+        depth, text, attrs = 0, raw, ""
+        for m in _ATTR_SPLIT_RE.finditer(raw, link):
+            token = m.group()
+            if token == "[[":
+                depth += 1
+            elif token == "]]":
+                depth = max(depth - 1, 0)
+            elif depth == 0:
+                attrs, text = raw[:m.start()], raw[m.end():]
+                break
+    if "span" not in attrs[:500].lower():  # (the common cell: no spans to read)
+        return header, text.strip().lstrip("!|").strip(), 1, 1
     spans = {k.lower(): min(max(int(v), 1), MAX_SPAN) for k, v in _SPAN_RE.findall(attrs[:500])}
     return header, text.strip().lstrip("!|").strip(), spans.get("row", 1), spans.get("col", 1)
 
@@ -138,72 +142,91 @@ def _place(cells: List[Cell], carried: dict) -> List[Tuple[int, str]]:
     return shown
 
 
+def _line_cells(body: str, header: bool) -> List[Cell]:
+    """The cells of a row line after its ``|`` (``header``: ``!``)."""
+    if header:
+        return [(True, c.strip(), 1, 1) if "|" not in c else _cell(c, True) for c in _split_cells(body, True)]
+    return [(False, c.strip().lstrip("!").strip(), 1, 1) if "|" not in c else _cell(c, False)
+            for c in _split_cells(body, False)]
+
+
+class _TableState:
+    """What :func:`table_rows` keeps while it reads a table's lines."""
+    __slots__ = ("carried", "cells", "depth", "headers", "more", "nest", "nested", "rows")
+
+    def __init__(self, depth: int):
+        self.rows: List[str] = []
+        self.headers: List[str] = []
+        self.carried: dict = {}
+        self.cells: List[Cell] = []
+        self.more: List[str] = []  # lines continuing the last cell's text (joined once: linear time)
+        self.nested: List[str] = []
+        self.nest = 0
+        self.depth = depth
+
+    def flush(self) -> None:
+        """Join the continuation lines to the last cell."""
+        if self.more and self.cells:
+            h, text, rs, cs = self.cells[-1]
+            self.cells[-1] = (h, " ".join([text, *self.more]).strip(), rs, cs)
+        self.more.clear()
+
+    def end_row(self) -> None:
+        """The row read so far becomes a line (or the new headers)."""
+        self.flush()
+        if self.cells:
+            line, new = _row_text(self.cells, self.headers, self.carried)
+            if new is not None:
+                self.headers = new
+            elif line:
+                self.rows.append(line)
+            self.cells.clear()
+
+    def nested_line(self, line: str, head: str) -> None:
+        """A line of a table nested in a cell: kept until that table closes, then flattened into the cell."""
+        self.nested.append(line)
+        if head.startswith("{|"):
+            self.nest += 1
+        elif head.startswith("|}"):
+            self.nest -= 1
+            if not self.nest:
+                if self.depth < 3 and self.cells:
+                    self.more.append("; ".join(r.rstrip(".") for r in table_rows(self.nested, self.depth + 1)))
+                self.nested = []
+
+
 def table_rows(lines: List[str], depth: int = 0) -> List[str]:
     """The row lines of one table given as its lines from ``{|`` to ``|}`` (nested tables included)."""
-    rows: List[str] = []
-    headers: List[str] = []
-    carried: dict = {}
-    cells: List[Cell] = []
-    more: List[str] = []  # lines continuing the last cell's text (joined once: linear time)
+    table = _TableState(depth)
     caption: Optional[str] = None
-    nested: List[str] = []
-    nest = 0
-
-    def flush():
-        if more and cells:
-            h, text, rs, cs = cells[-1]
-            cells[-1] = (h, " ".join([text, *more]).strip(), rs, cs)
-        more.clear()
-
-    def end_row():
-        nonlocal headers
-        flush()
-        if cells:
-            line, new = _row_text(cells, headers, carried)
-            if new is not None:
-                headers = new
-            elif line:
-                rows.append(line)
-            cells.clear()
-
     for line in lines[1:]:
         head = line.lstrip()
-        first = head[:1]
-        if nest:
-            nested.append(line)
-            if head.startswith("{|"):
-                nest += 1
-            elif head.startswith("|}"):
-                nest -= 1
-                if not nest:
-                    if depth < 3 and cells:
-                        more.append("; ".join(r.rstrip(".") for r in table_rows(nested, depth + 1)))
-                    nested = []
+        if table.nest:
+            table.nested_line(line, head)
             continue
+        first = head[:1]
         if first == "|":
             second = head[1:2]
             if second == "}":
                 break
             if second == "-":
-                end_row()
+                table.end_row()
             elif second == "+":
                 caption = _cell(head[2:], False)[1]
             else:
-                flush()
-                cells.extend([(False, c.strip().lstrip("!").strip(), 1, 1) if "|" not in c else _cell(c, False)
-                              for c in _split_cells(head[1:], False)])
+                table.flush()
+                table.cells.extend(_line_cells(head[1:], False))
         elif first == "!":
-            flush()
-            cells.extend([(True, c.strip(), 1, 1) if "|" not in c else _cell(c, True)
-                          for c in _split_cells(head[1:], True)])
+            table.flush()
+            table.cells.extend(_line_cells(head[1:], True))
         elif head.startswith("{|"):
-            nest, nested = 1, [line]
-        elif cells and head:  # a cell's text continues on this line
-            more.append(head.lstrip("*#:").strip())
-    end_row()
+            table.nest, table.nested = 1, [line]
+        elif table.cells and head:  # a cell's text continues on this line
+            table.more.append(head.lstrip("*#:").strip())
+    table.end_row()
     if caption:
-        rows.insert(0, caption if _END_RE.search(caption) else caption + ".")
-    return rows
+        table.rows.insert(0, caption if _END_RE.search(caption) else caption + ".")
+    return table.rows
 
 
 def tables_to_text(wikitext: str, render: Optional[Callable[[str], str]] = None) -> str:
@@ -213,9 +236,11 @@ def tables_to_text(wikitext: str, render: Optional[Callable[[str], str]] = None)
     >>> tables_to_text("a\\n{| class=x\\n! Year !! Event\\n|-\\n| 300 || Born\\n|}\\nb")
     'a\\n\\nYear: 300; Event: Born.\\n\\nb'
     """
-    if "{|" not in wikitext:
+    first = wikitext.find("{|")
+    if first < 0:
         return wikitext
-    out: List[str] = []
+    start = wikitext.rfind("\n", 0, first) + 1  # the lines before the first "{|" stay as they are
+    out: List[str] = [wikitext[:start - 1]] if start else []
     table: List[str] = []
     depth = 0
 
@@ -223,7 +248,7 @@ def tables_to_text(wikitext: str, render: Optional[Callable[[str], str]] = None)
         rows = "\n".join(table_rows(table))
         out.extend(["", render(rows) if render is not None else rows, ""])
 
-    for line in wikitext.split("\n"):
+    for line in wikitext[start:].split("\n"):
         head = line.lstrip()
         if depth:
             table.append(line)
