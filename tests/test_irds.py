@@ -12,6 +12,7 @@ import sys
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -134,11 +135,11 @@ def test_tsv_release_layout(tmp_path):
     ds = irds.tsv_release_dataset(tmp_path, wiki="x")
     docs = {d.doc_id: d for d in ds.docs_iter()}
     assert docs["1"].title == "A" and docs["2"].page_id == 8 and docs["2"].revid == 80 and docs["0"].wiki == "x"
-    assert [(q.query_id, q.text) for q in ds.queries_iter()][0] == ("10", "What is alpha?")
+    assert next((q.query_id, q.text) for q in ds.queries_iter()) == ("10", "What is alpha?")
     assert sorted((q.query_id, q.doc_id) for q in ds.qrels_iter()) == [("10", "0"), ("11", "1"), ("12", "2")]
     assert sorted(ds.docpairs_iter()) == [("10", "0", "2"), ("11", "1", "2"), ("12", "2", "0")]
     (tmp_path / "triples.tsv").write_text("10\t12\t9\n")
-    with pytest.raises(ValueError, match="passage 9 is not in passages.tsv"):
+    with pytest.raises(ValueError, match=r"passage 9 is not in passages\.tsv"):
         list(irds.tsv_release_dataset(tmp_path).qrels_iter())
 
 
@@ -195,7 +196,7 @@ def test_squad_loader_on_shared_data():
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    requests: list = []
+    requests: ClassVar[list] = []
     md5 = None
 
     def log_message(self, *args):

@@ -130,9 +130,9 @@ def test_set_parameter_refuses_what_the_constructor_refuses(parts):
 
 
 def test_unknown_parameters_are_refused_by_name(parts):
-    colbert, tfidf, index = parts
+    _colbert, tfidf, _index = parts
     retriever = tfidf.retriever(num_results=3)
-    with pytest.raises(ValueError, match="no parameter 'wmodel'.*num_results"):
+    with pytest.raises(ValueError, match=r"no parameter 'wmodel'.*num_results"):
         retriever.set_parameter("wmodel", "BM25")
     with pytest.raises(ValueError, match="no parameter 'wieght'"):
         pfc.Hybrid(retriever, retriever).get_parameter("wieght")

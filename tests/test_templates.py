@@ -276,7 +276,7 @@ def test_fandom_corpus_records_the_reader_and_names_older_stores(tmp_path, monke
 
     (tmp_path / "stubs").mkdir()
     monkeypatch.setenv("FANDOM_QA_DUMP_STUBS", str(_dump(tmp_path / "stubs", [("Short", 0, "Few words.")])))
-    with pytest.raises(EmptyDumpError, match="1 stub.*--min-words"):
+    with pytest.raises(EmptyDumpError, match=r"1 stub.*--min-words"):
         list(irds.fandom_dataset("stubs", dbname="testwiki").docs_iter())
 
 

@@ -344,9 +344,9 @@ def test_get_text_loads_the_stored_passages(tmp_path):
         by_docno = {d["docno"]: d["text"] for d in docs}
         assert out["text"].tolist() == [by_docno[d] for d in results["docno"]]
         pd.testing.assert_frame_equal(out.drop(columns=["text"]), results)
-        assert list(loader(results.iloc[:0]).columns) == list(results.columns) + ["text"]
+        assert list(loader(results.iloc[:0]).columns) == [*results.columns, "text"]
     assert pt.text.get_text(index, "text") == TfidfIndex(index.path).text_loader("text")
-    with pytest.raises(ValueError, match="'title'.*stores the field 'text' only"):
+    with pytest.raises(ValueError, match=r"'title'.*stores the field 'text' only"):
         pt.text.get_text(index, ["text", "title"])
     with pytest.raises(ValueError, match=r"not in the TF-IDF index.*\['p9'\]"):
         index.text_loader()(results.assign(docno=["p3", "p9", "p0", "p2"]))

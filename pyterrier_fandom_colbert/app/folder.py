@@ -27,6 +27,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple, Union
 
 import numpy as np
@@ -431,8 +432,9 @@ class _interruptible:
     """Within the block, SIGTERM raises KeyboardInterrupt (as Ctrl-C does) so that clean-up runs; main thread
     only (elsewhere it does nothing)."""
 
-    def __enter__(self):
-        self._previous: Optional[Callable] = None
+    def __enter__(self) -> "_interruptible":
+        # what signal.signal returns: the handler before, a Handlers value (an int) or None
+        self._previous: Union[Callable[[int, Optional[FrameType]], Any], int, None] = None
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGTERM, self._raise)
         return self
