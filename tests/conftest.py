@@ -104,3 +104,41 @@ def numpy_similarity():
             pytest.fail(f"no numpy reference for similarity {name!r}: add one to tests/conftest.py")
         return NUMPY_SIMILARITIES[name](np.asarray(a, np.float64), np.asarray(b, np.float64))
     return reference
+
+
+class CallCounter:
+    """Counts the calls of one method of a class (the model work a test expects to happen, or not)."""
+
+    def __init__(self, monkeypatch, owner, name: str):
+        self.calls = 0
+        original = getattr(owner, name)
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+
+@pytest.fixture
+def count_calls(monkeypatch):
+    """``count_calls(owner, "method")``: a :class:`CallCounter`, undone at the end of the test."""
+    return lambda owner, name: CallCounter(monkeypatch, owner, name)
+
+
+@pytest.fixture(scope="session")
+def tiny_parts(tiny_bert_dir, tmp_path_factory):
+    """``tiny_parts(corpus, name)``: (a tiny random ColBERT, a TF-IDF index storing text, a ColBERT index) over
+    ``corpus`` in a fresh folder."""
+    import pyterrier_fandom_colbert as pfc
+
+    def build(corpus, name: str):
+        folder = tmp_path_factory.mktemp(name)
+        colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(dim=16), device="cpu")
+        tfidf = pfc.TfidfIndex(folder / "tfidf")
+        tfidf.indexer(store_text=True).index(corpus)
+        index = pfc.ColBERTIndex(folder / "colbert")
+        index.indexer(colbert).index(corpus)
+        return colbert, tfidf, index
+
+    return build

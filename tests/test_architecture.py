@@ -127,26 +127,9 @@ QRELS = pd.DataFrame({"qid": ["q1", "q2"], "docno": ["d3", "d1"], "label": [1, 1
 
 
 @pytest.fixture(scope="module")
-def parts(tiny_bert_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("arch")
-    colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(dim=16), device="cpu")
-    tfidf = pfc.TfidfIndex(folder / "tfidf")
-    tfidf.indexer(store_text=True).index(CORPUS)
-    index = pfc.ColBERTIndex(folder / "colbert")
-    index.indexer(colbert).index(CORPUS)
-    return colbert, tfidf, index
+def parts(tiny_parts):
+    return tiny_parts(CORPUS, "arch")
 
-
-class _Counter:
-    def __init__(self, monkeypatch, owner, name):
-        self.calls = 0
-        original = getattr(owner, name)
-
-        def counted(*args, **kwargs):
-            self.calls += 1
-            return original(*args, **kwargs)
-
-        monkeypatch.setattr(owner, name, counted)
 
 
 def test_transformers_are_equal_when_their_output_would_be(parts, tiny_bert_dir):
@@ -163,12 +146,12 @@ def test_transformers_are_equal_when_their_output_would_be(parts, tiny_bert_dir)
     assert pfc.Explainer(colbert) == pfc.Explainer(colbert) != pfc.Explainer(colbert, k_tilde=3)
 
 
-def test_shared_stages_run_once_in_a_tree_experiment(parts, monkeypatch):
+def test_shared_stages_run_once_in_a_tree_experiment(parts, count_calls):
     """The README's experiment: TF-IDF is the first stage of three systems and runs once; the query encoder is
     shared by the two pipelines that start with it and runs once."""
     colbert, tfidf, index = parts
-    searches = _Counter(monkeypatch, pfc.TfidfIndex, "search")
-    encodes = _Counter(monkeypatch, pfc.ColBERT, "encode_queries")
+    searches = count_calls(pfc.TfidfIndex, "search")
+    encodes = count_calls(pfc.ColBERT, "encode_queries")
     first = tfidf.retriever(num_results=5, text=True)
     encoder = colbert.query_encoder()
     systems = [first,
@@ -184,9 +167,9 @@ def test_shared_stages_run_once_in_a_tree_experiment(parts, monkeypatch):
     pd.testing.assert_frame_equal(table, linear)
 
 
-def test_a_pipeline_encodes_each_query_once(parts, monkeypatch):
+def test_a_pipeline_encodes_each_query_once(parts, count_calls):
     colbert, _, index = parts
-    encodes = _Counter(monkeypatch, pfc.ColBERT, "encode_queries")
+    encodes = count_calls(pfc.ColBERT, "encode_queries")
     text = pd.DataFrame(CORPUS)
     pipeline = (index.retriever(colbert, num_results=5) % 3
                 >> pt.apply.generic(lambda df: df.merge(text, on="docno"))

@@ -21,39 +21,20 @@ TOPICS = pd.DataFrame({"qid": ["q1", "q2"], "query": ["who forged the silver bla
 
 
 @pytest.fixture(scope="module")
-def parts(tiny_bert_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("caching")
-    colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(dim=16), device="cpu")
-    tfidf = pfc.TfidfIndex(folder / "tfidf")
-    tfidf.indexer(store_text=True).index(CORPUS)
-    index = pfc.ColBERTIndex(folder / "colbert")
-    index.indexer(colbert).index(CORPUS)
-    return colbert, tfidf, index
+def parts(tiny_parts):
+    return tiny_parts(CORPUS, "caching")
 
-
-class _Count:
-    """Counts the calls of one method of a class (the model work: query encoding, document batches)."""
-
-    def __init__(self, monkeypatch, owner, name):
-        self.calls = 0
-        original = getattr(owner, name)
-
-        def counted(*args, **kwargs):
-            self.calls += 1
-            return original(*args, **kwargs)
-
-        monkeypatch.setattr(owner, name, counted)
 
 
 def _sorted(frame):
     return frame.sort_values(["qid", "docno"] if "docno" in frame.columns else ["qid"]).reset_index(drop=True)
 
 
-def test_retriever_cache_second_run_encodes_nothing(parts, tmp_path, monkeypatch):
+def test_retriever_cache_second_run_encodes_nothing(parts, tmp_path, count_calls):
     colbert, _, index = parts
     retriever = index.retriever(colbert, num_results=3)
     expected = retriever(TOPICS)
-    encodes = _Count(monkeypatch, pfc.ColBERT, "encode_queries")
+    encodes = count_calls(pfc.ColBERT, "encode_queries")
     cached = pyterrier_caching.RetrieverCache(pfc.cache_folder(tmp_path, retriever), retriever)
     first = cached(TOPICS[["qid", "query"]])
     assert encodes.calls == 1
@@ -64,14 +45,14 @@ def test_retriever_cache_second_run_encodes_nothing(parts, tmp_path, monkeypatch
                                       _sorted(expected)[["qid", "docno", "score", "rank"]])
 
 
-def test_scorer_cache_second_run_encodes_no_document(parts, tmp_path, monkeypatch):
+def test_scorer_cache_second_run_encodes_no_document(parts, tmp_path, count_calls):
     colbert, tfidf, _ = parts
     first_stage = tfidf.retriever(num_results=4, text=True)
     scorer = colbert.text_scorer()
     candidates = first_stage(TOPICS)
     expected = scorer(candidates)
-    batches = _Count(monkeypatch, pfc.ColBERT, "doc_batches")
-    encodes = _Count(monkeypatch, pfc.ColBERT, "encode_queries")
+    batches = count_calls(pfc.ColBERT, "doc_batches")
+    encodes = count_calls(pfc.ColBERT, "encode_queries")
     cached = pyterrier_caching.ScorerCache(pfc.cache_folder(tmp_path, scorer), scorer)
     first = cached(candidates)
     work = batches.calls + encodes.calls
@@ -82,11 +63,11 @@ def test_scorer_cache_second_run_encodes_no_document(parts, tmp_path, monkeypatc
         pd.testing.assert_series_equal(_sorted(frame)["score"], _sorted(expected)["score"], check_dtype=False)
 
 
-def test_key_value_cache_of_the_query_encoder(parts, tmp_path, monkeypatch):
+def test_key_value_cache_of_the_query_encoder(parts, tmp_path, count_calls):
     colbert, _, index = parts
     encoder = colbert.query_encoder()
     expected = (encoder >> index.retriever(num_results=3))(TOPICS)
-    encodes = _Count(monkeypatch, pfc.ColBERT, "encode_queries")
+    encodes = count_calls(pfc.ColBERT, "encode_queries")
     cache = pyterrier_caching.KeyValueCache(pfc.cache_folder(tmp_path, encoder), encoder, key="query",
                                             value=["query_embs", "query_toks"])
     pipeline = cache >> index.retriever(num_results=3)

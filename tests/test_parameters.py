@@ -24,14 +24,8 @@ TOPICS = pd.DataFrame({"qid": ["q1", "q2"], "query": ["who forged the silver bla
 
 
 @pytest.fixture(scope="module")
-def parts(tiny_bert_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("params")
-    colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(dim=16), device="cpu")
-    tfidf = pfc.TfidfIndex(folder / "tfidf")
-    tfidf.indexer(store_text=True).index(CORPUS)
-    index = pfc.ColBERTIndex(folder / "colbert")
-    index.indexer(colbert).index(CORPUS)
-    return colbert, tfidf, index
+def parts(tiny_parts):
+    return tiny_parts(CORPUS, "params")
 
 
 def _cases(colbert, tfidf, index):
