@@ -16,6 +16,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Dict, Optional
 
 from pyterrier_fandom_colbert.data.passages import DumpStats, PassageConfig, dump_passages
 
@@ -40,10 +41,13 @@ KINDS = {
 }
 
 
-def measure(dump: Path, examples: int = 0) -> dict:
-    compiled = {kind: re.compile(pattern) for kind, (pattern, _) in KINDS.items()}
-    hits = {kind: 0 for kind in KINDS}
-    shown = {kind: 0 for kind in KINDS}
+def measure(dump: Path, examples: int = 0, kinds: Optional[Dict[str, str]] = None) -> dict:
+    """Passages of ``dump`` with a hit of each kind of residue (``kinds``: kind -> pattern; default: :data:`KINDS`),
+    the passages with any, and the reader's stats and time."""
+    patterns = kinds if kinds is not None else {kind: pattern for kind, (pattern, _) in KINDS.items()}
+    compiled = {kind: re.compile(pattern) for kind, pattern in patterns.items()}
+    hits = {kind: 0 for kind in patterns}
+    shown = {kind: 0 for kind in patterns}
     anything = 0
     stats = DumpStats()
     start = time.perf_counter()
