@@ -293,9 +293,18 @@ def _tag(node) -> str:
     return contents  # formatting (b, i, u, small, span, center, sup, nowiki, translate, tabs, ...): keep the text
 
 
-def _render(nodes) -> str:
-    from mwparserfromhell import nodes as n
+_NODES: list = []  # mwparserfromhell's node classes, imported on first use (not at import time)
 
+
+def _node_module():
+    from mwparserfromhell import nodes
+
+    _NODES.append(nodes)
+    return nodes
+
+
+def _render(nodes) -> str:
+    n = _NODES[0] if _NODES else _node_module()
     out = []
     for node in nodes:
         if isinstance(node, n.Text):
