@@ -125,7 +125,8 @@ def _local(tag: str) -> str:
 
 def _child_text(elem, name: str) -> Optional[str]:
     for child in elem:
-        if _local(child.tag) == name:
+        tag = child.tag
+        if tag.endswith(name) and (len(tag) == len(name) or tag[-len(name) - 1] == "}"):  # (_local(tag) == name)
             return child.text or ""
     return None
 
@@ -138,6 +139,9 @@ def _page(elem) -> WikiPage:
     return WikiPage(title=_child_text(elem, "title") or "", ns=int(_child_text(elem, "ns") or 0),
                     page_id=int(cast(str, _child_text(elem, "id"))), revid=revid, text=text,
                     redirect=redirect or text.lstrip()[:9].upper() == "#REDIRECT")
+
+
+_PAGE_TAIL = frozenset({"page", "info"})  # the last letters of <page> and <siteinfo>
 
 
 class _Pages:
@@ -160,7 +164,7 @@ class _Pages:
                 root = elem
                 if _local(elem.tag) != "mediawiki":
                     raise DumpError(self.path, f"root element is <{_local(elem.tag)}>, not <mediawiki>")
-            if event != "end":
+            if event != "end" or elem.tag[-4:] not in _PAGE_TAIL:  # (most elements: not a page, not siteinfo)
                 continue
             name = _local(elem.tag)
             if name == "siteinfo":
@@ -481,7 +485,7 @@ def _clean_value(value: str) -> str:
     """An infobox value's wikitext as one line of text (line breaks become commas)."""
     if not _MARKUP_CHARS_RE.search(value):
         return _SPACE_RE.sub(" ", value).strip(" ,;")
-    text = neutralise(value)
+    text = neutralise(value, drop_comments=True)
     return _one_line(_finish(fallback_render(text, _skip_link, _GONE) if len(text) > MAX_RUN_CHARS
                              else _parse_render(text)))
 
@@ -495,7 +499,7 @@ def _clean_values(values: list) -> list:
     marked = [k for k, v in enumerate(out) if v is None]
     if len(marked) > 1:
         joined = f"\n\n{_VALUE_SEP}\n\n".join(values[k].replace(_VALUE_SEP, "") for k in marked)
-        text = neutralise(joined)
+        text = neutralise(joined, drop_comments=True)
         if len(text) <= MAX_RUN_CHARS:
             chunks = _finish(_parse_render(text)).split(_VALUE_SEP)
             if len(chunks) == len(marked):  # else (a construct across values) one by one below
@@ -581,7 +585,7 @@ def _clean_marked(text: str, max_chars: int, time_budget: Optional[float]) -> Cl
     """The guarded parse of wikitext whose GONE_MARKUP characters are marks of removed markup."""
     if max_chars < 0 or (time_budget is not None and time_budget < 0):
         raise ValueError(f"max_chars and time_budget must be >= 0, got {max_chars}, {time_budget}")
-    runs = neutralise_lines(text, RUN_CHARS, keep_marks=True)
+    runs = neutralise_lines(text, RUN_CHARS, keep_marks=True, drop_comments=True)
     if sum(map(len, runs)) > max_chars:
         return CleanPage(_finish(fallback_render("".join(runs), _skip_link, _GONE)), "size")
     if len(runs) == 1 and len(runs[0]) <= MAX_RUN_CHARS:
