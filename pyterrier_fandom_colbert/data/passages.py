@@ -212,8 +212,12 @@ def split_sentences(line: str) -> list[str]:
     >>> split_sentences("Dr. Orrin forged it in 1024. J. K. Smith wrote it down! Was it 3 p.m. when? Yes.")
     ['Dr. Orrin forged it in 1024.', 'J. K. Smith wrote it down!', 'Was it 3 p.m. when?', 'Yes.']
     """
+    first = _BOUNDARY_RE.search(line)
+    if first is None:  # (one sentence: most lines of tables and lists)
+        line = line.strip()
+        return [line] if line else []
     out, start = [], 0
-    for m in _BOUNDARY_RE.finditer(line):
+    for m in _BOUNDARY_RE.finditer(line, first.start()):
         nxt = line[m.end():m.end() + 2].lstrip("\"'\u201c\u2018([")
         if not nxt or not (nxt[0].isupper() or nxt[0].isdigit()):
             continue

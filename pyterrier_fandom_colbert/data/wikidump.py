@@ -132,8 +132,9 @@ def _child_text(elem, name: str) -> Optional[str]:
 
 
 def _page(elem) -> WikiPage:
-    rev = next((c for c in elem if _local(c.tag) == "revision"), None)
-    redirect = any(_local(c.tag) == "redirect" for c in elem)
+    names = [_local(c.tag) for c in elem]
+    rev = elem[names.index("revision")] if "revision" in names else None
+    redirect = "redirect" in names
     text = (_child_text(rev, "text") if rev is not None else None) or ""
     revid = int(_child_text(rev, "id") or 0) if rev is not None else 0
     return WikiPage(title=_child_text(elem, "title") or "", ns=int(_child_text(elem, "ns") or 0),

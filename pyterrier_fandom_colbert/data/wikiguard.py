@@ -384,11 +384,14 @@ def fallback_render(wikitext: str, skip_prefixes, gone: str = "\x00") -> str:
         text = _URL_LINK_RE.sub(lambda m: m.group(1) if m.group(1).strip() else gone, text)
     if "://" in text:
         text = _BARE_URL_RE.sub(gone, text)
-    if "=" in text:
+    # (the patterns anchored at line starts run only where such a line is: sre scans them position by position)
+    if text[:1] == "=" or "\n=" in text:
         heading = re.compile(_HEADING_LINE_RE.format(gone=re.escape(gone)), re.M)
         text = heading.sub(lambda m: f"{m.group(1)} {m.group(2).replace(gone, '').strip()} {m.group(1)}", text)
-    if "----" in text or ";" in text:
-        text = _RULE_RE.sub(gone, _TERM_RE.sub(lambda m: f"{m.group(1)}: ", text))
+    if text[:1] == ";" or "\n;" in text:
+        text = _TERM_RE.sub(lambda m: f"{m.group(1)}: ", text)
+    if text[:4] == "----" or "\n----" in text:
+        text = _RULE_RE.sub(gone, text)
     if tags:
         text = _ANY_TAG_RE.sub("", _BLOCK_TAG_RE.sub("\n", text))
     if "&" in text:
