@@ -39,7 +39,9 @@ __all__ = [
 FALLBACK_COUNT = "(unknown, by the fallback)"
 #: rounds of innermost-first rendering (MediaWiki's own expansion limit is 40; fact templates nest 1-3 deep)
 MAX_DEPTH = 8
-_CALL_RE = re.compile(r"(?<!\{)\{\{(?!\{)([^{}]*)\}\}")
+# a call not preceded by a brace: "{{" first, then the lookbehind, so that sre searches for the literal "{{"
+# (a pattern opening with the lookbehind is tried at every position, about six times slower)
+_CALL_RE = re.compile(r"\{\{(?<!\{\{\{)(?!\{)([^{}]*)\}\}")
 _SPLIT_RE = re.compile(r"\[\[|\]\]|\|")
 _PREFIX_RE = re.compile(r"^(?:template|subst|safesubst|msgnw)\s*:\s*", re.I)
 _NAME_SPACE_RE = re.compile(r"[\s_]+")
