@@ -72,7 +72,7 @@ _BLOCK_TAGS = frozenset({"p", "div", "li", "ul", "ol", "dl", "dt", "dd", "blockq
 _HEADING_TAGS = {f"h{i}": i for i in range(1, 7)}
 _GONE = "\x00"  # stands for removed markup while rendering; lines holding only this vanish
 _MAGIC_RE = re.compile(r"__[A-Z]+__")
-_QUOTES_RE = re.compile(r"'{2,}")
+_QUOTES_RE = re.compile(r"''+")  # (two or more: a literal first, which sre searches for)
 _TABLE_LINE_RE = re.compile(r"\s*(?:\{\||\||!)")
 _HTML_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 _LIST_RE = re.compile(r"^[*#:;]+\s*")
@@ -380,10 +380,12 @@ def _tidy(line: str) -> str:
     """
     if _GONE not in line:
         return line
-    line = _EMPTY_PARENS_RE.sub("", line)
-    line = _PARENS_HEAD_RE.sub("(", line)
-    line = _PARENS_TAIL_RE.sub(")", line)
-    line = _DOUBLE_SEP_RE.sub("", line)
+    if "(" in line:  # (each pattern only where the characters it needs are)
+        line = _PARENS_HEAD_RE.sub("(", _EMPTY_PARENS_RE.sub("", line))
+    if ")" in line:
+        line = _PARENS_TAIL_RE.sub(")", line)
+    if "," in line or ";" in line:
+        line = _DOUBLE_SEP_RE.sub("", line)
     return _SPACE_GONE_RE.sub("", line)
 
 
