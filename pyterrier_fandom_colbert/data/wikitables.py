@@ -21,7 +21,7 @@ unclosed table runs to the end of the page.
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Callable, Iterable, List, Optional, Tuple, cast
 
 __all__ = ["MAX_COLUMNS", "MAX_SPAN", "drop_empty_cells", "table_rows", "tables_to_text"]
 
@@ -69,8 +69,8 @@ def _cell(raw: str, header: bool) -> Cell:
     if link < 0 or pipe < link:  # the first pipe is outside links
         attrs, text = raw[:pipe], raw[pipe + 1:]
     else:
-        end = _SIMPLE_PREFIX_RE.match(raw).end()  # (text and simple links: the common cell, without a loop)
-        if end == len(raw):
+        end = cast(re.Match, _SIMPLE_PREFIX_RE.match(raw)).end()  # (matches always: it may match nothing)
+        if end == len(raw):  # (text and simple links: the common cell, without a loop)
             attrs, text = "", raw
         elif raw[end] == "|":
             attrs, text = raw[:end], raw[end + 1:]
