@@ -536,7 +536,9 @@ def all_positional(call: Call) -> Optional[str]:
 
 
 _BR_RE = re.compile(r"[ \t]*<br\s*/?\s*>[ \t]*", re.I)  # with the spaces around it
-_LINE_CALL_RE = re.compile(r"^[ \t]*\{\{([^{}|\n]*)(.*)$", re.M)
+# a line's first call, to the line's end (the line must hold only spaces before it: checked after the match, so
+# that sre searches for the literal "{{" rather than trying every position)
+_LINE_CALL_RE = re.compile(r"\{\{([^{}|\n]*)(.*)$", re.M)
 _ROW_END_RE = re.compile(r"[ \t]*\|[-}]")
 
 
@@ -554,9 +556,10 @@ def row_templates(wikitext: str) -> frozenset:
     lines: Dict[int, str] = {}  # line start -> name of the call alone on that line
     ends: Dict[int, int] = {}  # line start -> the next line's start
     for m in _LINE_CALL_RE.finditer(wikitext):
-        if m.group(2).rstrip().endswith("}}"):
-            lines[m.start()] = template_name(m.group(1))
-            ends[m.start()] = m.end() + 1
+        start = wikitext.rfind("\n", 0, m.start()) + 1
+        if (start == m.start() or not wikitext[start:m.start()].strip(" \t")) and m.group(2).rstrip().endswith("}}"):
+            lines[start] = template_name(m.group(1))
+            ends[start] = m.end() + 1
     rows = set()
     for start, name in lines.items():
         after = ends[start]
