@@ -274,6 +274,9 @@ def tables_to_text(wikitext: str, render: Optional[Callable[[str], str]] = None)
         out.extend(["", render(rows) if render is not None else rows, ""])
 
     for line in wikitext[start:].split("\n"):
+        if "{|" not in line and (not depth or "|}" not in line):  # (most lines: neither opens nor closes one)
+            (table if depth else out).append(line)
+            continue
         head = line.lstrip()
         if depth:
             table.append(line)
