@@ -330,3 +330,25 @@ def test_a_call_repeated_on_a_page_renders_and_counts_each_time():
     assert out.split("\n")[1:] == [GONE_MARKUP, GONE_MARKUP]
     assert counts["convert"] == 2 and counts[FALLBACK_COUNT] == 2
     assert taken.count("infobox x") == 2  # every infobox call reaches the callback (its facts are read)
+
+
+def test_cell_split_matches_the_token_scan_on_random_cells():
+    import random
+
+    from pyterrier_fandom_colbert.data.wikitables import _cell, _split_attrs
+
+    def reference(raw: str):  # the token scan over the whole cell: the first pipe outside links
+        link, pipe = raw.find("[["), raw.find("|")
+        if link < 0 or pipe < link:
+            return raw[:pipe], raw[pipe + 1:]
+        return _split_attrs(raw, link)
+
+    rng = random.Random(0)
+    pieces = ["[[", "]]", "[", "]", "|", "a", " ", "File:x.png", " colspan=2 "]
+    for _ in range(20000):
+        raw = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 10)))
+        if "|" not in raw:
+            continue
+        attrs, text = reference(raw)
+        assert _cell(raw, False)[1] == text.strip().lstrip("!|").strip(), raw
+        assert _cell(raw, False)[3] == (2 if "colspan=2" in attrs else 1), raw

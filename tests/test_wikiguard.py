@@ -1,6 +1,7 @@
 """Hostile and messy wikitext: the linear-time guard (wikiguard.py, wikidump.clean_page) and the rules that keep
 removed markup from leaving residue in passages."""
 import logging
+import re
 from xml.sax.saxutils import escape
 
 import pytest
@@ -205,3 +206,17 @@ def test_passages_of_hostile_text_finish():
     assert text_passages("a\n\n" * 50000 + "End.")[-1][1].endswith(" a. a. End.")
     assert len(text_passages("Mr. X " * 20000)) > 1  # abbreviations: the last word is found in bounded time
     assert text_passages("." * 100000) == [("", "." * 100000)]  # a run of dots is scanned once
+
+
+def test_drop_comments_marks_comments_but_not_raw_text_and_keeps_the_cuts():
+    text = "a <!--T:1--> b <nowiki><!--kept--></nowiki>\n[[c|d<!--x-->]]\n" + "e <!--y-->\n" * 50
+    assert gone(neutralise("a <!--T:1--> b <nowiki><!--kept--></nowiki>", drop_comments=True)) == \
+        "a @ b <nowiki><!--kept--></nowiki>"
+    kept, dropped = neutralise_lines(text, 40), neutralise_lines(text, 40, drop_comments=True)
+    assert len(kept) == len(dropped) > 1  # the same cuts: each piece is the kept one with its comments marked
+    for piece, marked in zip(kept, dropped):
+        rest = piece.split("<nowiki>")
+        assert marked.split("<nowiki>")[0] == re.sub(r"<!--.*?-->", GONE_MARKUP, rest[0], flags=re.S)
+    # the reader's output does not change: the renderer drops a mark as it drops a comment
+    for page in ("== H == <!--T:5-->\nx <!--c--> y.", "; a <!--c-->: b", "* one<!--c-->\n* two", "[[a|<!--c-->b]]"):
+        assert clean_wikitext(page) == clean_wikitext(page.replace("<!--c-->", "").replace("<!--T:5-->", ""))

@@ -85,7 +85,8 @@ logger = logging.getLogger(__name__)
 
 _HEADING_RE = re.compile(r"^(={1,6}) (.*) \1$")
 _END_RE = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
-_BOUNDARY_RE = re.compile(r"(?<![.!?])[.!?]+[\"'\u201d\u2019)\]]*\s+")  # from a run's start: linear time
+# from a run's start (linear time): the lookbehind after the first mark, so that sre searches for the marks only
+_BOUNDARY_RE = re.compile(r"[.!?](?<![.!?][.!?])[.!?]*[\"'\u201d\u2019)\]]*\s+")
 _ABBREVIATIONS = frozenset({
     "al", "approx", "ca", "capt", "cf", "co", "col", "dr", "e.g", "ed", "etc", "fig", "ft", "gen", "i.e", "inc", "jr",
     "lt", "ltd", "mr", "mrs", "ms", "mt", "no", "nos", "pp", "prof", "sgt", "sr", "st", "vol", "vs",
@@ -212,8 +213,12 @@ def split_sentences(line: str) -> list[str]:
     >>> split_sentences("Dr. Orrin forged it in 1024. J. K. Smith wrote it down! Was it 3 p.m. when? Yes.")
     ['Dr. Orrin forged it in 1024.', 'J. K. Smith wrote it down!', 'Was it 3 p.m. when?', 'Yes.']
     """
+    first = _BOUNDARY_RE.search(line)
+    if first is None:  # (one sentence: most lines of tables and lists)
+        line = line.strip()
+        return [line] if line else []
     out, start = [], 0
-    for m in _BOUNDARY_RE.finditer(line):
+    for m in _BOUNDARY_RE.finditer(line, first.start()):
         nxt = line[m.end():m.end() + 2].lstrip("\"'\u201c\u2018([")
         if not nxt or not (nxt[0].isupper() or nxt[0].isdigit()):
             continue

@@ -72,7 +72,7 @@ _BLOCK_TAGS = frozenset({"p", "div", "li", "ul", "ol", "dl", "dt", "dd", "blockq
 _HEADING_TAGS = {f"h{i}": i for i in range(1, 7)}
 _GONE = "\x00"  # stands for removed markup while rendering; lines holding only this vanish
 _MAGIC_RE = re.compile(r"__[A-Z]+__")
-_QUOTES_RE = re.compile(r"'{2,}")
+_QUOTES_RE = re.compile(r"''+")  # (two or more: a literal first, which sre searches for)
 _TABLE_LINE_RE = re.compile(r"\s*(?:\{\||\||!)")
 _HTML_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 _LIST_RE = re.compile(r"^[*#:;]+\s*")
@@ -125,19 +125,24 @@ def _local(tag: str) -> str:
 
 def _child_text(elem, name: str) -> Optional[str]:
     for child in elem:
-        if _local(child.tag) == name:
+        tag = child.tag
+        if tag.endswith(name) and (len(tag) == len(name) or tag[-len(name) - 1] == "}"):  # (_local(tag) == name)
             return child.text or ""
     return None
 
 
 def _page(elem) -> WikiPage:
-    rev = next((c for c in elem if _local(c.tag) == "revision"), None)
-    redirect = any(_local(c.tag) == "redirect" for c in elem)
+    names = [_local(c.tag) for c in elem]
+    rev = elem[names.index("revision")] if "revision" in names else None
+    redirect = "redirect" in names
     text = (_child_text(rev, "text") if rev is not None else None) or ""
     revid = int(_child_text(rev, "id") or 0) if rev is not None else 0
     return WikiPage(title=_child_text(elem, "title") or "", ns=int(_child_text(elem, "ns") or 0),
                     page_id=int(cast(str, _child_text(elem, "id"))), revid=revid, text=text,
                     redirect=redirect or text.lstrip()[:9].upper() == "#REDIRECT")
+
+
+_PAGE_TAIL = frozenset({"page", "info"})  # the last letters of <page> and <siteinfo>
 
 
 class _Pages:
@@ -160,7 +165,7 @@ class _Pages:
                 root = elem
                 if _local(elem.tag) != "mediawiki":
                     raise DumpError(self.path, f"root element is <{_local(elem.tag)}>, not <mediawiki>")
-            if event != "end":
+            if event != "end" or elem.tag[-4:] not in _PAGE_TAIL:  # (most elements: not a page, not siteinfo)
                 continue
             name = _local(elem.tag)
             if name == "siteinfo":
@@ -293,9 +298,18 @@ def _tag(node) -> str:
     return contents  # formatting (b, i, u, small, span, center, sup, nowiki, translate, tabs, ...): keep the text
 
 
-def _render(nodes) -> str:
-    from mwparserfromhell import nodes as n
+_NODES: list = []  # mwparserfromhell's node classes, imported on first use (not at import time)
 
+
+def _node_module():
+    from mwparserfromhell import nodes
+
+    _NODES.append(nodes)
+    return nodes
+
+
+def _render(nodes) -> str:
+    n = _NODES[0] if _NODES else _node_module()
     out = []
     for node in nodes:
         if isinstance(node, n.Text):
@@ -366,10 +380,12 @@ def _tidy(line: str) -> str:
     """
     if _GONE not in line:
         return line
-    line = _EMPTY_PARENS_RE.sub("", line)
-    line = _PARENS_HEAD_RE.sub("(", line)
-    line = _PARENS_TAIL_RE.sub(")", line)
-    line = _DOUBLE_SEP_RE.sub("", line)
+    if "(" in line:  # (each pattern only where the characters it needs are)
+        line = _PARENS_HEAD_RE.sub("(", _EMPTY_PARENS_RE.sub("", line))
+    if ")" in line:
+        line = _PARENS_TAIL_RE.sub(")", line)
+    if "," in line or ";" in line:
+        line = _DOUBLE_SEP_RE.sub("", line)
     return _SPACE_GONE_RE.sub("", line)
 
 
@@ -472,7 +488,7 @@ def _clean_value(value: str) -> str:
     """An infobox value's wikitext as one line of text (line breaks become commas)."""
     if not _MARKUP_CHARS_RE.search(value):
         return _SPACE_RE.sub(" ", value).strip(" ,;")
-    text = neutralise(value)
+    text = neutralise(value, drop_comments=True)
     return _one_line(_finish(fallback_render(text, _skip_link, _GONE) if len(text) > MAX_RUN_CHARS
                              else _parse_render(text)))
 
@@ -486,7 +502,7 @@ def _clean_values(values: list) -> list:
     marked = [k for k, v in enumerate(out) if v is None]
     if len(marked) > 1:
         joined = f"\n\n{_VALUE_SEP}\n\n".join(values[k].replace(_VALUE_SEP, "") for k in marked)
-        text = neutralise(joined)
+        text = neutralise(joined, drop_comments=True)
         if len(text) <= MAX_RUN_CHARS:
             chunks = _finish(_parse_render(text)).split(_VALUE_SEP)
             if len(chunks) == len(marked):  # else (a construct across values) one by one below
@@ -572,7 +588,7 @@ def _clean_marked(text: str, max_chars: int, time_budget: Optional[float]) -> Cl
     """The guarded parse of wikitext whose GONE_MARKUP characters are marks of removed markup."""
     if max_chars < 0 or (time_budget is not None and time_budget < 0):
         raise ValueError(f"max_chars and time_budget must be >= 0, got {max_chars}, {time_budget}")
-    runs = neutralise_lines(text, RUN_CHARS, keep_marks=True)
+    runs = neutralise_lines(text, RUN_CHARS, keep_marks=True, drop_comments=True)
     if sum(map(len, runs)) > max_chars:
         return CleanPage(_finish(fallback_render("".join(runs), _skip_link, _GONE)), "size")
     if len(runs) == 1 and len(runs[0]) <= MAX_RUN_CHARS:

@@ -189,13 +189,14 @@ def _outermost(regions: list) -> list:
     return merged
 
 
-def _pass_links_and_tags(text: str, cut_every: Optional[int] = None) -> list:
+def _pass_links_and_tags(text: str, cut_every: Optional[int] = None, drop_comments: bool = False) -> list:
     """Pass 2, on text without templates: links, bracketed URLs (closed on their line) and paired tags matched;
     unmatched openers removed; incomplete tags made text. Returns the result in pieces, cut (with ``cut_every``)
     before the first line break at least ``cut_every`` characters after the previous cut that is outside
     comments, ``<nowiki>``/``<pre>`` and links opened less than ``MAX_LINK_CHARS`` before (where a parser may
     start afresh), or, after ``2 * cut_every`` characters without such a line break, outside comments and
-    ``<nowiki>``/``<pre>`` only (a hostile page where links never close)."""
+    ``<nowiki>``/``<pre>`` only (a hostile page where links never close). ``drop_comments``: comments become
+    GONE_MARKUP (the cuts do not move: they are positions of ``text``)."""
     edits: list = []
     links: List[int] = []
     urls: List[int] = []
@@ -213,6 +214,8 @@ def _pass_links_and_tags(text: str, cut_every: Optional[int] = None) -> list:
         if token == "<!--":
             close = closers.find("--", start + 4)  # pass 1 removed unclosed ones
             pos = close.end() if close else len(text)
+            if drop_comments and close is not None:
+                edits.append((start, pos, GONE_MARKUP))
         elif token == "\n":
             if urls:
                 edits.extend((s, s + 1, GONE_MARKUP) for s in urls)
@@ -277,36 +280,37 @@ def _pass2_open_tag(text: str, start: int, pos: int, closers: _Closers, tags: di
     return tag.end()
 
 
-def neutralise_lines(wikitext: str, size: int, keep_marks: bool = False) -> list:
+def neutralise_lines(wikitext: str, size: int, keep_marks: bool = False, drop_comments: bool = False) -> list:
     """:func:`neutralise`, cut into pieces of about ``size`` characters (or more) before line breaks where a
     parser can start afresh (outside links, comments and ``<nowiki>``/``<pre>``): ``"".join`` of the pieces is
     ``neutralise(wikitext)``. A tag may be open across a cut: :func:`neutralise_piece` closes that gap for a
     piece parsed on its own. ``keep_marks``: the text's GONE_MARKUP characters are marks made by an earlier
-    pass (the template renderer), kept as removed markup rather than removed as foreign input.
+    pass (the template renderer), kept as removed markup rather than removed as foreign input. ``drop_comments``:
+    comments become GONE_MARKUP too (for a renderer that drops them anyway: the parser has fewer nodes to build).
 
     >>> neutralise_lines("one two three\\nfour five [[x\\ny]] six\\nseven", 10)
     ['one two three', '\\nfour five [[x\\ny]] six', '\\nseven']
     """
     return _pass_links_and_tags(_pass_templates(wikitext if keep_marks else wikitext.replace(GONE_MARKUP, "")),
-                                size)
+                                size, drop_comments)
 
 
-def neutralise_piece(text: str) -> str:
+def neutralise_piece(text: str, drop_comments: bool = False) -> str:
     """Neutralise again a piece from :func:`neutralise_lines` that is parsed on its own: tags opened in an
-    earlier piece or closed in a later one are unclosed here."""
-    return _pass_links_and_tags(text)[0]
+    earlier piece or closed in a later one are unclosed here. ``drop_comments`` as for :func:`neutralise_lines`."""
+    return _pass_links_and_tags(text, None, drop_comments)[0]
 
 
-def neutralise(wikitext: str) -> str:
+def neutralise(wikitext: str, drop_comments: bool = False) -> str:
     """Wikitext with every unclosed construct neutralised and templates/dropped tags removed (module docstring),
-    in time linear in its length.
+    in time linear in its length. ``drop_comments``: comments become GONE_MARKUP too.
 
     >>> neutralise("A {{b|c={{d}}}} e {{f|g= h").replace(GONE_MARKUP, "@")
     'A @ e @f|g= h'
     >>> neutralise("x<ref name=a>y</ref> [[b|c [[d]] <span>e <ref name=\\"f").replace(GONE_MARKUP, "@")
     'x@ @b|c [[d]] @e &lt;ref name="f'
     """
-    return _pass_links_and_tags(_pass_templates(wikitext.replace(GONE_MARKUP, "")))[0]
+    return _pass_links_and_tags(_pass_templates(wikitext.replace(GONE_MARKUP, "")), None, drop_comments)[0]
 
 
 _LINK_RE = re.compile(r"\[\[([^\[\]]*)\]\]")
@@ -380,11 +384,14 @@ def fallback_render(wikitext: str, skip_prefixes, gone: str = "\x00") -> str:
         text = _URL_LINK_RE.sub(lambda m: m.group(1) if m.group(1).strip() else gone, text)
     if "://" in text:
         text = _BARE_URL_RE.sub(gone, text)
-    if "=" in text:
+    # (the patterns anchored at line starts run only where such a line is: sre scans them position by position)
+    if text[:1] == "=" or "\n=" in text:
         heading = re.compile(_HEADING_LINE_RE.format(gone=re.escape(gone)), re.M)
         text = heading.sub(lambda m: f"{m.group(1)} {m.group(2).replace(gone, '').strip()} {m.group(1)}", text)
-    if "----" in text or ";" in text:
-        text = _RULE_RE.sub(gone, _TERM_RE.sub(lambda m: f"{m.group(1)}: ", text))
+    if text[:1] == ";" or "\n;" in text:
+        text = _TERM_RE.sub(lambda m: f"{m.group(1)}: ", text)
+    if text[:4] == "----" or "\n----" in text:
+        text = _RULE_RE.sub(gone, text)
     if tags:
         text = _ANY_TAG_RE.sub("", _BLOCK_TAG_RE.sub("\n", text))
     if "&" in text:

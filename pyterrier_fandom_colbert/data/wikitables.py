@@ -21,7 +21,7 @@ unclosed table runs to the end of the page.
 from __future__ import annotations
 
 import re
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Iterable, List, Optional, Tuple, cast
 
 __all__ = ["MAX_COLUMNS", "MAX_SPAN", "drop_empty_cells", "table_rows", "tables_to_text"]
 
@@ -32,6 +32,9 @@ MAX_COLUMNS = 100
 _ATTR_SPLIT_RE = re.compile(r"\[\[|\]\]|\|")
 _SPAN_RE = re.compile(r"""\b(row|col)span\s*=\s*["']?\s*(\d+)""", re.I)
 _END_RE = re.compile(r"[.!?:;]$")
+#: the start of a cell up to its first pipe outside links, when all before it is text and links without brackets
+#: inside (``[[File:a.png|20px]] [[b]]``); anything else (nested or unclosed links) stops it short of a pipe
+_SIMPLE_PREFIX_RE = re.compile(r"(?:[^\[\]|]+|\[\[[^\[\]]*\]\]|\[(?!\[)|\](?!\]))*")
 
 Cell = Tuple[bool, str, int, int]  # (header, text, rowspan, colspan)
 
@@ -66,30 +69,41 @@ def _cell(raw: str, header: bool) -> Cell:
     if link < 0 or pipe < link:  # the first pipe is outside links
         attrs, text = raw[:pipe], raw[pipe + 1:]
     else:
-        depth, text, attrs = 0, raw, ""
-        for m in _ATTR_SPLIT_RE.finditer(raw, link):
-            token = m.group()
-            if token == "[[":
-                depth += 1
-            elif token == "]]":
-                depth = max(depth - 1, 0)
-            elif depth == 0:
-                attrs, text = raw[:m.start()], raw[m.end():]
-                break
+        end = cast(re.Match, _SIMPLE_PREFIX_RE.match(raw)).end()  # (matches always: it may match nothing)
+        if end == len(raw):  # (text and simple links: the common cell, without a loop)
+            attrs, text = "", raw
+        elif raw[end] == "|":
+            attrs, text = raw[:end], raw[end + 1:]
+        else:
+            attrs, text = _split_attrs(raw, link)
     if "span" not in attrs[:500].lower():  # (the common cell: no spans to read)
         return header, text.strip().lstrip("!|").strip(), 1, 1
     spans = {k.lower(): min(max(int(v), 1), MAX_SPAN) for k, v in _SPAN_RE.findall(attrs[:500])}
     return header, text.strip().lstrip("!|").strip(), spans.get("row", 1), spans.get("col", 1)
 
 
+def _split_attrs(raw: str, link: int) -> Tuple[str, str]:
+    """(attributes, text) of a cell whose first pipe is inside a link: split at the first pipe outside links."""
+    depth = 0
+    for m in _ATTR_SPLIT_RE.finditer(raw, link):
+        token = m.group()
+        if token == "[[":
+            depth += 1
+        elif token == "]]":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            return raw[:m.start()], raw[m.end():]
+    return "", raw
+
+
 def _row_text(cells: List[Cell], headers: List[str], carried: dict) -> Tuple[Optional[str], Optional[List[str]]]:
     """One row's line, or the new headers when the row holds header cells only."""
     spans = False
     all_headers = True
-    for cell in cells:
-        if cell[2] != 1 or cell[3] != 1:
+    for header_cell, _, rowspan, colspan in cells:
+        if rowspan != 1 or colspan != 1:
             spans = True
-        if not cell[0]:
+        if not header_cell:
             all_headers = False
     if cells and all_headers and not carried:  # (rowspans from above: a data row)
         new = []
@@ -98,19 +112,25 @@ def _row_text(cells: List[Cell], headers: List[str], carried: dict) -> Tuple[Opt
         return None, new
     label = cells[0][1] if len(cells) > 1 and cells[0][0] and not any(c[0] for c in cells[1:]) else ""
     if not carried and not spans:  # the common row: cells are columns
-        shown = [(column, cell[1]) for column, cell in enumerate(cells[:MAX_COLUMNS])]
+        parts = _parts(enumerate([cell[1] for cell in cells[:MAX_COLUMNS]]), headers, label)
     else:
-        shown = _place(cells, carried)
-    parts = []
-    for column, text in shown:
-        if not text or (label and column == 0 and text == label):
-            continue
-        header = headers[column] if column < len(headers) else ""
-        parts.append(f"{header}: {text}" if header and header != text else text)
+        parts = _parts(_place(cells, carried), headers, label)
     if not parts and not label:
         return None, None
     line = (f"{label} \u2014 " if label and parts else label) + "; ".join(parts)
     return (line if line[-1:] in ".!?:;" else line + "."), None
+
+
+def _parts(shown: Iterable[Tuple[int, str]], headers: List[str], label: str) -> List[str]:
+    """``header: text`` of a row's ``(column, text)`` pairs (empty ones and the label left out)."""
+    parts = []
+    n = len(headers)
+    for column, text in shown:
+        if not text or (label and column == 0 and text == label):
+            continue
+        header = headers[column] if column < n else ""
+        parts.append(f"{header}: {text}" if header and header != text else text)
+    return parts
 
 
 def _place(cells: List[Cell], carried: dict) -> List[Tuple[int, str]]:
@@ -146,6 +166,8 @@ def _line_cells(body: str, header: bool) -> List[Cell]:
     """The cells of a row line after its ``|`` (``header``: ``!``)."""
     if header:
         return [(True, c.strip(), 1, 1) if "|" not in c else _cell(c, True) for c in _split_cells(body, True)]
+    if "||" not in body:  # (one cell)
+        return [(False, body.strip().lstrip("!").strip(), 1, 1) if "|" not in body else _cell(body, False)]
     return [(False, c.strip().lstrip("!").strip(), 1, 1) if "|" not in c else _cell(c, False)
             for c in _split_cells(body, False)]
 
@@ -210,14 +232,17 @@ def table_rows(lines: List[str], depth: int = 0) -> List[str]:
             if second == "}":
                 break
             if second == "-":
-                table.end_row()
+                if table.cells or table.more:
+                    table.end_row()
             elif second == "+":
                 caption = _cell(head[2:], False)[1]
             else:
-                table.flush()
+                if table.more:
+                    table.flush()
                 table.cells.extend(_line_cells(head[1:], False))
         elif first == "!":
-            table.flush()
+            if table.more:
+                table.flush()
             table.cells.extend(_line_cells(head[1:], True))
         elif head.startswith("{|"):
             table.nest, table.nested = 1, [line]
@@ -249,6 +274,9 @@ def tables_to_text(wikitext: str, render: Optional[Callable[[str], str]] = None)
         out.extend(["", render(rows) if render is not None else rows, ""])
 
     for line in wikitext[start:].split("\n"):
+        if "{|" not in line and (not depth or "|}" not in line):  # (most lines: neither opens nor closes one)
+            (table if depth else out).append(line)
+            continue
         head = line.lstrip()
         if depth:
             table.append(line)
