@@ -212,10 +212,7 @@ def _pass_links_and_tags(text: str, cut_every: Optional[int] = None, drop_commen
         token, start = m.group(), m.start()
         pos = m.end()
         if token == "<!--":
-            close = closers.find("--", start + 4)  # pass 1 removed unclosed ones
-            pos = close.end() if close else len(text)
-            if drop_comments and close is not None:
-                edits.append((start, pos, GONE_MARKUP))
+            pos = _pass2_comment(text, start, closers, drop_comments, edits)
         elif token == "\n":
             if urls:
                 edits.extend((s, s + 1, GONE_MARKUP) for s in urls)
@@ -245,6 +242,16 @@ def _pass_links_and_tags(text: str, cut_every: Optional[int] = None, drop_commen
     edits.extend((s, s + 2, GONE_MARKUP) for s in links)
     edits.extend((s, e, GONE_MARKUP) for stack in tags.values() for s, e in stack)
     return _apply(text, edits, cuts)
+
+
+def _pass2_comment(text: str, start: int, closers: _Closers, drop_comments: bool, edits: list) -> int:
+    """Pass 2 at ``<!--``: skipped to its end (pass 1 removed unclosed ones), made GONE_MARKUP with
+    ``drop_comments``. Returns where the scan goes on."""
+    close = closers.find("--", start + 4)
+    end = close.end() if close else len(text)
+    if drop_comments and close is not None:
+        edits.append((start, end, GONE_MARKUP))
+    return end
 
 
 def _pass2_close_tag(text: str, start: int, pos: int, tags: dict, edits: list) -> int:
