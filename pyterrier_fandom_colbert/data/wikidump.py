@@ -4,10 +4,10 @@ Two concerns, kept apart from passage splitting (``passages.py``):
 
 * :func:`iter_pages` (in ``exports``, re-exported here) streams ``<page>`` records out of an export (schema
   0.10/0.11) in plain ``.xml``, ``.bz2``, ``.gz`` or ``.7z`` form, in memory that does not grow with the dump:
-  the file is decompressed chunk by chunk (1 MiB, ``dumpbytes.xml_chunks``) into an
-  :class:`xml.etree.ElementTree.XMLPullParser`, and each ``<page>`` element is dropped once read. For ``.7z``, py7zr decompresses in a background thread that hands 1 MiB pieces
-  over through a bounded queue; nothing is extracted to disk. py7zr itself works in blocks of 1 MiB of
-  *compressed* data, so the peak is about one block's worth of XML (10-20 MB for wiki dumps) plus the queue.
+  the file is decompressed chunk by chunk (1 MiB, ``dumpbytes.xml_chunks``) into an XMLPullParser, and each
+  ``<page>`` element is dropped once read. For ``.7z``, py7zr decompresses in a background thread that hands
+  1 MiB pieces over through a bounded queue; nothing is extracted to disk. py7zr itself works in blocks of 1 MiB
+  of *compressed* data, so the peak is about one block's worth of XML (10-20 MB for wiki dumps) plus the queue.
 * :func:`clean_wikitext` / :func:`read_page` turn wikitext into plain prose with mwparserfromhell (rules in their
   docstrings), keeping section headings as ``== Heading ==`` lines so that the passage splitter can see them,
   after fact templates are rendered (``templates``), tables made into rows (``wikitables``) and infoboxes taken
