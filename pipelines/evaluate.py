@@ -22,6 +22,9 @@ SPLADE (docs/sparse.md; needs the [splade] extra, skipped with a message without
 exhaustive exact scoring), splade-pisa (the same index in PISA, MaxScore; needs pyterrier-pisa), splade-colbert
 (SPLADE's top k re-scored from the ColBERT index) and hybrid-splade (pfc.Hybrid of SPLADE and ColBERT end to end,
 default weight).
+bm25-pisa: pyterrier-pisa's BM25 over the same passages (needs the [pisa] extra, skipped with a message without it);
+hybrid-bm25: pfc.Hybrid of bm25-pisa and colbert-full (default weight). colbert-prf: ColBERT-PRF (index.prf(), the
+paper's settings) re-ranking the colbert-full run; its grid on a selection split is benchmarks/prf_eval.py.
 Each base system runs once per question set; the fusions combine those runs. The runs of tfidf and colbert-full
 are cached under <out>/cache/<data>/runs/ (keyed by the settings, the checkpoint and the questions): delete them
 to recompute.
@@ -37,9 +40,9 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-SINGLE = ["tfidf", "bm25", "biencoder", "maxsim-untrained", "colbert-rerank", "colbert-full", "splade",
-          "splade-pisa", "splade-colbert"]
-FUSIONS = ["linear", "rrf", "hybrid", "hybrid-tuned", "hybrid-cv", "hybrid-splade"]
+SINGLE = ["tfidf", "bm25", "bm25-pisa", "biencoder", "maxsim-untrained", "colbert-rerank", "colbert-full",
+          "colbert-prf", "splade", "splade-pisa", "splade-colbert"]
+FUSIONS = ["linear", "rrf", "hybrid", "hybrid-tuned", "hybrid-cv", "hybrid-splade", "hybrid-bm25"]
 SYSTEMS = SINGLE + FUSIONS
 NAMES = {"tfidf": "TF-IDF", "bm25": "BM25 (bm25s)", "biencoder": "MiniLM bi-encoder",
          "maxsim-untrained": "MiniLM MaxSim, untrained", "colbert-rerank": "TF-IDF >> ColBERT",
@@ -47,7 +50,9 @@ NAMES = {"tfidf": "TF-IDF", "bm25": "BM25 (bm25s)", "biencoder": "MiniLM bi-enco
          "hybrid": "Hybrid (default weight 0.2)", "hybrid-tuned": "Hybrid, weight tuned on SQuAD selection",
          "hybrid-cv": "Hybrid, weight by 2-fold CV", "splade": "SPLADE-tiny (exhaustive)",
          "splade-pisa": "SPLADE-tiny (PISA MaxScore)", "splade-colbert": "SPLADE-tiny >> ColBERT",
-         "hybrid-splade": "Hybrid of SPLADE-tiny and ColBERT (default weight 0.2)"}
+         "hybrid-splade": "Hybrid of SPLADE-tiny and ColBERT (default weight 0.2)",
+         "bm25-pisa": "BM25 (PISA)", "colbert-prf": "ColBERT-PRF (3 docs, 10 embs, beta 1, k 24)",
+         "hybrid-bm25": "Hybrid of BM25 (PISA) and ColBERT (default weight 0.2)"}
 TUNING_GRID = [round(0.05 * i, 2) for i in range(21)]
 
 
@@ -198,6 +203,10 @@ def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat
     wanted = list(names)
     if set(wanted) & set(FUSIONS):
         wanted += [n for n in ("tfidf", "colbert-full") if n not in wanted]
+    if "hybrid-bm25" in wanted and "bm25-pisa" not in wanted:
+        wanted.append("bm25-pisa")
+    if "colbert-prf" in wanted and "colbert-full" not in wanted:
+        wanted.append("colbert-full")
     if "hybrid-splade" in wanted and "splade" not in wanted:
         wanted.append("splade")
     if "splade-colbert" in wanted and "colbert-rerank" not in wanted:
@@ -215,6 +224,15 @@ def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat
                 out[system] = bm25(docs, k)
             except ImportError:
                 print("bm25s not installed (pip install bm25s): BM25 skipped", file=sys.stderr)
+        elif system == "bm25-pisa":
+            from pyterrier_fandom_colbert.sparse.bm25 import build_bm25_index
+            from pyterrier_fandom_colbert.sparse.pisa import pisa_available
+
+            if pisa_available():
+                out[system] = build_bm25_index(cache / "bm25-pisa", docs).bm25(num_results=k)
+            else:
+                print("pyterrier-pisa not installed (pip install 'pyterrier-fandom-colbert[pisa]'): bm25-pisa and "
+                      "hybrid-bm25 skipped", file=sys.stderr)
         elif system == "biencoder":
             out[system] = biencoder(docs, k, device)
         elif system == "maxsim-untrained":
@@ -232,6 +250,7 @@ def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat
             else:
                 out[system] = index.retriever(colbert, num_results=k, faiss=faiss, k_hat=k_hat)
                 out["colbert-fingerprint"] = colbert.fingerprint()
+                out["colbert-prf"] = index.prf()  # applied to the colbert-full run
     if {"splade", "splade-pisa", "splade-colbert"} & set(wanted):
         out.update(splade_systems(docs, wanted, k, cache, device, verbose))
     return out
@@ -405,7 +424,8 @@ def main(argv=None) -> int:
         keys = {"tfidf": f"{tfidf_key()}-k{args.k}",
                 "colbert-full": colbert_key(singles.get("colbert-fingerprint"), args.k, args.faiss, args.k_hat,
                                             args.long_docs),
-                "splade": f"splade-{singles.get('splade-fingerprint')}-k{args.k}"}
+                "splade": f"splade-{singles.get('splade-fingerprint')}-k{args.k}",
+                "bm25-pisa": f"bm25-pisa-k{args.k}"}
         # each base run once per question set; fusions (and the re-ranker's first stage) reuse it
         runs = {part: {s: cached_run(singles[s], topics, cache, keys[s]) for s in keys if s in singles}
                 for part, (topics, _) in parts.items()}
@@ -429,6 +449,7 @@ def main(argv=None) -> int:
         lex = pt.Transformer.from_df(runs[report]["tfidf"]) if "tfidf" in runs[report] else None
         neu = pt.Transformer.from_df(runs[report]["colbert-full"]) if "colbert-full" in runs[report] else None
         sparse = pt.Transformer.from_df(runs[report]["splade"]) if "splade" in runs[report] else None
+        bm25_run = pt.Transformer.from_df(runs[report]["bm25-pisa"]) if "bm25-pisa" in runs[report] else None
         if name != "squad" and "hybrid-cv" in names:
             cv, weights = cross_validated(lex, neu, topics, qrels, objective, args.folds)
             cv_note = f" (hybrid-cv weights per fold: {weights})"
@@ -444,6 +465,12 @@ def main(argv=None) -> int:
                 table_systems[s] = sparse >> singles["colbert-scorer"]
             elif s == "hybrid-splade" and sparse is not None and neu is not None:
                 table_systems[s] = pfc.Hybrid(sparse, neu)
+            elif s == "bm25-pisa" and bm25_run is not None:
+                table_systems[s] = bm25_run
+            elif s == "hybrid-bm25" and bm25_run is not None and neu is not None:
+                table_systems[s] = pfc.Hybrid(bm25_run, neu)
+            elif s == "colbert-prf" and neu is not None:
+                table_systems[s] = neu >> singles["colbert-prf"]
             elif s in singles:
                 table_systems[s] = singles[s]
         table_systems.update(fusion_systems(fusions, lex, neu, tuned_weight, cv))
