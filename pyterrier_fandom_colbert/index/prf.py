@@ -246,8 +246,8 @@ class ColBERTPRF(EqualByKey, pt.Transformer):
         return (artifact_key(self.index), self.settings, self.strict)
 
     def __repr__(self) -> str:
-        changed = [f"{f.name}={getattr(self.settings, f.name)!r}" for f in dataclasses.fields(PrfSettings)]
-        return f"{self.index!r}.prf({', '.join(changed)}{', strict=True' if self.strict else ''})"
+        shown = [f"{f.name}={getattr(self.settings, f.name)!r}" for f in dataclasses.fields(PrfSettings)]
+        return f"{self.index!r}.prf({', '.join(shown)}{', strict=True' if self.strict else ''})"
 
     # -- index statistics ----------------------------------------------------------------------------------
     @cached_property
