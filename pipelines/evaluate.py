@@ -22,6 +22,9 @@ SPLADE (docs/sparse.md; needs the [splade] extra, skipped with a message without
 exhaustive exact scoring), splade-pisa (the same index in PISA, MaxScore; needs pyterrier-pisa), splade-colbert
 (SPLADE's top k re-scored from the ColBERT index) and hybrid-splade (pfc.Hybrid of SPLADE and ColBERT end to end,
 default weight).
+bm25-pisa: pyterrier-pisa's BM25 over the same passages (needs the [pisa] extra, skipped with a message without it);
+hybrid-bm25: pfc.Hybrid of bm25-pisa and colbert-full (default weight). colbert-prf: ColBERT-PRF (index.prf(), the
+paper's settings) re-ranking the colbert-full run; its grid on a selection split is benchmarks/prf_eval.py.
 Each base system runs once per question set; the fusions combine those runs. The runs of tfidf and colbert-full
 are cached under <out>/cache/<data>/runs/ (keyed by the settings, the checkpoint and the questions): delete them
 to recompute.
@@ -37,9 +40,9 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-SINGLE = ["tfidf", "bm25", "biencoder", "maxsim-untrained", "colbert-rerank", "colbert-full", "splade",
-          "splade-pisa", "splade-colbert"]
-FUSIONS = ["linear", "rrf", "hybrid", "hybrid-tuned", "hybrid-cv", "hybrid-splade"]
+SINGLE = ["tfidf", "bm25", "bm25-pisa", "biencoder", "maxsim-untrained", "colbert-rerank", "colbert-full",
+          "colbert-prf", "splade", "splade-pisa", "splade-colbert"]
+FUSIONS = ["linear", "rrf", "hybrid", "hybrid-tuned", "hybrid-cv", "hybrid-splade", "hybrid-bm25"]
 SYSTEMS = SINGLE + FUSIONS
 NAMES = {"tfidf": "TF-IDF", "bm25": "BM25 (bm25s)", "biencoder": "MiniLM bi-encoder",
          "maxsim-untrained": "MiniLM MaxSim, untrained", "colbert-rerank": "TF-IDF >> ColBERT",
@@ -47,7 +50,9 @@ NAMES = {"tfidf": "TF-IDF", "bm25": "BM25 (bm25s)", "biencoder": "MiniLM bi-enco
          "hybrid": "Hybrid (default weight 0.2)", "hybrid-tuned": "Hybrid, weight tuned on SQuAD selection",
          "hybrid-cv": "Hybrid, weight by 2-fold CV", "splade": "SPLADE-tiny (exhaustive)",
          "splade-pisa": "SPLADE-tiny (PISA MaxScore)", "splade-colbert": "SPLADE-tiny >> ColBERT",
-         "hybrid-splade": "Hybrid of SPLADE-tiny and ColBERT (default weight 0.2)"}
+         "hybrid-splade": "Hybrid of SPLADE-tiny and ColBERT (default weight 0.2)",
+         "bm25-pisa": "BM25 (PISA)", "colbert-prf": "ColBERT-PRF (3 docs, 10 embs, beta 1, k 24)",
+         "hybrid-bm25": "Hybrid of BM25 (PISA) and ColBERT (default weight 0.2)"}
 TUNING_GRID = [round(0.05 * i, 2) for i in range(21)]
 
 
@@ -188,11 +193,36 @@ def with_dependencies(names) -> list:
     wanted = list(names)
     if set(wanted) & set(FUSIONS):
         wanted += [n for n in ("tfidf", "colbert-full") if n not in wanted]
+    if "hybrid-bm25" in wanted and "bm25-pisa" not in wanted:
+        wanted.append("bm25-pisa")
+    if "colbert-prf" in wanted and "colbert-full" not in wanted:
+        wanted.append("colbert-full")
     if "hybrid-splade" in wanted and "splade" not in wanted:
         wanted.append("splade")
     if "splade-colbert" in wanted and "colbert-rerank" not in wanted:
         wanted.append("colbert-rerank")
     return wanted
+
+
+def baseline_system(system: str, docs, k: int, cache: Path, device):
+    """A baseline: ``bm25`` (bm25s), ``bm25-pisa`` (pyterrier-pisa) or ``biencoder`` (MiniLM); None, said on
+    stderr, when its library is not installed."""
+    if system == "bm25":
+        try:
+            return bm25(docs, k)
+        except ImportError:
+            print("bm25s not installed (pip install bm25s): BM25 skipped", file=sys.stderr)
+            return None
+    if system == "bm25-pisa":
+        from pyterrier_fandom_colbert.sparse.bm25 import build_bm25_index
+        from pyterrier_fandom_colbert.sparse.pisa import pisa_available
+
+        if pisa_available():
+            return build_bm25_index(cache / "bm25-pisa", docs).bm25(num_results=k)
+        print("pyterrier-pisa not installed (pip install 'pyterrier-fandom-colbert[pisa]'): bm25-pisa and "
+              "hybrid-bm25 skipped", file=sys.stderr)
+        return None
+    return biencoder(docs, k, device)
 
 
 def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat, verbose, long_docs="windows"):
@@ -216,13 +246,10 @@ def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat
     for system in wanted:
         if system == "tfidf":
             out[system] = tfidf.retriever(num_results=k)
-        elif system == "bm25":
-            try:
-                out[system] = bm25(docs, k)
-            except ImportError:
-                print("bm25s not installed (pip install bm25s): BM25 skipped", file=sys.stderr)
-        elif system == "biencoder":
-            out[system] = biencoder(docs, k, device)
+        elif system in ("bm25", "bm25-pisa", "biencoder"):
+            baseline = baseline_system(system, docs, k, cache, device)
+            if baseline is not None:
+                out[system] = baseline
         elif system == "maxsim-untrained":
             raw = pfc.ColBERT.from_pretrained(default_backbone(), device=device, verbose=verbose,
                                               config=pfc.ColBERTConfig(dim=384, score_query_masks=False))
@@ -238,6 +265,7 @@ def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat
             else:
                 out[system] = index.retriever(colbert, num_results=k, faiss=faiss, k_hat=k_hat)
                 out["colbert-fingerprint"] = colbert.fingerprint()
+                out["colbert-prf"] = index.prf()  # applied to the colbert-full run
     if {"splade", "splade-pisa", "splade-colbert"} & set(wanted):
         out.update(splade_systems(docs, wanted, k, cache, device, verbose))
     return out
@@ -356,23 +384,32 @@ def cross_validated(lexical, neural, topics, qrels, metric, folds: int, seed: in
     return pt.Transformer.from_df(pd.concat(runs, ignore_index=True)), weights
 
 
-def run_systems(names, singles: dict, lex, neu, sparse) -> dict:
+def run_systems(names, singles: dict, lex, neu, sparse, bm25=None) -> dict:
     """The non-fusion systems of the table, over the cached base runs ``lex`` (TF-IDF), ``neu`` (ColBERT
-    end-to-end) and ``sparse`` (SPLADE) where a system is one of them or starts from one (None: not run)."""
+    end-to-end), ``sparse`` (SPLADE) and ``bm25`` (PISA) where a system is one of them or starts from one; a
+    system whose base run was not made (None) is left out."""
     import pyterrier_fandom_colbert as pfc
 
+    scorer = singles.get("colbert-scorer")
+    # name -> (the base runs it is built from, how)
+    from_runs = {
+        "tfidf": ((lex,), lambda: lex),
+        "colbert-full": ((neu,), lambda: neu),
+        "splade": ((sparse,), lambda: sparse),
+        "splade-colbert": ((sparse,), lambda: sparse >> scorer),
+        "hybrid-splade": ((sparse, neu), lambda: pfc.Hybrid(sparse, neu)),
+        "bm25-pisa": ((bm25,), lambda: bm25),
+        "hybrid-bm25": ((bm25, neu), lambda: pfc.Hybrid(bm25, neu)),
+        "colbert-prf": ((neu,), lambda: neu >> singles["colbert-prf"]),
+    }
     systems = {}
     for s in names:
-        if s in ("tfidf", "colbert-full"):
-            systems[s] = lex if s == "tfidf" else neu
-        elif s == "colbert-rerank":
-            systems[s] = lex >> singles["colbert-scorer"] if lex is not None else singles[s]
-        elif s == "splade" and sparse is not None:
-            systems[s] = sparse
-        elif s == "splade-colbert" and sparse is not None:
-            systems[s] = sparse >> singles["colbert-scorer"]
-        elif s == "hybrid-splade" and sparse is not None and neu is not None:
-            systems[s] = pfc.Hybrid(sparse, neu)
+        if s == "colbert-rerank":
+            systems[s] = lex >> scorer if lex is not None else singles[s]
+        elif s in from_runs:
+            needs, make = from_runs[s]
+            if all(run is not None for run in needs):
+                systems[s] = make()
         elif s in singles:
             systems[s] = singles[s]
     return systems
@@ -432,7 +469,8 @@ def main(argv=None) -> int:
         keys = {"tfidf": f"{tfidf_key()}-k{args.k}",
                 "colbert-full": colbert_key(singles.get("colbert-fingerprint"), args.k, args.faiss, args.k_hat,
                                             args.long_docs),
-                "splade": f"splade-{singles.get('splade-fingerprint')}-k{args.k}"}
+                "splade": f"splade-{singles.get('splade-fingerprint')}-k{args.k}",
+                "bm25-pisa": f"bm25-pisa-k{args.k}"}
         # each base run once per question set; fusions (and the re-ranker's first stage) reuse it
         runs = {part: {s: cached_run(singles[s], topics, cache, keys[s]) for s in keys if s in singles}
                 for part, (topics, _) in parts.items()}
@@ -456,10 +494,11 @@ def main(argv=None) -> int:
         lex = pt.Transformer.from_df(runs[report]["tfidf"]) if "tfidf" in runs[report] else None
         neu = pt.Transformer.from_df(runs[report]["colbert-full"]) if "colbert-full" in runs[report] else None
         sparse = pt.Transformer.from_df(runs[report]["splade"]) if "splade" in runs[report] else None
+        bm25_run = pt.Transformer.from_df(runs[report]["bm25-pisa"]) if "bm25-pisa" in runs[report] else None
         if name != "squad" and "hybrid-cv" in names:
             cv, weights = cross_validated(lex, neu, topics, qrels, objective, args.folds)
             cv_note = f" (hybrid-cv weights per fold: {weights})"
-        table_systems = run_systems(names, singles, lex, neu, sparse)
+        table_systems = run_systems(names, singles, lex, neu, sparse, bm25_run)
         table_systems.update(fusion_systems(fusions, lex, neu, tuned_weight, cv))
         ordered = {NAMES[s]: table_systems[s] for s in names if s in table_systems}
         table = pt.Experiment(list(ordered.values()), topics, qrels, metrics, names=list(ordered),

@@ -346,6 +346,18 @@ class ColBERTIndex(pt.Artifact):
         self.check()
         return self._with_encoder(colbert, IndexScorer(self, strict=strict, verbose=verbose), strict)
 
+    def prf(self, *, fb_docs: int = 3, fb_embs: int = 10, beta: float = 1.0, k: int = 24, nn_tokens: int = 10,
+            seed: int = 42, strict: bool = False, verbose: bool = False) -> pt.Transformer:
+        """ColBERT-PRF re-ranker (:class:`~.prf.ColBERTPRF`; defaults: the paper's settings): expansion embeddings
+        from the k-means centroids of each query's ``fb_docs`` best documents, the ``fb_embs`` whose tokens have the
+        highest IDF, weighted ``beta · IDF``; re-scores the input's documents. Works on fp16 and compressed
+        indexes: ``colbert.query_encoder() >> index.retriever() >> index.prf()``."""
+        from .prf import ColBERTPRF, PrfSettings
+
+        self.check()
+        settings = PrfSettings(fb_docs=fb_docs, fb_embs=fb_embs, beta=beta, k=k, nn_tokens=nn_tokens, seed=seed)
+        return ColBERTPRF(self, settings, strict=strict, verbose=verbose)
+
     def _with_encoder(self, colbert: Optional["ColBERT"], stage: pt.Transformer, strict: bool) -> pt.Transformer:
         if colbert is None:
             return stage

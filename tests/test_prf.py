@@ -1,0 +1,163 @@
+"""ColBERT-PRF (index/prf.py) against a brute-force reference written from the paper's definition: document
+frequencies counted with Python sets, IDF by hand, each centroid's token voted by plain sorting, the expanded
+MaxSim computed token by token; on an fp16 and a compressed index of one tiny corpus."""
+import math
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.index import compressed
+from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+from pyterrier_fandom_colbert.index.prf import (
+    PRF_COLUMNS,
+    ColBERTPRF,
+    PrfSettings,
+    document_frequencies,
+    kmeans,
+    rescore,
+)
+
+WORDS = ["castle", "dragon", "smith", "river", "queen", "guild", "bard", "library", "moon", "blade", "crown", "fire",
+         "mountain", "ship", "storm", "harbour", "forest", "wolf", "tower", "bridge"]
+TOPICS = pd.DataFrame({"qid": ["q1", "q2"], "query": ["who forged the blade in the tower", "a storm over the harbour"]})
+
+
+def records(n=30):
+    rng = np.random.default_rng(5)
+    return [{"docno": f"d{i:02d}", "text": " ".join(rng.choice(WORDS, size=int(rng.integers(5, 14))))}
+            for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def colbert(tiny_bert_dir):
+    torch.set_num_threads(2)
+    config = pfc.ColBERTConfig(dim=16, doc_maxlen=32, query_maxlen=16)
+    return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=config, device="cpu", batch_size=8)
+
+
+@pytest.fixture(scope="module", params=["fp16", "residual2"])
+def index(request, colbert, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("prf")
+    spec = compressed.CompressionSpec(request.param, num_centroids=8, niter=6) if request.param != "fp16" else "fp16"
+    return ColBERTIndex(folder / request.param).indexer(colbert, compression=spec).index(records())
+
+
+@pytest.fixture(scope="module")
+def first_pass(colbert, index):
+    return (colbert.query_encoder() >> index.retriever(num_results=12))(TOPICS)
+
+
+def _cos(a, b):
+    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=-1, keepdims=True)
+    return a @ b.T
+
+
+def reference(index, run, settings):
+    """{(qid, docno): score} and {qid: expansion token ids}, by hand (cosine similarity, mean reduction)."""
+    assert index.config.similarity == "cosine" and index.config.reduction == "mean"
+    docs = {index.docnos_of(np.array([i]))[0]: index.doc_vectors(i) for i in range(len(index))}
+    df = Counter(t for _, tids in docs.values() for t in set(tids.tolist()))
+    n_docs = len(docs)
+    scores, tokens = {}, {}
+    for qid, rows in run.groupby("qid"):
+        rows = rows.sort_values("rank")
+        q = np.asarray(rows["query_embs"].iloc[0], dtype=np.float64)
+        feedback = rows["docno"].tolist()[:settings.fb_docs]
+        vecs = np.concatenate([docs[d][0] for d in feedback])
+        tids = np.concatenate([docs[d][1] for d in feedback])
+        centroids = kmeans(vecs, settings.k, settings.seed)  # the clustering itself is FAISS's
+        chosen = []
+        for c, centroid in enumerate(centroids):
+            sims = _cos(centroid[None].astype(np.float64), vecs.astype(np.float64))[0]
+            near = sorted(range(len(vecs)), key=lambda j: -sims[j])[:settings.nn_tokens]
+            votes = Counter(int(tids[j]) for j in near)
+            top = max(votes.values())
+            token = next(int(tids[j]) for j in near if votes[int(tids[j])] == top)
+            chosen.append((-math.log((n_docs + 1) / (df[token] + 1)), c, token))
+        chosen = sorted(chosen)[:settings.fb_embs]
+        tokens[qid] = [t for _, _, t in chosen]
+        for docno in rows["docno"]:
+            d = docs[docno][0].astype(np.float64)
+            original = sum(_cos(qi[None], d).max() for qi in q)
+            expansion = sum(-w * _cos(centroids[c][None].astype(np.float64), d).max() for w, c, _ in chosen)
+            scores[qid, docno] = (original + settings.beta * expansion) / len(q)
+    return scores, tokens
+
+
+@pytest.mark.parametrize("settings", [PrfSettings(), PrfSettings(fb_docs=2, fb_embs=3, beta=0.5, k=6, nn_tokens=1)])
+def test_scores_and_expansions_match_the_brute_force_reference(index, first_pass, settings):
+    out = ColBERTPRF(index, settings)(first_pass)
+    expected, tokens = reference(index, first_pass, settings)
+    assert len(out) == len(first_pass) and set(out.columns) >= set(first_pass.columns) | set(PRF_COLUMNS)
+    for row in out.itertuples():
+        assert row.score == pytest.approx(expected[row.qid, row.docno], abs=1e-5)
+        assert list(row.prf_toks) == tokens[row.qid]
+    for _, rows in out.groupby("qid"):  # ranks follow the new scores
+        assert rows.sort_values("rank")["score"].is_monotonic_decreasing
+
+
+def test_beta_zero_is_colberts_own_score(index, first_pass):
+    prf = index.prf(beta=0.0)(first_pass)
+    plain = index.scorer()(first_pass.drop(columns=["score", "rank"]))
+    merged = prf.merge(plain, on=["qid", "docno"], suffixes=("_prf", "_colbert"))
+    np.testing.assert_allclose(merged["score_prf"], merged["score_colbert"], atol=1e-5)
+    np.testing.assert_allclose(merged["prf_query_score"], merged["score_colbert"], atol=1e-5)
+
+
+def test_rescore_gives_what_a_run_with_those_settings_gives(index, first_pass):
+    full = index.prf(beta=1.0, fb_embs=10)(first_pass)
+    direct = index.prf(beta=0.5, fb_embs=5)(first_pass)
+    again = rescore(full, beta=0.5, fb_embs=5)
+    merged = again.merge(direct, on=["qid", "docno"])
+    np.testing.assert_allclose(merged["score_x"], merged["score_y"], atol=1e-9)
+    assert (merged["rank_x"] == merged["rank_y"]).all()
+
+
+def test_document_frequencies_count_documents_not_occurrences():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 9, size=20)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    tids = rng.integers(0, 15, size=offsets[-1])
+    by_hand = Counter(t for i in range(20) for t in set(tids[offsets[i]:offsets[i + 1]].tolist()))
+    df = document_frequencies(tids, offsets, vocab_size=20)
+    assert len(df) == 20 and df.tolist() == [by_hand.get(t, 0) for t in range(20)]
+
+
+def test_kmeans_recovers_separated_clusters_and_is_seeded():
+    rng = np.random.default_rng(1)
+    means = np.array([[5.0, 0, 0], [0, 5.0, 0], [0, 0, 5.0]], dtype=np.float32)
+    points = np.concatenate([m + 0.01 * rng.standard_normal((20, 3)) for m in means]).astype(np.float32)
+    found = kmeans(points, 3, seed=7)
+    for m in means:
+        assert np.abs(found - m).sum(1).min() < 0.05
+    np.testing.assert_array_equal(found, kmeans(points, 3, seed=7))
+    assert len(kmeans(points[:2], 24)) == 2  # fewer vectors than clusters: each its own
+
+
+def test_empty_frame_equality_and_parameters(index, first_pass):
+    prf = index.prf()
+    empty = prf(first_pass.iloc[:0])
+    assert len(empty) == 0 and list(empty.columns) == prf.transform_outputs(list(first_pass.columns))
+    assert prf == index.prf() and hash(prf) == hash(index.prf()) and prf != index.prf(beta=0.5)
+    assert prf == ColBERTIndex(index.path).prf()
+    assert prf.get_parameter("beta") == 1.0 and prf.get_parameter("fb_embs") == 10
+    prf.set_parameter("beta", 0.5)
+    assert prf == index.prf(beta=0.5) and prf.get_parameter("beta") == 0.5
+    with pytest.raises(ValueError, match="fb_embs=30"):
+        prf.set_parameter("fb_embs", 30)
+    with pytest.raises(ValueError, match="beta=-1"):
+        index.prf(beta=-1)
+    assert prf.get_parameter("beta") == 0.5  # a refused value leaves the settings as they were
+    assert repr(index.prf(fb_docs=2)).endswith(".prf(fb_docs=2, fb_embs=10, beta=1.0, k=24, nn_tokens=10, seed=42)")
+
+
+def test_missing_columns_are_named(index, first_pass):
+    import pyterrier as pt
+
+    with pytest.raises(pt.validate.InputValidationError, match="query_embs"):
+        index.prf()(first_pass.drop(columns=["query_embs"]))
