@@ -1,6 +1,7 @@
 """ColBERT-PRF (index/prf.py) against a brute-force reference written from the paper's definition: document
 frequencies counted with Python sets, IDF by hand, each centroid's token voted by plain sorting, the expanded
 MaxSim computed token by token; on an fp16 and a compressed index of one tiny corpus."""
+import dataclasses
 import math
 from collections import Counter
 
@@ -91,7 +92,7 @@ def reference(index, run, settings):
 
 @pytest.mark.parametrize("settings", [PrfSettings(), PrfSettings(fb_docs=2, fb_embs=3, beta=0.5, k=6, nn_tokens=1)])
 def test_scores_and_expansions_match_the_brute_force_reference(index, first_pass, settings):
-    out = ColBERTPRF(index, settings)(first_pass)
+    out = ColBERTPRF(index, **dataclasses.asdict(settings))(first_pass)
     expected, tokens = reference(index, first_pass, settings)
     assert len(out) == len(first_pass) and set(out.columns) >= set(first_pass.columns) | set(PRF_COLUMNS)
     for row in out.itertuples():

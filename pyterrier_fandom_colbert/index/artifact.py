@@ -352,11 +352,11 @@ class ColBERTIndex(pt.Artifact):
         from the k-means centroids of each query's ``fb_docs`` best documents, the ``fb_embs`` whose tokens have the
         highest IDF, weighted ``beta · IDF``; re-scores the input's documents. Works on fp16 and compressed
         indexes: ``colbert.query_encoder() >> index.retriever() >> index.prf()``."""
-        from .prf import ColBERTPRF, PrfSettings
+        from .prf import ColBERTPRF
 
         self.check()
-        settings = PrfSettings(fb_docs=fb_docs, fb_embs=fb_embs, beta=beta, k=k, nn_tokens=nn_tokens, seed=seed)
-        return ColBERTPRF(self, settings, strict=strict, verbose=verbose)
+        return ColBERTPRF(self, fb_docs=fb_docs, fb_embs=fb_embs, beta=beta, k=k, nn_tokens=nn_tokens, seed=seed,
+                          strict=strict, verbose=verbose)
 
     def _with_encoder(self, colbert: Optional["ColBERT"], stage: pt.Transformer, strict: bool) -> pt.Transformer:
         if colbert is None:

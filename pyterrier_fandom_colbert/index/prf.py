@@ -41,6 +41,7 @@ from ..frames import (
     with_columns,
 )
 from ..model.encoders import query_tensors
+from ..params import Parameters
 from ..progress import progress
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -213,34 +214,27 @@ def _similarities(tokens: np.ndarray, q: np.ndarray, similarity: str) -> np.ndar
                               torch.from_numpy(np.ascontiguousarray(q)), similarity).numpy()
 
 
-class ColBERTPRF(EqualByKey, pt.Transformer):
+class ColBERTPRF(EqualByKey, Parameters, pt.Transformer):
     """ColBERT-PRF re-ranker (see the module docstring): qid, query_embs, docno, rank → + ``score``, ``rank`` and
     :data:`PRF_COLUMNS`; other columns kept.
 
     The feedback documents are each query's ``fb_docs`` best by the input's ``rank``; every input row is
     re-scored. ``index.prf(fb_docs=3, fb_embs=10, beta=1.0, k=24)``; pipeline:
-    ``colbert.query_encoder() >> index.retriever() >> index.prf()``. Settings are a :class:`PrfSettings`, read and
-    changed through ``get_parameter``/``set_parameter`` (checked as in the constructor).
+    ``colbert.query_encoder() >> index.retriever() >> index.prf()``. The settings (a :class:`PrfSettings`) are
+    constructor arguments, read and changed through ``get_parameter``/``set_parameter`` (checked as in the
+    constructor).
     """
 
-    def __init__(self, index: "ColBERTIndex", settings: Optional[PrfSettings] = None, *, strict: bool = False,
-                 verbose: bool = False):
+    def __init__(self, index: "ColBERTIndex", *, fb_docs: int = 3, fb_embs: int = 10, beta: float = 1.0, k: int = 24,
+                 nn_tokens: int = 10, seed: int = 42, strict: bool = False, verbose: bool = False):
         self.index = index
-        self.settings = settings or PrfSettings()
+        self.settings = PrfSettings(fb_docs=fb_docs, fb_embs=fb_embs, beta=beta, k=k, nn_tokens=nn_tokens, seed=seed)
         self.strict = strict
         self.verbose = verbose
 
-    # -- settings ------------------------------------------------------------------------------------------
-    def get_parameter(self, name: str) -> Any:
-        if name in PrfSettings.__dataclass_fields__:
-            return getattr(self.settings, name)
-        return super().get_parameter(name)
-
-    def set_parameter(self, name: str, value: Any) -> "ColBERTPRF":
-        if name in PrfSettings.__dataclass_fields__:
-            self.settings = dataclasses.replace(self.settings, **{name: value})
-            return self
-        return super().set_parameter(name, value)
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"index": self.index, **dataclasses.asdict(self.settings), "strict": self.strict,
+                "verbose": self.verbose}
 
     def _key(self) -> Tuple[Any, ...]:
         return (artifact_key(self.index), self.settings, self.strict)
