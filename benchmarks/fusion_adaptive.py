@@ -85,15 +85,7 @@ def main(argv=None) -> int:
     import evaluate as ev
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", nargs="+", default=["squad", "scifact", "wikiqa"], choices=["squad", "scifact", "wikiqa"])
-    ap.add_argument("--checkpoint", default=None)
-    ap.add_argument("--k", type=int, default=1000)
-    ap.add_argument("--faiss", default="ivfpq")
-    ap.add_argument("--k-hat", type=int, default=100)
-    ap.add_argument("--long-docs", choices=["windows", "truncate"], default="windows")
-    ap.add_argument("--out", type=Path, default=Path("runs/evaluate"))
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--data-root", type=Path, default=ev.DATA)
+    ev.add_run_arguments(ap)
     args = ap.parse_args(argv)
 
     import pandas as pd

@@ -41,17 +41,9 @@ def main(argv=None) -> int:
     import evaluate as ev
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", nargs="+", default=["squad", "wikiqa", "scifact"], choices=["squad", "scifact", "wikiqa"])
-    ap.add_argument("--checkpoint", default=None)
-    ap.add_argument("--k", type=int, default=1000)
-    ap.add_argument("--faiss", default="ivfpq")
-    ap.add_argument("--k-hat", type=int, default=100)
-    ap.add_argument("--long-docs", choices=["windows", "truncate"], default="windows")
+    ev.add_run_arguments(ap, data=("squad", "wikiqa", "scifact"))
     ap.add_argument("--max-queries", type=int, default=None, help="a seeded sample of this many questions per set")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=Path("runs/evaluate"))
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--data-root", type=Path, default=ev.DATA)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
 

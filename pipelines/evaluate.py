@@ -415,11 +415,10 @@ def run_systems(names, singles: dict, lex, neu, sparse, bm25=None) -> dict:
     return systems
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", nargs="+", default=["squad", "scifact", "wikiqa"], choices=["squad", "scifact", "wikiqa"])
-    ap.add_argument("--systems", nargs="+", default=["tfidf", "bm25", "colbert-rerank", "colbert-full", *FUSIONS],
-                    choices=SYSTEMS)
+def add_run_arguments(ap: argparse.ArgumentParser, data=("squad", "scifact", "wikiqa")) -> None:
+    """The options that decide which cached runs are read or made (data sets, checkpoint, depth, FAISS kind, k̂,
+    long-document mode, output folder, threads, data root): shared with the benchmarks built on these runs."""
+    ap.add_argument("--data", nargs="+", default=list(data), choices=["squad", "scifact", "wikiqa"])
     ap.add_argument("--checkpoint", default=None, help="ColBERT checkpoint (default: the bundled one)")
     ap.add_argument("--k", type=int, default=1000)
     ap.add_argument("--faiss", default="ivfpq", help="FAISS kind of the end-to-end retrievers (flat = exact)")
@@ -427,11 +426,18 @@ def main(argv=None) -> int:
                     help="document-token neighbours per query vector of the end-to-end retrievers (candidates)")
     ap.add_argument("--long-docs", choices=["windows", "truncate"], default="windows",
                     help="how the ColBERT index stores texts longer than doc_maxlen (the indexer's default: windows)")
-    ap.add_argument("--folds", type=int, default=2, help="cross-validation folds of hybrid-cv")
     ap.add_argument("--out", type=Path, default=Path("runs/evaluate"))
-    ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--data-root", type=Path, default=DATA)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(ap)
+    ap.add_argument("--systems", nargs="+", default=["tfidf", "bm25", "colbert-rerank", "colbert-full", *FUSIONS],
+                    choices=SYSTEMS)
+    ap.add_argument("--folds", type=int, default=2, help="cross-validation folds of hybrid-cv")
+    ap.add_argument("--device", default=None)
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
 
