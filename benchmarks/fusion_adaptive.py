@@ -89,19 +89,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import pandas as pd
-    import torch
 
     from pyterrier_fandom_colbert.fusion.transformers import align, assemble
     from pyterrier_fandom_colbert.fusion.tuning import per_query
 
-    if args.threads:
-        import faiss
-
-        torch.set_num_threads(args.threads)
-        faiss.omp_set_num_threads(args.threads)
+    ev.set_threads(args.threads)
     columns = {}
     for name in args.data:
-        if not (args.data_root / ("squad-v1.1-split" if name == "squad" else name)).exists():
+        if not ev.data_folder(args.data_root, name).exists():
             print(f"{name}: not found under {args.data_root}, skipped")
             continue
         if name == "squad":

@@ -49,19 +49,14 @@ def main(argv=None) -> int:
 
     import pandas as pd
     import pyterrier as pt
-    import torch
     from ir_measures import AP, R, nDCG
 
     from pyterrier_fandom_colbert.index.prf import rescore
 
-    if args.threads:
-        import faiss
-
-        torch.set_num_threads(args.threads)
-        faiss.omp_set_num_threads(args.threads)
+    ev.set_threads(args.threads)
     metrics = [nDCG @ 10, AP @ 100, R @ 100]
     for name in args.data:
-        if not (args.data_root / ("squad-v1.1-split" if name == "squad" else name)).exists():
+        if not ev.data_folder(args.data_root, name).exists():
             print(f"{name}: not found under {args.data_root}, skipped")
             continue
         if name == "squad":

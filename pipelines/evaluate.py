@@ -415,6 +415,21 @@ def run_systems(names, singles: dict, lex, neu, sparse, bm25=None) -> dict:
     return systems
 
 
+def set_threads(threads) -> None:
+    """CPU threads for torch and FAISS (None or 0: their defaults)."""
+    if threads:
+        import faiss
+        import torch
+
+        torch.set_num_threads(threads)
+        faiss.omp_set_num_threads(threads)
+
+
+def data_folder(root: Path, name: str) -> Path:
+    """Where the data set ``name`` (squad, scifact, wikiqa) lies under the shared data root."""
+    return root / ("squad-v1.1-split" if name == "squad" else name)
+
+
 def add_run_arguments(ap: argparse.ArgumentParser, data=("squad", "scifact", "wikiqa")) -> None:
     """The options that decide which cached runs are read or made (data sets, checkpoint, depth, FAISS kind, k̂,
     long-document mode, output folder, threads, data root): shared with the benchmarks built on these runs."""
@@ -447,11 +462,7 @@ def main(argv=None) -> int:
 
     from pyterrier_fandom_colbert.storage import read_json, write_json
 
-    if args.threads:
-        import faiss
-
-        torch.set_num_threads(args.threads)
-        faiss.omp_set_num_threads(args.threads)
+    set_threads(args.threads)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     args.out.mkdir(parents=True, exist_ok=True)
     tuned_file = args.out / "squad-selection-weight.json"
@@ -459,7 +470,7 @@ def main(argv=None) -> int:
     fusions = [n for n in names if n in FUSIONS]
     # squad first: its selection part tunes the weight that the out-of-domain sets reuse
     for name in sorted(args.data, key=lambda n: n != "squad"):
-        needed = args.data_root / ("squad-v1.1-split" if name == "squad" else name)
+        needed = data_folder(args.data_root, name)
         if not needed.exists():
             print(f"{name}: {needed} not found, skipped")
             continue
