@@ -7,9 +7,9 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, Iterator, List
 
-__all__ = ["Call", "parse_call", "template_name"]
+__all__ = ["Call", "parse_call", "pipes_outside_links", "template_name"]
 
 _SPLIT_RE = re.compile(r"\[\[|\]\]|\|")
 _PREFIX_RE = re.compile(r"^(?:template|subst|safesubst|msgnw)\s*:\s*", re.I)
@@ -51,18 +51,30 @@ def template_name(raw: str) -> str:
     return _NAME_SPACE_RE.sub(" ", name).strip().lower()
 
 
-def _split(inner: str) -> List[str]:
-    """Split at the pipes outside ``[[links]]`` (templates inside were rendered already)."""
-    parts, depth, start = [], 0, 0
-    for m in _SPLIT_RE.finditer(inner):
+def pipes_outside_links(text: str, start: int = 0) -> Iterator["re.Match[str]"]:
+    """The ``|`` of ``text`` from ``start`` on that are not inside ``[[links]]`` (template arguments and table
+    cells are separated by these; a link's pipe separates its label).
+
+    >>> [m.start() for m in pipes_outside_links("a|[[b|c]]|d")]
+    [1, 9]
+    """
+    depth = 0
+    for m in _SPLIT_RE.finditer(text, start):
         token = m.group()
         if token == "[[":
             depth += 1
         elif token == "]]":
             depth = max(depth - 1, 0)
         elif depth == 0:
-            parts.append(inner[start:m.start()])
-            start = m.end()
+            yield m
+
+
+def _split(inner: str) -> List[str]:
+    """Split at the pipes outside ``[[links]]`` (templates inside were rendered already)."""
+    parts, start = [], 0
+    for m in pipes_outside_links(inner):
+        parts.append(inner[start:m.start()])
+        start = m.end()
     parts.append(inner[start:])
     return parts
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable, List, Optional, Tuple, cast
 
+from .template_calls import pipes_outside_links
+
 __all__ = ["MAX_COLUMNS", "MAX_SPAN", "drop_empty_cells", "table_rows", "tables_to_text"]
 
 #: the most columns a colspan covers and rows a rowspan reaches (hostile tables: colspan=1000000)
 MAX_SPAN = 50
 #: columns of a row that are read (the rest is left out): bounds the work per row of a hostile table
 MAX_COLUMNS = 100
-_ATTR_SPLIT_RE = re.compile(r"\[\[|\]\]|\|")
 _SPAN_RE = re.compile(r"""\b(row|col)span\s*=\s*["']?\s*(\d+)""", re.I)
 _END_RE = re.compile(r"[.!?:;]$")
 #: the start of a cell up to its first pipe outside links, when all before it is text and links without brackets
@@ -84,16 +85,8 @@ def _cell(raw: str, header: bool) -> Cell:
 
 def _split_attrs(raw: str, link: int) -> Tuple[str, str]:
     """(attributes, text) of a cell whose first pipe is inside a link: split at the first pipe outside links."""
-    depth = 0
-    for m in _ATTR_SPLIT_RE.finditer(raw, link):
-        token = m.group()
-        if token == "[[":
-            depth += 1
-        elif token == "]]":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            return raw[:m.start()], raw[m.end():]
-    return "", raw
+    m = next(pipes_outside_links(raw, link), None)
+    return (raw[:m.start()], raw[m.end():]) if m is not None else ("", raw)
 
 
 def _row_text(cells: List[Cell], headers: List[str], carried: dict) -> Tuple[Optional[str], Optional[List[str]]]:
