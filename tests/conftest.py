@@ -142,3 +142,31 @@ def tiny_parts(tiny_bert_dir, tmp_path_factory):
         return colbert, tfidf, index
 
     return build
+
+
+_WORDS = ["castle", "dragon", "smith", "river", "queen", "guild", "bard", "library", "moon", "blade", "crown", "fire",
+          "mountain", "ship", "storm", "harbour", "forest", "wolf", "tower", "bridge"]
+
+
+@pytest.fixture(scope="session")
+def word_records():
+    """``word_records(n, seed, min_words)``: ``n`` documents ``d00``, ``d01``, … of ``min_words`` to 13 words drawn
+    (seeded) from twenty story words, so that a small index has shared terms and repeated tokens."""
+    def make(n: int, seed: int, min_words: int):
+        rng = np.random.default_rng(seed)
+        return [{"docno": f"d{i:02d}", "text": " ".join(rng.choice(_WORDS, size=int(rng.integers(min_words, 14))))}
+                for i in range(n)]
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def small_colbert(tiny_bert_dir):
+    """The tiny random BERT as a 16-dimensional ColBERT with short windows (32 document, 16 query pieces)."""
+    import torch
+
+    import pyterrier_fandom_colbert as pfc
+
+    torch.set_num_threads(2)
+    config = pfc.ColBERTConfig(dim=16, doc_maxlen=32, query_maxlen=16)
+    return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=config, device="cpu", batch_size=8)

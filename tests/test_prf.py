@@ -8,9 +8,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
-import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.index import compressed
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 from pyterrier_fandom_colbert.index.prf import (
@@ -22,29 +20,24 @@ from pyterrier_fandom_colbert.index.prf import (
     rescore,
 )
 
-WORDS = ["castle", "dragon", "smith", "river", "queen", "guild", "bard", "library", "moon", "blade", "crown", "fire",
-         "mountain", "ship", "storm", "harbour", "forest", "wolf", "tower", "bridge"]
 TOPICS = pd.DataFrame({"qid": ["q1", "q2"], "query": ["who forged the blade in the tower", "a storm over the harbour"]})
 
 
-def records(n=30):
-    rng = np.random.default_rng(5)
-    return [{"docno": f"d{i:02d}", "text": " ".join(rng.choice(WORDS, size=int(rng.integers(5, 14))))}
-            for i in range(n)]
+@pytest.fixture(scope="module")
+def colbert(small_colbert):
+    return small_colbert
 
 
 @pytest.fixture(scope="module")
-def colbert(tiny_bert_dir):
-    torch.set_num_threads(2)
-    config = pfc.ColBERTConfig(dim=16, doc_maxlen=32, query_maxlen=16)
-    return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=config, device="cpu", batch_size=8)
+def records(word_records):
+    return word_records(30, seed=5, min_words=5)
 
 
 @pytest.fixture(scope="module", params=["fp16", "residual2"])
-def index(request, colbert, tmp_path_factory):
+def index(request, colbert, records, tmp_path_factory):
     folder = tmp_path_factory.mktemp("prf")
     spec = compressed.CompressionSpec(request.param, num_centroids=8, niter=6) if request.param != "fp16" else "fp16"
-    return ColBERTIndex(folder / request.param).indexer(colbert, compression=spec).index(records())
+    return ColBERTIndex(folder / request.param).indexer(colbert, compression=spec).index(records)
 
 
 @pytest.fixture(scope="module")

@@ -24,31 +24,26 @@ from pyterrier_fandom_colbert.index.token_search import ColBERTRetriever
 from pyterrier_fandom_colbert.index.writer import IndexWriter
 from pyterrier_fandom_colbert.model.scoring import maxsim
 
-WORDS = ["castle", "dragon", "smith", "river", "queen", "guild", "bard", "library", "moon", "blade", "crown", "fire",
-         "mountain", "ship", "storm", "harbour", "forest", "wolf", "tower", "bridge"]
 QUERIES = ["who forged the blade in the tower", "the dragon of the mountain", "a storm over the harbour"]
 
 
-def records(n=40):
-    rng = np.random.default_rng(3)
-    return [{"docno": f"d{i:02d}", "text": " ".join(rng.choice(WORDS, size=int(rng.integers(4, 14))))}
-            for i in range(n)]
+@pytest.fixture(scope="module")
+def colbert(small_colbert):
+    return small_colbert
 
 
 @pytest.fixture(scope="module")
-def colbert(tiny_bert_dir):
-    torch.set_num_threads(2)
-    config = pfc.ColBERTConfig(dim=16, doc_maxlen=32, query_maxlen=16)
-    return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=config, device="cpu", batch_size=8)
+def records(word_records):
+    return word_records(40, seed=3, min_words=4)
 
 
 @pytest.fixture(scope="module")
-def both(colbert, tmp_path_factory):
+def both(colbert, records, tmp_path_factory):
     """(fp16 index, residual2 index) of one corpus."""
     folder = tmp_path_factory.mktemp("stores")
-    fp16 = ColBERTIndex(folder / "fp16").indexer(colbert, long_docs="truncate").index(records())
+    fp16 = ColBERTIndex(folder / "fp16").indexer(colbert, long_docs="truncate").index(records)
     spec = compressed.CompressionSpec("residual2", num_centroids=8, niter=6)
-    residual = ColBERTIndex(folder / "r2").indexer(colbert, long_docs="truncate", compression=spec).index(records())
+    residual = ColBERTIndex(folder / "r2").indexer(colbert, long_docs="truncate", compression=spec).index(records)
     return fp16, residual
 
 
