@@ -77,7 +77,7 @@ def test_the_index_picks_its_store_from_the_metadata(both, colbert):
     fp16, residual = both
     assert type(fp16.store) is Fp16Store and type(residual.store) is ResidualStore
     for index, stage in ((fp16, ColBERTRetriever), (residual, CentroidRetriever)):
-        loaded = pt.Artifact.load(str(index.path))  # through the setup.cfg entry points
+        loaded = pt.Artifact.load(str(index.path))  # through the pyproject.toml entry points
         assert isinstance(loaded, ColBERTIndex) and type(loaded.store) is type(index.store)
         pipeline = loaded.retriever(colbert, num_results=5)
         assert isinstance(pipeline[-1], stage) and isinstance(loaded.retriever(num_results=5), stage)
