@@ -123,6 +123,7 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
     scores = np.empty(len(doc_ids), dtype=np.float64)
     if len(doc_ids) == 0:
         return scores
+    index.store.check_docs(doc_ids)  # type: ignore[attr-defined]  (an fp16 store: first reads verify blocks)
     starts, lengths, order, blocks = length_sorted_blocks(index.offsets, doc_ids, block_tokens)
     size = max((end - start) * int(lengths[order[end - 1]]) for start, end in blocks)
     stored = index.vector_tensor
@@ -171,6 +172,7 @@ def token_neighbours(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["
     vectors = faiss_ann.as_search_vectors(np.concatenate([q.float().cpu().numpy() for q in queries]), normalise)
     hits = faiss_ann.search(ann, vectors, refine * k_hat, nprobe)
     if refine > 1:
+        index.store.check_rows(hits)  # type: ignore[attr-defined]  (an fp16 store)
         hits = faiss_ann.refine(index.vector_tensor, vectors, hits, k_hat, similarity)
     return hits
 

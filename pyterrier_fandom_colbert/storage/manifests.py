@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path, PurePosixPath
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from .blocks import BLOCK_BYTES, BLOCKS_KEY, BlockHasher, parse_blocks
 from .errors import DamagedFileError, MissingFileError, PathLike
 
 #: the content checksum recorded for artifact files: XXH3-128 from xxhash, 13-19x the speed of
@@ -59,8 +60,15 @@ def file_checksum(path: PathLike, algorithm: str = HASH_ALGORITHM) -> str:
 
 
 def manifest_entry(path: PathLike) -> Dict[str, Any]:
-    """``{"size": bytes, HASH_ALGORITHM: checksum}`` of a file, as a manifest records it."""
-    return {"size": Path(path).stat().st_size, HASH_ALGORITHM: file_checksum(path)}
+    """``{"size": bytes, HASH_ALGORITHM: checksum, "blocks": {"bytes", "xxh3_64": [...]}}`` of a file, as a
+    manifest records it (the block checksums: :mod:`.blocks`)."""
+    whole, blocks, size = new_hasher(), BlockHasher(), 0
+    with open(path, "rb") as f:  # one pass for both
+        while block := f.read(BLOCK_BYTES):
+            whole.update(block)
+            blocks.update(block)
+            size += len(block)
+    return {"size": size, HASH_ALGORITHM: whole.hexdigest(), BLOCKS_KEY: blocks.entry()}
 
 
 class HashingFile:
@@ -79,11 +87,13 @@ class HashingFile:
         self.path = Path(path)
         self._file = open(self.path, "wb")  # noqa: SIM115 (a writer object: close() closes it)
         self._hash = new_hasher()
+        self._blocks = BlockHasher()
         self.size = 0
 
     def write(self, data: Any) -> int:
         n = self._file.write(data)
         self._hash.update(data)
+        self._blocks.update(data)
         self.size += n
         return n
 
@@ -95,7 +105,7 @@ class HashingFile:
         return self._file.closed
 
     def entry(self) -> Dict[str, Any]:
-        return {"size": self.size, HASH_ALGORITHM: self._hash.hexdigest()}
+        return {"size": self.size, HASH_ALGORITHM: self._hash.hexdigest(), BLOCKS_KEY: self._blocks.entry()}
 
     def __enter__(self) -> "HashingFile":
         return self
@@ -134,6 +144,9 @@ def parse_manifest(files: Any, source: PathLike) -> Dict[str, Dict[str, Any]]:
                 or not any(isinstance(entry.get(a), str) for a in HASH_ALGORITHMS)):
             raise DamagedFileError(source, f"{source} is damaged: its manifest entry for {name!r} is {entry!r}; "
                                            f"expected {{'size': bytes, one of {HASH_ALGORITHMS}: checksum}}")
+        problem = parse_blocks(entry)
+        if problem:
+            raise DamagedFileError(source, f"{source} is damaged: in its manifest entry for {name!r}, {problem}")
     return files
 
 
