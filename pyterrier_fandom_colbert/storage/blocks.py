@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from .errors import DamagedFileError, PathLike
+from .hashes import HASH_ALGORITHMS, new_hasher
 
 #: bytes per checksummed block (1 MiB: a first read of a block costs ~0.1-0.3 ms of hashing on this machine; a
 #: 1 GB file records 1,000 checksums, ~20 KB of JSON)
@@ -138,8 +139,6 @@ class BlockCheck:
             self.block_bytes, self.algorithm = int(blocks["bytes"]), BLOCK_ALGORITHM
             self.sums: List[str] = list(blocks[BLOCK_ALGORITHM])
         else:  # an entry written before block checksums: the whole file is one block
-            from .manifests import HASH_ALGORITHMS
-
             self.algorithm = next(a for a in HASH_ALGORITHMS if isinstance(entry.get(a), str))
             self.block_bytes, self.sums = max(self.size, 1), [entry[self.algorithm]] if self.size else []
         self.done = np.zeros(len(self.sums), dtype=bool)
@@ -220,8 +219,6 @@ class BlockCheck:
     def _digest(self, data: bytes) -> str:
         if self.algorithm == BLOCK_ALGORITHM:
             return block_digest(data)
-        from .manifests import new_hasher
-
         h = new_hasher(self.algorithm)
         h.update(data)
         return h.hexdigest()

@@ -6,7 +6,6 @@ sizes on open (:func:`check_sizes`), checksums of their small files on open and 
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import warnings
 from pathlib import Path, PurePosixPath
@@ -14,24 +13,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .blocks import BLOCK_BYTES, BLOCKS_KEY, BlockHasher, parse_blocks
 from .errors import DamagedFileError, MissingFileError, PathLike
-
-#: the content checksum recorded for artifact files: XXH3-128 from xxhash, 13-19x the speed of
-#: hashlib's blake2b (docs/index.md, "Checksums and verify()"); not cryptographic: it detects damage, not tampering
-HASH_ALGORITHM = "xxh3_128"
-#: algorithms a manifest may name (older or other writers); new manifests use HASH_ALGORITHM
-HASH_ALGORITHMS = ("xxh3_128", "blake2b")
-_HASH_CHUNK = 1 << 22
-
-
-def new_hasher(algorithm: str = HASH_ALGORITHM) -> Any:
-    """A streaming hash object (``update``, ``hexdigest``) for a manifest algorithm name."""
-    if algorithm == "xxh3_128":
-        import xxhash
-
-        return xxhash.xxh3_128()
-    if algorithm == "blake2b":
-        return hashlib.blake2b(digest_size=16)
-    raise ValueError(f"unknown checksum algorithm {algorithm!r}; expected one of {HASH_ALGORITHMS}")
+from .hashes import _HASH_CHUNK, HASH_ALGORITHM, HASH_ALGORITHMS, new_hasher
 
 
 def file_checksum(path: PathLike, algorithm: str = HASH_ALGORITHM) -> str:
