@@ -267,7 +267,7 @@ def test_an_index_without_manifest_is_refused_unless_opened_unchecked(colbert_in
     expected, _ = use_colbert_index(colbert_index)
     without_manifest(colbert_index)
     for attempt in (use_colbert_index, lambda path: ColBERTIndex(path).verify()):
-        with pytest.raises(storage.NoManifestError, match="records no file manifest.*unchecked=True") as err:
+        with pytest.raises(storage.NoManifestError, match=r"records no file manifest.*unchecked=True") as err:
             attempt(colbert_index)
         assert err.value.path == colbert_index / "pt_meta.json"
     with pytest.warns(UserWarning, match="opened unchecked: .* records no checksums"):
