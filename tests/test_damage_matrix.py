@@ -16,7 +16,7 @@ from pyterrier_fandom_colbert.index import compressed
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 from pyterrier_fandom_colbert.lexical.tfidf import TfidfIndex
 from pyterrier_fandom_colbert.sparse.exact import SparseIndex
-from pyterrier_fandom_colbert.storage import DamagedFileError
+from pyterrier_fandom_colbert.storage import DamagedFileError, NoManifestError
 
 WORDS = ["castle", "dragon", "smith", "river", "queen", "bard", "library", "moon", "fleet", "giant", "crown", "star"]
 
@@ -188,3 +188,36 @@ def test_a_damaged_block_names_its_documents_and_untouched_blocks_are_not_read(t
     assert err.value.path == path / "vectors.f16"
     assert "bytes 2097152-2239999" in str(err.value) and "token rows 131072-139999" in str(err.value)
     assert f"{200 - first_doc} document(s): ['doc{first_doc:03d}'" in str(err.value)
+
+
+def test_entries_without_block_checksums_are_checked_whole_on_first_read(built, small_colbert, tmp_path):
+    """A manifest written before block checksums (size and XXH3-128 only) still guards every read: the file is
+    checked whole the first time it is read."""
+    path = tmp_path / "fp16"
+    shutil.copytree(built["fp16"][0], path)
+    meta = json.loads((path / "pt_meta.json").read_text())
+    for entry in meta["files"].values():
+        del entry["blocks"]
+    (path / "pt_meta.json").write_text(json.dumps(meta))
+    use_colbert(path, small_colbert)
+    zero(path / "vectors.f16", None)
+    with pytest.raises(DamagedFileError, match=r"vectors\.f16 is damaged: its content does not match the xxh3_128"):
+        use_colbert(path, small_colbert)
+
+
+@pytest.mark.parametrize("kind", ["splade", "pfc"])
+def test_a_manifest_without_files_is_refused_unless_opened_unchecked(built, small_colbert, tmp_path, kind):
+    path = tmp_path / kind
+    shutil.copytree(built[kind][0], path)
+    meta_file = path / ("pt_meta.json" if kind == "splade" else "manifest.json")
+    meta = json.loads(meta_file.read_text())
+    del meta["files"]
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(NoManifestError, match="records no file manifest") as err:
+        USE[kind](path, small_colbert)
+    assert err.value.path == meta_file
+    if kind == "splade":
+        with pytest.warns(UserWarning, match="opened unchecked"):
+            found = SparseIndex(path, unchecked=True).retriever(num_results=5)(
+                pd.DataFrame({"qid": ["1"], "query_toks": [{"castle": 1.0}]}))
+        assert len(found) == 5 and found["docno"].str.startswith("d").all()

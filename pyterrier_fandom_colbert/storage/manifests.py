@@ -1,15 +1,15 @@
-"""Manifests: every artifact records the size and content checksum (:data:`HASH_ALGORITHM`) of each file it
-wrote (:func:`manifest_entry`, :class:`HashingFile` for files hashed while they are streamed out); readers compare
-sizes on open (:func:`check_sizes`), checksums of their small files on open and of every file in ``verify()``
-(:func:`check_checksums`). A missing, resized, altered or unparsable file raises
-:class:`~.errors.DamagedFileError` naming it (see docs/index.md, "Checksums and verify()").
+"""Manifests: every artifact records the size, content checksum (:data:`HASH_ALGORITHM`) and block checksums
+(:mod:`.blocks`) of each file it wrote (:func:`manifest_entry`, :class:`HashingFile` for files hashed while they
+are streamed out). The checks over them (:func:`check_sizes`, :func:`checksum_problem`, :func:`raise_damaged`) are
+used through :class:`~.integrity.ArtifactIntegrity`, the one integrity base of every artifact. A missing, resized,
+altered or unparsable file raises :class:`~.errors.DamagedFileError` naming it (see docs/index.md, "Checksums
+and verify()").
 """
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path, PurePosixPath
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional
 
 from .blocks import BLOCK_BYTES, BLOCKS_KEY, BlockHasher, parse_blocks
 from .errors import DamagedFileError, MissingFileError, PathLike
@@ -166,28 +166,6 @@ def checksum_problem(folder: PathLike, name: str, entry: Dict[str, Any]) -> Opti
         return (f"{path} does not match its {algorithm} checksum (written {entry[algorithm]}, now {found}): its "
                 "content changed after it was written")
     return None
-
-
-def manifest_problems(folder: PathLike, files: Optional[Dict[str, Dict[str, Any]]], meta_file: PathLike,
-                      still_checked: str) -> List[Tuple[str, str]]:
-    """``(name, why)`` for every file of the manifest ``files`` that does not match it (:func:`checksum_problem`):
-    the checksum part of an artifact's ``verify()``. An artifact written before checksums were recorded
-    (``files`` None) gets a warning, naming ``meta_file`` and what ``verify()`` ``still_checked``, and no
-    problems."""
-    if files is None:
-        warnings.warn(f"{meta_file} records no checksums (the index was written by an older version): only "
-                      f"{still_checked} were checked; rebuild it to add them", stacklevel=3)
-        return []
-    return [(name, p) for name in files if (p := checksum_problem(folder, name, files[name]))]
-
-
-def check_checksums(folder: PathLike, files: Dict[str, Dict[str, Any]], names: Optional[Iterable[str]] = None, *,
-                    what: str, remedy: str = "rebuild it") -> None:
-    """Hash the manifest files ``names`` (default: all) and raise :class:`DamagedFileError` naming every file
-    that differs from its entry (the first is :attr:`DamagedFileError.path`)."""
-    chosen = list(files) if names is None else [n for n in names if n in files]
-    problems = [(name, p) for name in chosen if (p := checksum_problem(folder, name, files[name])) is not None]
-    raise_damaged(folder, problems, what=what, remedy=remedy)
 
 
 def raise_damaged(folder: PathLike, problems: List[Any], *, what: str, remedy: str = "rebuild it") -> None:
