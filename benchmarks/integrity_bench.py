@@ -35,6 +35,7 @@ import shutil
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -220,6 +221,7 @@ def bench_scifact(args) -> dict:
                     retriever(frame)
                     times.append(time.perf_counter() - t)
                 samples[key]["p50_ms"].append(1e3 * float(np.median(times)))
+    checks = check_cost(paths, options, frames, args.repeats)
     out: dict = {"docs": len(docs), "tokens": fp16.meta.num_tokens, "queries": len(frames),
                  "encode_s": round(encode_s, 1), "fp16_faiss": args.faiss, "rounds": args.rounds}
     for fmt in options:
@@ -230,7 +232,53 @@ def bench_scifact(args) -> dict:
         row["steady_overhead_pct"] = round(100 * (row["p50_ms_checked"] / row["p50_ms_unchecked"] - 1), 1)
         files = [f for f in paths[fmt, "checked"].rglob("*") if f.is_file()]
         row["files_MB"] = round(sum(f.stat().st_size for f in files) / 1e6, 1)
-        out[fmt] = row
+        out[fmt] = {**row, **checks[fmt]}
+    return out
+
+
+def fp16_check(index, docs) -> None:
+    index.store.check_docs(docs)
+
+
+def residual_check(index, docs) -> None:
+    guard = index.store.arrays.guard
+    guard.docs(docs, True)
+    guard.lists(np.arange(index.codec.num_centroids))
+
+
+def check_cost(paths: dict, options: dict, frames: list, repeats: int) -> dict:
+    """What the read checks cost a query once the data read is verified, timed alone (so that it is not lost in
+    the noise of whole queries on a busy machine): µs per call of the check made before the candidates are
+    scored, over every document of the index (the largest candidate set), with the file's "every block verified"
+    flag (``complete``: what steady state costs) and, forced off, the per-block bitmap look-up (what a read costs
+    while other blocks of the file are still unverified)."""
+    import warnings
+
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for fmt in options:
+            index = ColBERTIndex(paths[fmt, "checked"])
+            retriever = index.retriever(num_results=10, **options[fmt])
+            for frame in frames:
+                retriever(frame)
+            docs = np.arange(len(index))
+            check = partial(fp16_check if fmt == "fp16" else residual_check, index, docs)
+            if fmt == "fp16":
+                blocks = [index.store.vector_blocks]
+            else:
+                guard = index.store.arrays.guard
+                blocks = [guard.codes, guard.residuals, guard.ivf_docs]
+            for b in blocks:
+                b.all()  # (every block verified, as after enough queries)
+            complete = median_ms(lambda: [check() for _ in range(100)], repeats) * 10  # µs per call
+            for b in blocks:
+                b.complete = False
+            bitmap = median_ms(lambda: [check() for _ in range(100)], repeats) * 10
+            for b in blocks:
+                b.complete = True
+            out[fmt] = {"check_us_complete": round(complete, 2), "check_us_bitmap": round(bitmap, 1),
+                        "check_docs": len(docs)}
     return out
 
 
