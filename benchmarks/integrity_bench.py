@@ -9,11 +9,21 @@ a TF-IDF index of synthetic passages), and the full ``verify()``.
     verify    ``index.verify()`` on the whole index (every checksum, the NaN scan), warm page cache
     hashes    (``--hashes``) MB/s of candidate checksum algorithms over a 100 MB random file in the page cache,
               read in 1 MB blocks, best of three (why manifests use XXH3-128)
+    scifact   (``--scifact``) the cost of checking data as it is read, on real vectors: the first ``--docs``
+              SciFact passages encoded once with the default checkpoint into an fp16 and a residual2 index
+              (the residual2 one written from the fp16 vectors), each opened with its checks (sizes, small files'
+              checksums, and every block verified on its first read) and, as the baseline, a copy without manifest
+              opened ``unchecked=True`` (no checks at all: what reading costs without them). Interleaved in one
+              process, ``--rounds`` times: open (median of ``--repeats`` fresh opens to a usable retriever), first
+              query on a fresh index object (its blocks not yet verified), steady-state p50 over ``--queries``
+              train claims after every claim ran once. fp16 retrieves with ``--faiss`` (default exact), residual2
+              by centroid search with its defaults.
 
 The same script runs against older code (without ``verify``) for a before/after comparison, e.g.::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/integrity_bench.py --threads 2
     PYTHONPATH=/path/to/old/checkout .venv/bin/python benchmarks/integrity_bench.py --threads 2
+    .venv/bin/python benchmarks/integrity_bench.py --scifact /path/to/data/scifact --docs 2000 --queries 50
 
 Each run builds its own index under ``--workdir`` (deleted afterwards) and prints JSON.
 """
@@ -25,6 +35,7 @@ import shutil
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +46,9 @@ from index_bench import Synthetic, build, set_threads
 
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 from pyterrier_fandom_colbert.lexical.tfidf import TfidfIndex
+
+#: the shared data root, beside the repository's folder (absent: the SciFact part skips)
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def open_index(path: Path):
@@ -134,6 +148,145 @@ def bench_hashes(args) -> dict:
     return {"MB_per_s": out}
 
 
+def load_scifact(root: Path, num_docs: int, num_queries: int):
+    """The first ``num_docs`` passages (title. text) and ``num_queries`` train claims of SciFact under ``root``."""
+    import gzip
+
+    with gzip.open(root / "corpus.jsonl.gz", "rt") as f:
+        docs = []
+        for line in f:
+            d = json.loads(line)
+            docs.append({"docno": d["_id"], "text": (d.get("title", "") + ". " + d["text"]).strip(". ")})
+            if len(docs) == num_docs:
+                break
+    with gzip.open(root / "queries-train.jsonl.gz", "rt") as f:
+        queries = [json.loads(line) for _, line in zip(range(num_queries), f)]
+    return docs, pd.DataFrame({"qid": [q["_id"] for q in queries], "query": [q["text"] for q in queries]})
+
+
+def unchecked_copy(path: Path) -> Path:
+    """A copy of an index without the manifest in its pt_meta.json: opened ``unchecked=True``, nothing is checked."""
+    copy = path.with_name(path.name + "-unchecked")
+    shutil.copytree(path, copy)
+    meta = json.loads((copy / "pt_meta.json").read_text())
+    del meta["files"]
+    (copy / "pt_meta.json").write_text(json.dumps(meta))
+    return copy
+
+
+def bench_scifact(args) -> dict:
+    import warnings
+
+    import pyterrier_fandom_colbert as pfc
+
+    root = args.scifact
+    if not (root / "corpus.jsonl.gz").is_file():
+        return {"skipped": f"no SciFact corpus at {root}"}
+    docs, topics = load_scifact(root, args.docs, args.queries)
+    colbert = pfc.ColBERT.from_pretrained(device="cpu")
+    t = time.perf_counter()
+    fp16 = ColBERTIndex(args.workdir / "fp16").indexer(colbert, ann=None).index(docs)
+    encode_s = time.perf_counter() - t
+    with ColBERTIndex(args.workdir / "residual2").writer(colbert.config, colbert.fingerprint(),
+                                                         compression="residual2") as writer:
+        for d in range(len(fp16)):
+            vectors, token_ids = fp16.doc_vectors(d)
+            writer.add(str(fp16.docnos_of(np.array([d]))[0]), vectors, token_ids)
+    frames = [colbert.query_encoder()(topics.iloc[[i]]) for i in range(len(topics))]
+    options = {"fp16": {"faiss": args.faiss}, "residual2": {}}
+    paths = {(fmt, mode): (args.workdir / fmt if mode == "checked" else unchecked_copy(args.workdir / fmt))
+             for fmt in options for mode in ("checked", "unchecked")}
+
+    def open_retriever(fmt: str, mode: str):
+        index = ColBERTIndex(paths[fmt, mode], unchecked=mode == "unchecked")
+        retriever = index.retriever(num_results=10, **options[fmt])
+        index.offsets, index.docnos  # noqa: B018
+        return index, retriever
+
+    samples: dict = {key: {"open_ms": [], "first_query_ms": [], "p50_ms": []} for key in paths}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the unchecked copies warn on every open)
+        for _ in range(args.rounds):
+            for key in paths:
+                samples[key]["open_ms"].append(median_ms(lambda key=key: open_retriever(*key), args.repeats))
+                _, retriever = open_retriever(*key)
+                t = time.perf_counter()
+                retriever(frames[0])
+                samples[key]["first_query_ms"].append(1e3 * (time.perf_counter() - t))
+                for frame in frames[1:]:
+                    retriever(frame)
+                times = []
+                for frame in frames:
+                    t = time.perf_counter()
+                    retriever(frame)
+                    times.append(time.perf_counter() - t)
+                samples[key]["p50_ms"].append(1e3 * float(np.median(times)))
+    checks = check_cost(paths, options, frames, args.repeats)
+    out: dict = {"docs": len(docs), "tokens": fp16.meta.num_tokens, "queries": len(frames),
+                 "encode_s": round(encode_s, 1), "fp16_faiss": args.faiss, "rounds": args.rounds}
+    for fmt in options:
+        row = {}
+        for mode in ("unchecked", "checked"):
+            for measure, values in samples[fmt, mode].items():
+                row[f"{measure}_{mode}"] = round(float(np.median(values)), 2)
+        row["steady_overhead_pct"] = round(100 * (row["p50_ms_checked"] / row["p50_ms_unchecked"] - 1), 1)
+        files = [f for f in paths[fmt, "checked"].rglob("*") if f.is_file()]
+        row["files_MB"] = round(sum(f.stat().st_size for f in files) / 1e6, 1)
+        out[fmt] = {**row, **checks[fmt]}
+    return out
+
+
+def hundred(fn) -> None:
+    for _ in range(100):
+        fn()
+
+
+def fp16_check(index, docs) -> None:
+    index.store.check_docs(docs)
+
+
+def residual_check(index, docs) -> None:
+    guard = index.store.arrays.guard
+    guard.docs(docs, True)
+    guard.lists(np.arange(index.codec.num_centroids))
+
+
+def check_cost(paths: dict, options: dict, frames: list, repeats: int) -> dict:
+    """What the read checks cost a query once the data read is verified, timed alone (so that it is not lost in
+    the noise of whole queries on a busy machine): µs per call of the check made before the candidates are
+    scored, over every document of the index (the largest candidate set), with the file's "every block verified"
+    flag (``complete``: what steady state costs) and, forced off, the per-block bitmap look-up (what a read costs
+    while other blocks of the file are still unverified)."""
+    import warnings
+
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for fmt in options:
+            index = ColBERTIndex(paths[fmt, "checked"])
+            retriever = index.retriever(num_results=10, **options[fmt])
+            for frame in frames:
+                retriever(frame)
+            docs = np.arange(len(index))
+            check = partial(fp16_check if fmt == "fp16" else residual_check, index, docs)
+            if fmt == "fp16":
+                blocks = [index.store.vector_blocks]
+            else:
+                guard = index.store.arrays.guard
+                blocks = [guard.codes, guard.residuals, guard.ivf_docs]
+            for b in blocks:
+                b.all()  # (every block verified, as after enough queries)
+            complete = median_ms(partial(hundred, check), repeats) * 10  # µs per call
+            for b in blocks:
+                b.complete = False
+            bitmap = median_ms(partial(hundred, check), repeats) * 10
+            for b in blocks:
+                b.complete = True
+            out[fmt] = {"check_us_complete": round(complete, 2), "check_us_bitmap": round(bitmap, 1),
+                        "check_docs": len(docs)}
+    return out
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
@@ -143,11 +296,21 @@ def main(argv=None) -> None:
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=20, help="opens timed (median reported)")
     parser.add_argument("--hashes", action="store_true", help="only compare checksum algorithms")
+    parser.add_argument("--scifact", type=Path, nargs="?", const=DATA / "scifact", default=None,
+                        help="only the SciFact read-check comparison (SciFact folder; default: the shared data's)")
+    parser.add_argument("--rounds", type=int, default=3, help="SciFact: interleaved rounds (median reported)")
+    parser.add_argument("--faiss", default="exact", help="SciFact: the fp16 retriever's neighbour search")
     args = parser.parse_args(argv)
     set_threads(args.threads)
     args.workdir.mkdir(parents=True, exist_ok=True)
     try:
-        if args.hashes:
+        if args.scifact is not None:
+            if args.docs == parser.get_default("docs"):
+                args.docs = 2_000
+            if args.queries == parser.get_default("queries"):
+                args.queries = 50
+            results = {"scifact": bench_scifact(args), "threads": args.threads}
+        elif args.hashes:
             results = bench_hashes(args)
         else:
             results = {"colbert": bench_colbert(args), "tfidf": bench_tfidf(args), "threads": args.threads}

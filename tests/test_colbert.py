@@ -142,9 +142,11 @@ def test_config_not_matching_weights_is_an_error(tiny_bert_dir, tmp_path):
     (folder / "colbert_config.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match=r"colbert_config\.json (is \d+ bytes|does not match)"):  # the manifest
         pfc.ColBERT.from_pretrained(folder)
-    (folder / "manifest.json").unlink()  # as a checkpoint saved before manifests: the shapes still disagree
-    with pytest.raises(ValueError, match=r"dim=32.*does not match"):
+    (folder / "manifest.json").unlink()  # as a checkpoint saved before manifests: refused, and opened unchecked
+    with pytest.raises(ValueError, match=r"manifest\.json records no file manifest"):  # the shapes still disagree
         pfc.ColBERT.from_pretrained(folder)
+    with pytest.raises(ValueError, match=r"dim=32.*does not match"), pytest.warns(UserWarning, match="unchecked"):
+        pfc.ColBERT.from_pretrained(folder, unchecked=True)
 
 
 def test_different_seeds_differ_in_fingerprint(tiny_bert_dir):

@@ -107,9 +107,9 @@ def queries(n=3, seed=1):
                          "query_embs": [rng.standard_normal((4, DIM)).astype(np.float32) for _ in range(n)]})
 
 
-def use_colbert_index(path):
+def use_colbert_index(path, unchecked=False):
     """Open the index as a user would: a retriever and a re-ranker over every document."""
-    index = ColBERTIndex(path)
+    index = ColBERTIndex(path, unchecked=unchecked)
     found = index.retriever(num_results=NUM_DOCS)(queries())
     frame = queries(1).merge(pd.DataFrame({"docno": [f"d{i:02d}" for i in range(NUM_DOCS)]}), how="cross")
     reranked = index.scorer()(frame)
@@ -152,7 +152,8 @@ def test_colbert_index_file_damage_is_named(colbert_index, name, how, on_open):
 @pytest.mark.parametrize("fill", ["nan", "zeros", "noise"])
 def test_vectors_overwritten_at_the_same_size(colbert_index, fill):
     """0xFF bytes are NaN in float16; zeros and noise are finite but wrong: verify() names vectors.f16 for all
-    three, and retrieval never returns a NaN score (it refuses, naming the file and documents)."""
+    three, and so does the first read of the vectors (their block checksums). Opened unchecked (no manifest),
+    retrieval still never returns a NaN score (it refuses, naming the file and documents)."""
     path = colbert_index / "vectors.f16"
     size = path.stat().st_size
     data = {"nan": b"\xff" * size, "zeros": bytes(size),
@@ -163,13 +164,19 @@ def test_vectors_overwritten_at_the_same_size(colbert_index, fill):
     assert err.value.path == path
     if fill == "nan":
         assert "NaN or inf" in str(err.value) and "'d00'" in str(err.value)
-    try:
-        found, reranked = use_colbert_index(colbert_index)
-    except DamagedFileError as refused:
-        assert fill == "nan" and refused.path == path and "score NaN or inf" in str(refused)
-    else:
-        assert fill != "nan"
-        assert np.isfinite(found["score"]).all() and np.isfinite(reranked["score"]).all()
+    with pytest.raises(DamagedFileError, match="do not match the xxh3_64 checksum") as err:
+        use_colbert_index(colbert_index)
+    assert err.value.path == path and "'d00'" in str(err.value)
+    without_manifest(colbert_index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (opened unchecked)
+        try:
+            found, reranked = use_colbert_index(colbert_index, unchecked=True)
+        except DamagedFileError as refused:
+            assert fill == "nan" and refused.path == path and "score NaN or inf" in str(refused)
+        else:
+            assert fill != "nan"
+            assert np.isfinite(found["score"]).all() and np.isfinite(reranked["score"]).all()
 
 
 def test_one_nan_document_is_named_by_the_scorer_and_verify(colbert_index):
@@ -179,11 +186,16 @@ def test_one_nan_document_is_named_by_the_scorer_and_verify(colbert_index):
         f.seek(start * DIM * 2)
         f.write(b"\xff\xff")
     frame = queries(1).assign(docno="d05")
-    with pytest.raises(DamagedFileError, match=r"\['d05'\] score NaN or inf.*vectors\.f16"):
-        ColBERTIndex(colbert_index).scorer()(frame)
-    assert ColBERTIndex(colbert_index).scorer()(queries(1).assign(docno="d04"))["score"].notna().all()
+    with pytest.raises(DamagedFileError, match=r"vectors\.f16 is damaged: bytes 0-\d+ \(block 0 of 1\)"):
+        ColBERTIndex(colbert_index).scorer()(frame)  # its block's checksum, before any score
     with pytest.raises(DamagedFileError, match=r"1 token vectors with NaN or inf values \(documents \['d05'\]\)"):
         ColBERTIndex(colbert_index).verify()
+    without_manifest(colbert_index)  # unchecked, the scores are the last line of defence
+    with pytest.warns(UserWarning, match="opened unchecked"):
+        unchecked = ColBERTIndex(colbert_index, unchecked=True)
+        with pytest.raises(DamagedFileError, match=r"\['d05'\] score NaN or inf.*vectors\.f16"):
+            unchecked.scorer()(frame)
+    assert unchecked.scorer()(queries(1).assign(docno="d04"))["score"].notna().all()
 
 
 def test_non_finite_query_vectors_are_refused_by_qid(colbert_index):
@@ -228,8 +240,9 @@ def test_edited_offsets_are_refused_on_open(colbert_index, edit, legacy):
     edit_offsets(colbert_index, edit)
     if legacy:
         without_manifest(colbert_index)
-    with pytest.raises(DamagedFileError) as err:
-        ColBERTIndex(colbert_index).retriever()
+    with pytest.raises(DamagedFileError) as err, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (opened unchecked)
+        ColBERTIndex(colbert_index, unchecked=legacy).retriever()
     assert err.value.path == colbert_index / "offsets.i64"
     if edit is swap_two:
         assert "strictly increase" in str(err.value) or "checksum" in str(err.value)
@@ -250,13 +263,18 @@ def test_opening_reads_neither_vectors_nor_token_ids(colbert_index, monkeypatch)
     assert sorted(hashed) == sorted(COLBERT_FILES[1:])
 
 
-def test_an_index_without_manifest_still_opens_and_verify_warns(colbert_index):
+def test_an_index_without_manifest_is_refused_unless_opened_unchecked(colbert_index):
     expected, _ = use_colbert_index(colbert_index)
     without_manifest(colbert_index)
-    found, _ = use_colbert_index(colbert_index)
+    for attempt in (use_colbert_index, lambda path: ColBERTIndex(path).verify()):
+        with pytest.raises(storage.NoManifestError, match=r"records no file manifest.*unchecked=True") as err:
+            attempt(colbert_index)
+        assert err.value.path == colbert_index / "pt_meta.json"
+    with pytest.warns(UserWarning, match="opened unchecked: .* records no checksums"):
+        found, _ = use_colbert_index(colbert_index, unchecked=True)
     pd.testing.assert_frame_equal(found, expected)
     with pytest.warns(UserWarning, match="records no checksums"):
-        assert ColBERTIndex(colbert_index).verify()["files"] == []
+        assert ColBERTIndex(colbert_index, unchecked=True).verify()["files"] == []
 
 
 # -- a TF-IDF index with stored passages ------------------------------------------------------------------------
@@ -343,8 +361,9 @@ def test_damaged_lexicon_is_refused_on_open(tfidf_index, edit, legacy):
         if edit == "truncate-line":
             pytest.skip("as many distinct terms, one shorter: only the manifest's size and checksum see it")
         without_manifest(tfidf_index)
-    with pytest.raises(DamagedFileError) as err:
-        TfidfIndex(tfidf_index).retriever()
+    with pytest.raises(DamagedFileError) as err, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (opened unchecked)
+        TfidfIndex(tfidf_index, unchecked=legacy).retriever()
     assert err.value.path == lexicon
 
 
@@ -354,17 +373,23 @@ def test_truncated_passages_are_refused_on_open(tfidf_index, legacy):
     text.write_bytes(text.read_bytes()[:-40])
     if legacy:
         without_manifest(tfidf_index)
-    with pytest.raises(DamagedFileError) as err:
-        TfidfIndex(tfidf_index).retriever(text=True)
+    with pytest.raises(DamagedFileError) as err, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (opened unchecked)
+        TfidfIndex(tfidf_index, unchecked=legacy).retriever(text=True)
     assert err.value.path == text and ("truncated" in str(err.value))
 
 
-def test_a_tfidf_index_without_manifest_still_works_and_verify_warns(tfidf_index):
+def test_a_tfidf_index_without_manifest_is_refused_unless_opened_unchecked(tfidf_index):
     expected = use_tfidf_index(tfidf_index)
     without_manifest(tfidf_index)
-    pd.testing.assert_frame_equal(use_tfidf_index(tfidf_index), expected)
+    with pytest.raises(storage.NoManifestError, match="unchecked=True") as err:
+        use_tfidf_index(tfidf_index)
+    assert err.value.path == tfidf_index / "pt_meta.json"
+    with pytest.warns(UserWarning, match="opened unchecked"):
+        found = TfidfIndex(tfidf_index, unchecked=True).retriever(text=True)(TOPICS)
+    pd.testing.assert_frame_equal(found, expected)
     with pytest.warns(UserWarning, match="records no checksums"):
-        TfidfIndex(tfidf_index).verify()
+        TfidfIndex(tfidf_index, unchecked=True).verify()
 
 
 # -- a checkpoint ---------------------------------------------------------------------------------------------
@@ -402,14 +427,8 @@ def test_checkpoint_file_damage_is_named(checkpoint, name, how, on_open):
         with pytest.raises(MissingFileError, match=r"colbert_config\.json not found"):
             network.verify_checkpoint(checkpoint)
         return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # (a deleted manifest.json warns that checksums are not checked)
-        if name == "manifest.json" and how == "delete":
-            network.verify_checkpoint(checkpoint)  # a checkpoint without manifest, otherwise sound
-            network.load(checkpoint)
-            return
-        with pytest.raises((DamagedFileError, MissingFileError)) as err:
-            network.verify_checkpoint(checkpoint)
+    with pytest.raises((DamagedFileError, MissingFileError)) as err:  # (no manifest.json: NoManifestError)
+        network.verify_checkpoint(checkpoint)
     assert_names(err.value, checkpoint, name)
     if on_open:
         with pytest.raises((DamagedFileError, MissingFileError)) as err:
@@ -430,15 +449,15 @@ def test_one_nan_in_the_projection_is_refused_at_load(checkpoint, legacy):
     write_projection(checkpoint, lambda w: w.view(-1).__setitem__(7, float("nan")))
     if legacy:
         (checkpoint / "manifest.json").unlink()
-    with pytest.raises(DamagedFileError) as err:
-        pfc.ColBERT.from_pretrained(checkpoint)
-    assert err.value.path == checkpoint / "projection.safetensors"
-    if legacy:
-        assert "tensor 'weight'" in str(err.value) and "1 NaN/inf value(s)" in str(err.value)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore")  # (opened unchecked)
+        with pytest.raises(DamagedFileError) as err:
+            pfc.ColBERT.from_pretrained(checkpoint, unchecked=legacy)
+        assert err.value.path == checkpoint / "projection.safetensors"
+        if legacy:
+            assert "tensor 'weight'" in str(err.value) and "1 NaN/inf value(s)" in str(err.value)
         with pytest.raises(DamagedFileError, match=r"projection\.safetensors"):
-            network.verify_checkpoint(checkpoint)
+            network.verify_checkpoint(checkpoint, unchecked=legacy)
 
 
 def test_a_model_with_nan_weights_is_not_saved(pristine_checkpoint, tmp_path):
@@ -460,8 +479,9 @@ def test_missing_backbone_files_are_named(checkpoint, missing, message, legacy):
         (checkpoint / name).unlink()
     if legacy:
         (checkpoint / "manifest.json").unlink()
-    with pytest.raises(MissingFileError, match=message):
-        pfc.ColBERT.from_pretrained(checkpoint)
+    with pytest.raises(MissingFileError, match=message), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (opened unchecked)
+        pfc.ColBERT.from_pretrained(checkpoint, unchecked=legacy)
 
 
 # -- FAISS caches -------------------------------------------------------------------------------------------------

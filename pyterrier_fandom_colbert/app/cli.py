@@ -116,28 +116,44 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
 
 
+def artifact_kind(folder: Path) -> Optional[str]:
+    """What ``verify`` checks in ``folder``: ``"colbert"`` (any storage format), ``"tfidf"``, ``"splade"``
+    (a learned-sparse index), ``"checkpoint"``, ``"search folder"`` (a pfc folder's own files), or None."""
+    from ..storage import read_json
+    from .folder import FORMAT, MANIFEST
+
+    meta = folder / "pt_meta.json"
+    if meta.is_file():
+        values = read_json(meta, "artifact metadata")
+        if not isinstance(values, dict):
+            return None
+        kinds: Dict[Tuple[Any, Any], str] = {("sparse_index", "tfidf"): "tfidf",
+                                             ("sparse_index", "learned_csr"): "splade"}
+        return "colbert" if values.get("type") == "colbert" else kinds.get((values.get("type"), values.get("format")))
+    if (folder / "colbert_config.json").is_file():
+        return "checkpoint"
+    if (folder / MANIFEST).is_file():
+        values = read_json(folder / MANIFEST, "search folder manifest")
+        if isinstance(values, dict) and values.get("format") == FORMAT:
+            return "search folder"
+    return None
+
+
 def artifacts_in(path: Path) -> List[Tuple[str, Path]]:
     """(kind, folder) of every artifact ``verify`` checks at ``path``: the artifact itself, or those one level
-    below it (a pfc search folder holds a TF-IDF and a ColBERT index)."""
-    def kind(folder: Path) -> Optional[str]:
-        meta = folder / "pt_meta.json"
-        if meta.is_file():
-            from ..storage import read_json
-
-            values = read_json(meta, "artifact metadata")
-            kinds: Dict[Tuple[Any, Any], str] = {("colbert", "fp16"): "colbert", ("sparse_index", "tfidf"): "tfidf"}
-            return kinds.get((values.get("type"), values.get("format"))) if isinstance(values, dict) else None
-        if (folder / "colbert_config.json").is_file():
-            return "checkpoint"
-        return None
-
+    below it; a pfc search folder is its own files and then its TF-IDF and ColBERT indexes."""
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a folder; give an index, a checkpoint or a pfc search folder")
-    found = [(k, path)] if (k := kind(path)) else [(k, sub) for sub in sorted(path.iterdir())
-                                                     if sub.is_dir() and (k := kind(sub))]
+    kind = artifact_kind(path)
+    found = [(kind, path)] if kind and kind != "search folder" else []
     if not found:
-        raise ValueError(f"{path} holds no ColBERT index, TF-IDF index or checkpoint (no pt_meta.json of those "
-                         "kinds, no colbert_config.json)")
+        found = [(k, sub) for sub in sorted(path.iterdir()) if sub.is_dir() and (k := artifact_kind(sub))]
+        if kind == "search folder":
+            found.insert(0, (kind, path))
+    if not found:
+        raise ValueError(f"{path} holds no ColBERT index, TF-IDF or learned-sparse index, checkpoint or search "
+                         "folder (no pt_meta.json of those kinds, no colbert_config.json, no search folder "
+                         "manifest.json)")
     return found
 
 
@@ -145,10 +161,14 @@ def _verify(args) -> int:
     from ..index.artifact import ColBERTIndex
     from ..lexical.tfidf import TfidfIndex
     from ..model.colbert import ColBERT
+    from ..sparse.exact import SparseIndex
+    from .folder import verify_folder
 
+    checks = {"colbert": lambda f: ColBERTIndex(f).verify(), "tfidf": lambda f: TfidfIndex(f).verify(),
+              "splade": lambda f: SparseIndex(f).verify(), "checkpoint": ColBERT.verify,
+              "search folder": verify_folder}
     for kind, folder in artifacts_in(args.path):
-        checked = {"colbert": lambda f: ColBERTIndex(f).verify(), "tfidf": lambda f: TfidfIndex(f).verify(),
-                   "checkpoint": ColBERT.verify}[kind](folder)
+        checked = checks[kind](folder)
         if not args.quiet:
             files = checked.get("files") if isinstance(checked, dict) else None
             count = len(files) if isinstance(files, (list, tuple, dict)) else files

@@ -2,11 +2,18 @@
 
 Layout::
 
-    manifest.json       what was indexed, by which encoder, counts, sizes, build time, and the search settings
+    manifest.json       what was indexed, by which encoder, counts, sizes, build time, the search settings, and
+                        ``files``: size, checksum and block checksums of passages.jsonl, passages.offsets.npy and
+                        the two indexes' pt_meta.json (which hold their own manifests)
     passages.jsonl      one line per passage, in index order: docno, title, url, section, page_id
     passages.offsets.npy   [passages + 1] int64 byte offsets into passages.jsonl (a passage's line is read alone)
     tfidf/              TfidfIndex with the passage text stored (store_text=True)
     colbert/            ColBERTIndex of the same passages in the same order, by the manifest's encoder
+
+Opening a folder (:func:`open_integrity`, done by :class:`PassageTable`) checks every file's size and the
+checksums of the offsets and of both indexes' ``pt_meta.json`` (so an index folder swapped in from another
+search folder is refused, naming it); each block of ``passages.jsonl`` is verified the first time the process
+reads it; :func:`verify_folder` checks every checksum and line.
 
 :func:`build_folder` streams the source once into the TF-IDF index and the passage table (pages are parsed,
 split and indexed as they are read), then encodes the passages read back from the TF-IDF text store into the
@@ -34,7 +41,17 @@ import numpy as np
 
 from ..checks import positive_int
 from ..progress import progress
-from ..storage import JsonConfig, atomic_folder, read_json, write_json
+from ..storage import (
+    ArtifactIntegrity,
+    DamagedFileError,
+    JsonConfig,
+    atomic_folder,
+    build_manifest,
+    parse_manifest,
+    raise_damaged,
+    read_json,
+    write_json,
+)
 from .hybrid import FusionSettings
 
 MANIFEST = "manifest.json"
@@ -43,7 +60,14 @@ OFFSETS = "passages.offsets.npy"
 TFIDF_DIR = "tfidf"
 COLBERT_DIR = "colbert"
 FORMAT = "pfc-search-folder"
-VERSION = 1
+#: 2: the manifest records ``files`` (sizes, checksums, block checksums); version 1 folders are refused (rebuild)
+VERSION = 2
+#: the files of a search folder's own manifest: the passage table and the two indexes' metadata (each of which
+#: holds its index's manifest); all but the passages are checked whole on open
+TFIDF_META = f"{TFIDF_DIR}/pt_meta.json"
+COLBERT_META = f"{COLBERT_DIR}/pt_meta.json"
+FOLDER_FILES = (PASSAGES, OFFSETS, TFIDF_META, COLBERT_META)
+CHECKED_ON_OPEN = (OFFSETS, TFIDF_META, COLBERT_META)
 _OWNER = "build.owner"  # inside a temporary build folder: "host pid" of the process building it
 DUMP_SUFFIXES = (".xml", ".bz2", ".gz", ".7z")
 #: ColBERT indexes with more token vectors than this get a compact IVF-PQ fast-scan index instead of IVF
@@ -95,6 +119,8 @@ class Manifest(JsonConfig):
     version: int = VERSION
     #: ``data.passages.READER_VERSION`` of the dump reader that made the passages (None: not built from a dump)
     reader: Optional[int] = None
+    #: {file name: {"size", "xxh3_128", "blocks"}} of :data:`FOLDER_FILES` (None: refused when opened)
+    files: Optional[Dict[str, Dict[str, Any]]] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.settings, dict):
@@ -134,26 +160,87 @@ def load_manifest(path: Union[str, Path]) -> Manifest:
             raise ValueError(f"{path} was built by an older dump reader (version {values.get('reader', 1)}; this "
                              f"package's is {READER_VERSION}, which also reads infoboxes, fact templates and "
                              f"tables): rebuild it with `pfc index {source} {path} --overwrite`")
+    if values.get("files") is not None:
+        parse_manifest(values["files"], path / MANIFEST)
     return Manifest.from_dict(values, source=path / MANIFEST)
 
 
-class PassageTable:
-    """Random access to ``passages.jsonl`` by passage position (thread-safe: positional reads)."""
+def _remedy(path: Path, manifest: Optional[Manifest] = None) -> str:
+    source = manifest.source if manifest is not None and manifest.source not in ("", "records") else "SOURCE"
+    return f"rebuild it with `pfc index {source} {path} --overwrite`"
 
-    def __init__(self, folder: Union[str, Path]):
-        self.path = Path(folder) / PASSAGES
-        self.offsets = np.load(Path(folder) / OFFSETS, mmap_mode="r")
+
+def open_integrity(folder: Union[str, Path], manifest: Optional[Manifest] = None) -> ArtifactIntegrity:
+    """The folder's integrity base, after the open checks: every file of its manifest present with its size, the
+    offsets' and both indexes' ``pt_meta.json`` checksums (a swapped index folder is refused here, naming its
+    ``pt_meta.json``). A manifest without ``files`` is refused."""
+    folder = Path(folder)
+    manifest = manifest or load_manifest(folder)
+    integrity = ArtifactIntegrity(folder, manifest.files, what="search folder", remedy=_remedy(folder, manifest),
+                                  source=folder / MANIFEST)
+    integrity.check_open(CHECKED_ON_OPEN)
+    return integrity
+
+
+def checked_offsets(folder: Path, offsets: np.ndarray, size: int, remedy: str) -> np.ndarray:
+    """The passage offsets if they can index a ``size``-byte table (from 0, increasing, ending at its size), else
+    a DamagedFileError naming the file."""
+    file = folder / OFFSETS
+    if offsets.ndim != 1 or len(offsets) < 1 or offsets.dtype.kind not in "iu":
+        raise DamagedFileError(file, f"{file} is damaged: it holds {offsets.dtype} {list(offsets.shape)}, not "
+                                     f"passage offsets; {remedy}")
+    if offsets[0] != 0 or (np.diff(offsets) <= 0).any() or offsets[-1] != size:
+        raise DamagedFileError(file, f"{file} is damaged: its offsets do not run from 0 up to the size of "
+                                     f"{PASSAGES} ({size} bytes); {remedy}")
+    return offsets
+
+
+class PassageTable:
+    """Random access to ``passages.jsonl`` by passage position (thread-safe: positional reads).
+
+    Opening it runs the folder's open checks (:func:`open_integrity`, unless ``integrity`` is given); each block
+    of the table is verified the first time it is read, and a line that does not parse is a DamagedFileError
+    naming the file and the passage."""
+
+    def __init__(self, folder: Union[str, Path], integrity: Optional[ArtifactIntegrity] = None):
+        folder = Path(folder)
+        self.path = folder / PASSAGES
+        self.integrity = integrity or open_integrity(folder)
+        self._remedy = self.integrity.remedy
+        try:
+            offsets = np.load(folder / OFFSETS, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError, EOFError) as err:
+            raise DamagedFileError(folder / OFFSETS, f"{folder / OFFSETS} is damaged: not a readable .npy array "
+                                                     f"({err}); {self._remedy}") from None
+        self.offsets = checked_offsets(folder, offsets, self.path.stat().st_size, self._remedy)
+        self._blocks = self.integrity.blocks(PASSAGES, self._held)
         self._fd = os.open(self.path, os.O_RDONLY)
         self._closer = weakref.finalize(self, os.close, self._fd)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    def _held(self, start: int, end: int) -> str:
+        first = int(np.searchsorted(self.offsets, start, side="right")) - 1
+        last = int(np.searchsorted(self.offsets, end - 1, side="right")) - 1
+        return f"passages {first}-{min(last, len(self) - 1)}"
+
     def get(self, position: int) -> Dict[str, Any]:
         if not 0 <= position < len(self):
             raise IndexError(f"passage {position} is out of range: {self.path} holds {len(self)}")
         start, end = int(self.offsets[position]), int(self.offsets[position + 1])
-        return json.loads(os.pread(self._fd, end - start, start))
+        if self._blocks is not None:
+            self._blocks.read(start, end)
+        data = os.pread(self._fd, end - start, start)
+        try:
+            value = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise DamagedFileError(self.path, f"{self.path} is damaged: passage {position} (bytes {start}-{end - 1}) "
+                                              f"is not a JSON line ({err}); {self._remedy}") from None
+        if not isinstance(value, dict):
+            raise DamagedFileError(self.path, f"{self.path} is damaged: passage {position} is not a JSON object; "
+                                              f"{self._remedy}")
+        return value
 
     def close(self) -> None:
         self._closer()
@@ -375,9 +462,44 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
             seconds={"read_tfidf": round(read_seconds, 2), "colbert": round(colbert_seconds, 2),
                      "total": round(time.perf_counter() - started, 2)},
             bytes=0, settings=settings, skipped=dict(stats.skipped), reader=_reader_version(is_dump))
+        manifest = dataclasses.replace(manifest, files=build_manifest(tmp, FOLDER_FILES))
         manifest = dataclasses.replace(manifest, bytes=folder_bytes(tmp) + len(json.dumps(manifest.to_dict())))
         write_json(tmp / MANIFEST, manifest.to_dict())
     return BuildReport(folder, manifest)
+
+
+def verify_folder(folder: Union[str, Path]) -> Dict[str, Any]:
+    """Full check of a search folder's own files (the indexes are verified apart): every checksum of its
+    manifest, the passage offsets, and every line of the passage table parsing as a JSON object. Raises
+    DamagedFileError naming each damaged file; returns ``{"files", "bytes", "seconds"}``."""
+    started = time.perf_counter()
+    folder = Path(folder)
+    manifest = load_manifest(folder)
+    remedy = _remedy(folder, manifest)
+    integrity = ArtifactIntegrity(folder, manifest.files, what="search folder", remedy=remedy,
+                                  source=folder / MANIFEST)
+    problems = integrity.problems()
+    bad = {name for name, _ in problems}
+    if not {PASSAGES, OFFSETS} & bad:
+        try:
+            offsets = checked_offsets(folder, np.load(folder / OFFSETS, allow_pickle=False),
+                                      (folder / PASSAGES).stat().st_size, remedy)
+            if len(offsets) - 1 != manifest.passages:
+                problems.append((OFFSETS, f"{folder / OFFSETS} indexes {len(offsets) - 1} passages but "
+                                          f"{MANIFEST} records {manifest.passages}"))
+            with open(folder / PASSAGES, "rb") as table:
+                for position, line in enumerate(table):
+                    try:
+                        if not isinstance(json.loads(line), dict):
+                            raise ValueError("not a JSON object")
+                    except ValueError as err:
+                        problems.append((PASSAGES, f"{folder / PASSAGES}: passage {position} is not a JSON object "
+                                                   f"({err})"))
+                        break
+        except (DamagedFileError, ValueError, OSError) as err:
+            problems.append((OFFSETS, str(err)))
+    raise_damaged(folder, problems, what="search folder", remedy=remedy)
+    return integrity.summary(started)
 
 
 def _reader_version(is_dump: bool) -> Optional[int]:

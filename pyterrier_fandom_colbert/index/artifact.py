@@ -10,7 +10,9 @@ which takes only its own format's options.
 
 Before the first part is read, the cheap checks run once (:meth:`ColBERTIndex.check`, :mod:`.integrity`): every
 file's size against the manifest and the sizes the metadata implies, the checksums of the small files, the
-offsets' structure. :meth:`ColBERTIndex.verify` adds every file's checksum and the store's content checks.
+offsets' structure. Each block of the large files is verified the first time the process reads it
+(:attr:`ColBERTIndex.integrity`). :meth:`ColBERTIndex.verify` adds every file's checksum and the store's content
+checks.
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from ..model.colbert import ColBERT
+    from ..storage import ArtifactIntegrity, BlockCheck
     from .ann import AnnIndex, FaissSpec
     from .codec import ResidualCodec
     from .compressed import CompressionSpec
@@ -60,9 +63,11 @@ class ColBERTIndex(pt.Artifact):
     ARTIFACT_FORMAT = ARTIFACT_FORMAT
     ARTIFACT_PACKAGE_HINT = PACKAGE_HINT
 
-    def __init__(self, path: Union[str, Path], *, verbose: bool = False):
+    def __init__(self, path: Union[str, Path], *, verbose: bool = False, unchecked: bool = False):
+        """``unchecked=True`` opens an index whose ``pt_meta.json`` records no manifest (written before checksums
+        existed), with a warning; such an index is otherwise refused."""
         super().__init__(path)
-        self.verbose = verbose
+        self.verbose, self.unchecked = verbose, unchecked
 
     # -- contents ------------------------------------------------------------------------------------------
     def built(self) -> bool:
@@ -117,12 +122,22 @@ class ColBERTIndex(pt.Artifact):
 
     # -- checks --------------------------------------------------------------------------------------------
     @cached_property
+    def integrity(self) -> "ArtifactIntegrity":
+        """The index's integrity base: the manifest, and which blocks of each file this process has verified."""
+        self._require_built()
+        return integrity.integrity_of(artifact_path(self), self.meta, self.unchecked)
+
+    @cached_property
     def _checked(self) -> bool:
         """The cheap checks, once: sizes of all files, checksums of the small ones (the store's
         ``CHECKED_ON_OPEN``)."""
-        self._require_built()
-        integrity.check_on_open(artifact_path(self), self.meta, self.store)
+        integrity.check_on_open(self.integrity, self.meta, self.store)
         return True
+
+    def blocks(self, name: str, row_bytes: int) -> Optional["BlockCheck"]:
+        """The block check of token array ``name`` (``row_bytes`` per token row), whose errors name the documents
+        of a damaged block; None for an unchecked index."""
+        return self.integrity.blocks(name, integrity.rows_held(lambda: self.offsets, self.docnos_of, row_bytes))
 
     def check(self) -> None:
         """The checks that run when an index is opened (its retrievers are made or a part is first read):
@@ -140,13 +155,14 @@ class ColBERTIndex(pt.Artifact):
         :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming each damaged file (and the documents
         whose vectors are not finite); returns what was checked: ``{"files", "bytes", "seconds"}``.
 
-        An index written before checksums were recorded has no manifest: its structure and vectors are still
-        checked, with a warning that its file contents cannot be."""
+        An index written before checksums were recorded has no manifest: it is refused
+        (:class:`~pyterrier_fandom_colbert.storage.NoManifestError`) unless opened with ``unchecked=True``; then its
+        structure and vectors are still checked, with a warning that its file contents cannot be."""
         from .stores import store_class
 
         self._require_built()
         meta = IndexMeta.load(artifact_path(self))  # afresh: the folder may have changed since it was opened
-        return integrity.verify(artifact_path(self), meta, store_class(meta.format)(self))
+        return integrity.verify(artifact_path(self), meta, store_class(meta.format)(self), self.unchecked)
 
     def read_array(self, name: str, dtype: Any, shape: Tuple[int, ...]) -> np.ndarray:
         """File ``name`` of the folder memory-mapped read-only as ``dtype``/``shape``, after the cheap checks."""

@@ -5,7 +5,10 @@ Two levels, for every storage format:
 * :func:`check_on_open` (cheap, once per opened index): every file's size against the manifest and against the
   sizes the metadata implies (the store's :meth:`~.stores.base.IndexStore.layout`), and the checksums of the
   store's small files (:attr:`~.stores.base.IndexStore.CHECKED_ON_OPEN`); :func:`checked_offsets` adds the
-  offsets' structure when they are first read.
+  offsets' structure when they are first read. The large files (vectors, codes, residuals, inverted lists, token
+  ids) are then verified block by block as they are read (the index's
+  :class:`~pyterrier_fandom_colbert.storage.ArtifactIntegrity`; :func:`rows_held` names the documents of a
+  damaged block).
 * :func:`verify` (``index.verify()``): every file's checksum, the offsets' structure, the config and docno lookup,
   the store's own content checks (:meth:`~.stores.base.IndexStore.problems`: finite vectors, centroid ids in
   range, ...), and each cached FAISS index.
@@ -18,19 +21,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 import numpy as np
 
 from ..model.config import CONFIG_FILE, ColBERTConfig
-from ..storage import (
-    DamagedFileError,
-    check_checksums,
-    check_sizes,
-    manifest_problems,
-    open_npids,
-    raise_damaged,
-)
+from ..storage import ArtifactIntegrity, DamagedFileError, open_npids, raise_damaged
 from .layout import DOCNOS_FILE, META_FILE, OFFSETS_FILE, VECTORS_FILE, IndexMeta, check_offsets
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,12 +54,31 @@ def size_problems(folder: Path, meta: IndexMeta, layout: "Layout") -> List["Prob
     return [(name, p) for name in layout if (p := size_problem(folder, meta, layout, name))]
 
 
-def check_on_open(folder: Path, meta: IndexMeta, store: "IndexStore") -> None:
+def integrity_of(folder: Path, meta: IndexMeta, unchecked: bool = False) -> ArtifactIntegrity:
+    """The index's integrity base (refusing an index without manifest unless ``unchecked``)."""
+    return ArtifactIntegrity(folder, meta.files, what=WHAT, remedy=REMEDY, source=folder / META_FILE,
+                             unchecked=unchecked)
+
+
+def check_on_open(integrity: ArtifactIntegrity, meta: IndexMeta, store: "IndexStore") -> None:
     """The cheap checks: sizes of all files, checksums of the store's small ones; never reads the vectors."""
-    if meta.files is not None:
-        check_sizes(folder, meta.files, WHAT, REMEDY)
-        check_checksums(folder, meta.files, store.CHECKED_ON_OPEN, what=WHAT, remedy=REMEDY)
-    raise_damaged(folder, size_problems(folder, meta, store.layout(meta)), what=WHAT, remedy=REMEDY)
+    integrity.check_open(store.CHECKED_ON_OPEN)
+    raise_damaged(integrity.folder, size_problems(integrity.folder, meta, store.layout(meta)), what=WHAT,
+                  remedy=REMEDY)
+
+
+def rows_held(offsets: Callable[[], np.ndarray], docnos_of: Callable[[np.ndarray], np.ndarray],
+              row_bytes: int) -> Callable[[int, int], str]:
+    """``locate(first_byte, end_byte)`` for a block of a ``row_bytes``-wide token array: the token rows and the
+    documents (docnos, the first five) whose vectors they hold."""
+    def locate(start: int, end: int) -> str:
+        first, last = start // row_bytes, (end - 1) // row_bytes
+        docs = np.unique(np.searchsorted(offsets(), np.array([first, last]), side="right") - 1)
+        docs = np.arange(int(docs[0]), int(docs[-1]) + 1)
+        shown = docnos_of(docs[:5]).tolist()
+        return (f"token rows {first}-{last}, the vectors of {len(docs)} document(s): {shown}"
+                f"{' …' if len(docs) > 5 else ''}")
+    return locate
 
 
 def checked_offsets(offsets: np.ndarray, num_tokens: int, folder: Path) -> np.ndarray:
@@ -76,13 +91,15 @@ def checked_offsets(offsets: np.ndarray, num_tokens: int, folder: Path) -> np.nd
     return offsets
 
 
-def verify(folder: Path, meta: IndexMeta, store: "IndexStore") -> Dict[str, Any]:
+def verify(folder: Path, meta: IndexMeta, store: "IndexStore", unchecked: bool = False) -> Dict[str, Any]:
     """Full content check of the index in ``folder`` (``meta`` read afresh, ``store`` its format); returns
     ``{"files", "bytes", "seconds"}`` or raises naming each damaged file (see the module docstring). An index
-    written before checksums were recorded has no manifest: its structure and content are still checked, with a
-    warning that its file contents cannot be."""
+    without manifest is refused (:class:`~pyterrier_fandom_colbert.storage.NoManifestError`); with
+    ``unchecked=True`` its structure and content are still checked, after a warning that its file contents
+    cannot be."""
     started = time.perf_counter()
-    problems = manifest_problems(folder, meta.files, folder / META_FILE, "its sizes, structure and vectors")
+    integrity = integrity_of(folder, meta, unchecked)
+    problems = integrity.problems()
     problems += size_problems(folder, meta, store.layout(meta))
     offsets = None
     if not any(name == OFFSETS_FILE for name, _ in problems):
@@ -107,6 +124,4 @@ def verify(folder: Path, meta: IndexMeta, store: "IndexStore") -> Dict[str, Any]
 
     problems += cache_problems(folder, None if meta.files is None else meta.files.get(VECTORS_FILE))
     raise_damaged(folder, problems, what=WHAT, remedy=REMEDY)
-    files = meta.files or {}
-    return {"files": sorted(files), "bytes": sum(e["size"] for e in files.values()),
-            "seconds": round(time.perf_counter() - started, 3)}
+    return integrity.summary(started)

@@ -29,7 +29,8 @@ The residual-compressed formats (``format`` ``residual1``, ``residual2`` or ``re
     token_ids.u16 | .i32   the wordpiece id of every token (uint16 when every id is below 65,536)
 
 Opening checks the cheap things (:func:`check_offsets`, every file's size, the checksums of
-:data:`CHECKED_ON_OPEN`); ``ColBERTIndex.verify()`` checks every checksum and that every vector is finite.
+:data:`CHECKED_ON_OPEN`); the other files' blocks are verified as they are first read (their block checksums in
+the manifest); ``ColBERTIndex.verify()`` checks every checksum and that every vector is finite.
 """
 from __future__ import annotations
 
@@ -62,10 +63,11 @@ VECTORS_FILE = "vectors.f16"
 TOKEN_IDS_FILE = "token_ids.i32"
 OFFSETS_FILE = "offsets.i64"
 DOCNOS_FILE = "docnos.npids"
-#: files whose checksums are compared on every open (small: a few bytes per document); the others (vectors,
-#: token ids) only have their sizes checked then, and their checksums in ``verify()``
-CHECKED_ON_OPEN = (CONFIG_FILE, OFFSETS_FILE, DOCNOS_FILE)
 PARTS_FILE = "parts.i64"
+#: files whose checksums are compared on every open (small: a few bytes per document); the others (vectors,
+#: token ids) have their sizes checked then, each block verified the first time it is read, and their whole
+#: checksums in ``verify()``
+CHECKED_ON_OPEN = (CONFIG_FILE, OFFSETS_FILE, DOCNOS_FILE, PARTS_FILE)
 CODEC_FILE = "codec.json"
 CENTROIDS_FILE = "centroids.f16"
 CUTOFFS_FILE = "bucket_cutoffs.f32"
@@ -105,8 +107,8 @@ class IndexMeta(JsonConfig):
     type: str = ARTIFACT_TYPE
     format: str = ARTIFACT_FORMAT
     package_hint: str = PACKAGE_HINT
-    #: manifest: {file name: {"size": bytes, "xxh3_128": checksum}} of every other file (None: an index written
-    #: before checksums were recorded; its sizes and structure are still checked)
+    #: manifest: {file name: {"size": bytes, "xxh3_128": checksum, "blocks": {"bytes", "xxh3_64": [...]}}} of every
+    #: other file (None: an index written before checksums were recorded, refused unless opened unchecked)
     files: Optional[Dict[str, Dict[str, Any]]] = field(default=None, hash=False)
 
     def __post_init__(self) -> None:

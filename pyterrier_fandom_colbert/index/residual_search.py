@@ -128,14 +128,30 @@ class CompressedStore:
     """The arrays of a compressed index: the codec, every token's centroid id ``codes [N]`` and packed residual
     ``residuals [N, B]``, document ``offsets [D + 1]``, and the inverted lists ``ivf_offsets [C + 1]`` /
     ``ivf_docs [P]`` (the documents, ascending, holding a token coded by each centroid). Any of them may be
-    memory maps (an index's: ``index.store.arrays``, :class:`~.stores.residual.ResidualStore`)."""
+    memory maps (an index's: ``index.store.arrays``, :class:`~.stores.residual.ResidualStore`).
+
+    ``guard``, when given, is told which documents' codes (and residuals) and which inverted lists are about to be
+    read, before they are (an index's verifies their blocks on first read: :class:`ReadGuard`)."""
 
     def __init__(self, codec: ResidualCodec, codes: np.ndarray, residuals: np.ndarray, offsets: np.ndarray,
-                 ivf_offsets: np.ndarray, ivf_docs: np.ndarray, similarity: str = "cosine", reduction: str = "mean"):
+                 ivf_offsets: np.ndarray, ivf_docs: np.ndarray, similarity: str = "cosine", reduction: str = "mean",
+                 guard: Optional["ReadGuard"] = None):
         self.codec, self.codes, self.residuals, self.offsets = codec, codes, residuals, offsets
         self.ivf_offsets, self.ivf_docs = ivf_offsets, ivf_docs
         self.similarity, self.reduction = similarity, reduction
+        self.guard = guard
         self._tensors: dict = {}
+
+    def listed(self, cells: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """:func:`list_docs` of ``cells`` over this store's inverted lists (told to the guard first)."""
+        if self.guard is not None:
+            self.guard.lists(cells)
+        return list_docs(cells, self.ivf_offsets, self.ivf_docs)
+
+    def reading(self, doc_ids: np.ndarray, residuals: bool) -> None:
+        """The codes (and ``residuals``) of ``doc_ids`` are about to be read: tell the guard."""
+        if self.guard is not None:
+            self.guard.docs(doc_ids, residuals)
 
     @property
     def num_docs(self) -> int:
@@ -167,6 +183,16 @@ class CompressedStore:
         if codes.dtype == torch.int16:  # uint16 ids stored as int16 (torch has no uint16 indexing)
             row_codes = row_codes.long() & 0xFFFF
         return self.codec.decompress_into(row_codes, residuals.index_select(0, index), out, scratch)
+
+
+class ReadGuard:
+    """What a :class:`CompressedStore` tells before it reads: the interface of its ``guard``."""
+
+    def docs(self, doc_ids: np.ndarray, residuals: bool) -> None:
+        """The codes (and, if ``residuals``, the residuals) of ``doc_ids`` are about to be read."""
+
+    def lists(self, cells: np.ndarray) -> None:
+        """The inverted lists of ``cells`` are about to be read."""
 
 
 def doc_code_pairs(codes: np.ndarray, doc_of_row: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -260,7 +286,7 @@ def pruned_interaction(scores: "torch.Tensor", threshold: float, candidates: np.
     import torch
 
     active = torch.nonzero(scores.amax(1) >= threshold).view(-1).numpy()
-    docs, cells = list_docs(active, store.ivf_offsets, store.ivf_docs)
+    docs, cells = store.listed(active)
     keep = member[docs]
     docs, cells = docs[keep], cells[keep]
     if len(docs) == 0:
@@ -280,6 +306,7 @@ def interaction(scores: "torch.Tensor", doc_ids: np.ndarray, store: CompressedSt
 
     if len(doc_ids) == 0:
         return np.zeros(0, np.float32)
+    store.reading(doc_ids, residuals=False)
     starts, lengths = doc_spans(store.offsets, doc_ids)
     codes = torch.from_numpy(np.asarray(store.codes[concat_slices(starts, starts + lengths)[0]], dtype=np.int64))
     return max_by_owner(scores.index_select(0, codes), lengths).sum(1).numpy()
@@ -327,6 +354,7 @@ def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
     scores = np.empty(len(doc_ids), dtype=np.float64)
     if len(doc_ids) == 0:
         return scores
+    store.reading(doc_ids, residuals=True)
     block_tokens = block_tokens or BLOCK_TOKENS
     starts, lengths = doc_spans(store.offsets, doc_ids)
     ends = np.cumsum(lengths)
@@ -370,7 +398,7 @@ def search_one(store: CompressedStore, centroids: "torch.Tensor", q: "torch.Tens
     if params.ncells >= scores.shape[0]:
         candidates, member = np.arange(store.num_docs), np.ones(store.num_docs, dtype=bool)
     else:
-        listed = list_docs(probe(scores.numpy(), params.ncells), store.ivf_offsets, store.ivf_docs)[0]
+        listed = store.listed(probe(scores.numpy(), params.ncells))[0]
         candidates, member = distinct_docs(listed, store.num_docs)
     survivors = candidates
     scored = params.scored(k)

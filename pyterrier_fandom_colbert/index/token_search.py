@@ -12,7 +12,7 @@ transformers at the end do the DataFrame plumbing.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import pandas as pd
@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .ann import AnnIndex
     from .artifact import ColBERTIndex
+    from .stores.fp16 import Fp16Store
 
 #: (padded) token rows scored per block. On CPU, blocks that stay near the core's caches win: 8,192 rows (2 MB
 #: fp16 + 4 MB float32) re-ranked 1.4-1.6x faster than 32,768 on the 2-core AMD EPYC VM (docs/index.md)
@@ -123,6 +124,7 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
     scores = np.empty(len(doc_ids), dtype=np.float64)
     if len(doc_ids) == 0:
         return scores
+    cast("Fp16Store", index.store).check_docs(doc_ids)  # first reads of their blocks verify them
     starts, lengths, order, blocks = length_sorted_blocks(index.offsets, doc_ids, block_tokens)
     size = max((end - start) * int(lengths[order[end - 1]]) for start, end in blocks)
     stored = index.vector_tensor
@@ -171,6 +173,7 @@ def token_neighbours(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["
     vectors = faiss_ann.as_search_vectors(np.concatenate([q.float().cpu().numpy() for q in queries]), normalise)
     hits = faiss_ann.search(ann, vectors, refine * k_hat, nprobe)
     if refine > 1:
+        cast("Fp16Store", index.store).check_rows(hits)
         hits = faiss_ann.refine(index.vector_tensor, vectors, hits, k_hat, similarity)
     return hits
 

@@ -8,8 +8,9 @@ with Robertson's tf, Sparck Jones' idf, ``dl`` = the number of indexed terms of 
 Folder layout: ``pt_meta.json`` (:class:`TfidfMeta`: type, format, config, statistics), ``tf.npz`` (document ×
 term frequencies, CSR), ``doclens.npy``, ``lexicon.txt`` (term per line; line number = term id),
 ``docnos.npids``, and, when built with ``store_text=True``, ``text.bin`` + ``text_offsets.npy`` (UTF-8 passages,
-end to end). ``pt_meta.json`` also holds the manifest: size and checksum of every other file. Opening checks sizes,
-the small files' checksums and each file's structure; ``TfidfIndex.verify()`` checks every checksum.
+end to end). ``pt_meta.json`` also holds the manifest: size, checksum and block checksums of every other file.
+Opening checks sizes, the small files' checksums and each file's structure; the postings are checked whole when
+loaded, the passages block by block as they are first read; ``TfidfIndex.verify()`` checks every checksum.
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from ..progress import progress
 from ..ranking import top_k
 from ..storage import (
     ARTIFACT_META_FILE,
+    ArtifactIntegrity,
+    BlockCheck,
     DamagedFileError,
     HashingFile,
     JsonConfig,
@@ -42,11 +45,8 @@ from ..storage import (
     atomic_folder,
     build_docno_inverse,
     build_manifest,
-    check_checksums,
-    check_sizes,
     docno_lookup_builder,
     is_artifact_folder,
-    manifest_problems,
     open_npids,
     parse_manifest,
     raise_damaged,
@@ -122,8 +122,8 @@ class TfidfMeta(JsonConfig):
     type: str = ARTIFACT_TYPE
     format: str = ARTIFACT_FORMAT
     package_hint: str = PACKAGE_HINT
-    #: manifest: {file name: {"size": bytes, "xxh3_128": checksum}} of every other file (None: written before
-    #: checksums were recorded; sizes and structure are still checked)
+    #: manifest: {file name: {"size": bytes, "xxh3_128": checksum, "blocks": ...}} of every other file (None:
+    #: written before checksums were recorded; refused unless opened unchecked)
     files: Optional[Dict[str, Dict[str, Any]]] = field(default=None, hash=False)
 
     @classmethod
@@ -274,6 +274,12 @@ class TfidfIndex(pt.Artifact):
     ARTIFACT_FORMAT = ARTIFACT_FORMAT
     ARTIFACT_PACKAGE_HINT = PACKAGE_HINT
 
+    def __init__(self, path: Union[str, Path], *, unchecked: bool = False):
+        """``unchecked=True`` opens an index whose ``pt_meta.json`` records no manifest (written before checksums
+        existed), with a warning; such an index is otherwise refused."""
+        super().__init__(path)
+        self.unchecked = unchecked
+
     @classmethod
     def build(cls, path: Union[str, Path], docs: Iterable[Dict[str, Any]], **indexer_kwargs) -> "TfidfIndex":
         """``TfidfIndex(path).indexer(**indexer_kwargs).index(docs)``."""
@@ -332,6 +338,12 @@ class TfidfIndex(pt.Artifact):
             [TEXT_FILE, TEXT_OFFSETS_FILE] if meta.text_field is not None else [])
 
     @cached_property
+    def integrity(self) -> ArtifactIntegrity:
+        """The index's integrity base: its manifest, and which blocks of the passages this process verified."""
+        return ArtifactIntegrity(artifact_path(self), self.meta.files, what=_WHAT, remedy=_REMEDY,
+                                 source=self._file(ARTIFACT_META_FILE), unchecked=self.unchecked)
+
+    @cached_property
     def _checked(self) -> bool:
         """The cheap checks, once: every file present with its recorded size, checksums of the small ones."""
         meta = self.meta
@@ -339,10 +351,20 @@ class TfidfIndex(pt.Artifact):
             if not self._file(name).is_file():
                 raise MissingFileError(self._file(name), f"{self._file(name)} is missing: the {_WHAT} at "
                                                          f"{self.path} is incomplete; {_REMEDY}")
-        if meta.files is not None:
-            check_sizes(artifact_path(self), meta.files, _WHAT, _REMEDY)
-            check_checksums(artifact_path(self), meta.files, CHECKED_ON_OPEN, what=_WHAT, remedy=_REMEDY)
+        self.integrity.check_open(CHECKED_ON_OPEN)
         return True
+
+    @cached_property
+    def _text_blocks(self) -> Optional[BlockCheck]:
+        return self.integrity.blocks(TEXT_FILE, self._passages_held)
+
+    def _passages_held(self, start: int, end: int) -> str:
+        offsets = self._text_offsets
+        first = int(np.searchsorted(offsets, start, side="right")) - 1
+        last = int(np.searchsorted(offsets, end - 1, side="right")) - 1
+        docs = np.arange(max(first, 0), min(last, self.meta.num_docs - 1) + 1)
+        shown = [str(d) for d in self.docnos.fwd[docs[:5]]]
+        return f"the passages of {len(docs)} document(s): {shown}{' …' if len(docs) > 5 else ''}"
 
     def check(self) -> None:
         """The checks that run when the index is opened (``retriever()``, or a part's first use): every file
@@ -358,12 +380,14 @@ class TfidfIndex(pt.Artifact):
         """Full content check: every file's checksum against the manifest, and every structure :meth:`check`
         and the loaders check (postings included; the passages must decode as UTF-8). Raises
         :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming each damaged file; returns what was
-        checked: ``{"files", "bytes", "seconds"}``. An index written before checksums were recorded gets the
+        checked: ``{"files", "bytes", "seconds"}``. An index written before checksums were recorded is refused
+        (:class:`~pyterrier_fandom_colbert.storage.NoManifestError`); opened ``unchecked=True`` it gets the
         structure checks and a warning."""
         started = time.perf_counter()
         meta = self.meta
-        problems = manifest_problems(artifact_path(self), meta.files, self._file(ARTIFACT_META_FILE),
-                                     "sizes and structure")
+        integrity = ArtifactIntegrity(artifact_path(self), meta.files, what=_WHAT, remedy=_REMEDY,
+                                      source=self._file(ARTIFACT_META_FILE), unchecked=self.unchecked)
+        problems = integrity.problems()
         for name, load in [(LEXICON_FILE, self._load_vocab), (TF_FILE, self._load_postings),
                            (DOCNOS_FILE, self._load_docnos), (TEXT_OFFSETS_FILE, self._load_text_offsets),
                            (TEXT_FILE, self._check_text_encoding)]:
@@ -374,9 +398,7 @@ class TfidfIndex(pt.Artifact):
             except (DamagedFileError, FileNotFoundError) as err:
                 problems.append((Path(getattr(err, "path", name)).name, str(err)))
         raise_damaged(artifact_path(self), problems, what=_WHAT, remedy=_REMEDY)
-        files = meta.files or {}
-        return {"files": sorted(files), "bytes": sum(e["size"] for e in files.values()),
-                "seconds": round(time.perf_counter() - started, 3)}
+        return integrity.summary(started)
 
     def _damaged(self, name: str, problem: str) -> DamagedFileError:
         return DamagedFileError(self._file(name), f"{self._file(name)} is damaged: {problem}; {_REMEDY}")
@@ -426,6 +448,7 @@ class TfidfIndex(pt.Artifact):
     def _load_postings(self) -> Tuple[sp.csr_matrix, np.ndarray]:
         """(document × term frequencies, document lengths), checked against each other and the metadata."""
         meta = self.meta
+        self.integrity.check_whole([TF_FILE])  # read whole: checked whole, once per process
         try:
             tf = sp.load_npz(self._file(TF_FILE)).tocsr()
         except FileNotFoundError:
@@ -466,6 +489,10 @@ class TfidfIndex(pt.Artifact):
     def texts(self, docids: Union[Sequence[int], np.ndarray]) -> List[str]:
         """Stored passages of internal document ids (index order)."""
         offsets = self._text_offsets
+        blocks = self._text_blocks
+        if blocks is not None and not blocks.complete:
+            ids = np.asarray(docids, dtype=np.int64)
+            blocks.spans(offsets[ids], offsets[ids + 1])
         out = []
         with open(self._file(TEXT_FILE), "rb") as f:
             for d in docids:

@@ -64,12 +64,14 @@ class ColBERT:
     # -- loading and saving --------------------------------------------------------------------------------
     @classmethod
     def from_pretrained(cls, path: Optional[Union[str, Path]] = None, *, config: Optional[ColBERTConfig] = None,
-                        seed: int = 0, **kwargs) -> "ColBERT":
+                        seed: int = 0, unchecked: bool = False, **kwargs) -> "ColBERT":
         """Load a checkpoint folder, or start a fresh ColBERT from a backbone folder (or hub id, if online).
 
         Checkpoints may be this package's, colbert-ai's (ColBERTv2) or PyLate's (see ``formats``). With no
         ``path``: the package's trained default checkpoint if it is installed, else a fresh model over the
-        bundled all-MiniLM-L6-v2 backbone. ``config`` only applies to fresh models.
+        bundled all-MiniLM-L6-v2 backbone. ``config`` only applies to fresh models. This package's checkpoints
+        are checked against their ``manifest.json`` as they load; one without a manifest (saved before manifests
+        existed) is refused unless ``unchecked=True`` (then loaded with a warning).
         """
         from . import formats
         from . import network as m
@@ -82,7 +84,7 @@ class ColBERT:
             if config is not None:
                 raise ValueError(f"{path} is a {kind} checkpoint with its own settings; config= applies only "
                                  "to fresh models built over a backbone")
-            net, tok = formats.load(source, kind)
+            net, tok = m.load(source, unchecked=True) if unchecked and kind == "pfc" else formats.load(source, kind)
         else:
             if path is not None and Path(path).exists() and not (Path(path) / "config.json").exists():
                 raise FileNotFoundError(f"{path} is neither a ColBERT checkpoint (no colbert_config.json) nor a "
@@ -101,12 +103,12 @@ class ColBERT:
         return formats.save(self.model, self.tokenizer, folder, format, dtype=getattr(torch, dtype) if dtype else None)
 
     @staticmethod
-    def verify(folder: Union[str, Path]) -> dict:
+    def verify(folder: Union[str, Path], unchecked: bool = False) -> dict:
         """Full content check of a checkpoint folder (every file's checksum, every weight finite), naming any
         damaged file; see :func:`~pyterrier_fandom_colbert.model.network.verify_checkpoint`."""
         from . import network as m
 
-        return m.verify_checkpoint(folder)
+        return m.verify_checkpoint(folder, unchecked)
 
     @property
     def config(self) -> ColBERTConfig:

@@ -5,11 +5,12 @@ A checkpoint folder holds::
     colbert_config.json        the ColBERTConfig
     projection.safetensors     {"weight": [dim, hidden]}
     backbone/                  the encoder and its tokenizer (transformers' save_pretrained; markers included)
-    manifest.json              {"files": {path: {"size", "xxh3_128"}}} of every file above (written last)
+    manifest.json              {"files": {path: {"size", "xxh3_128", "blocks"}}} of every file above (written last)
 
-Loading checks every manifest file's size and the checksums of all but the backbone's weights, that the backbone's
-config and tokenizer are there, and that every weight is finite; :func:`verify_checkpoint` checks every checksum.
-Checkpoints written before manifests existed load with the other checks.
+Loading checks every manifest file's size and checksum (the backbone's weights too: they are read whole), that the
+backbone's config and tokenizer are there, and that every weight is finite; :func:`verify_checkpoint` checks every
+checksum without building the model. A checkpoint without ``manifest.json`` (saved before manifests existed) is
+refused unless loaded with ``unchecked=True`` (then with a warning, and the other checks only).
 """
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import contextlib
 import hashlib
 import json
 import time
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union
 
@@ -25,13 +25,11 @@ import torch
 from torch import nn
 
 from ..storage import (
+    ArtifactIntegrity,
     DamagedFileError,
     MissingFileError,
     atomic_folder,
     build_manifest,
-    check_checksums,
-    check_sizes,
-    checksum_problem,
     folder_files,
     parse_manifest,
     raise_damaged,
@@ -50,7 +48,7 @@ BACKBONE_DIR = "backbone"
 MANIFEST_FILE = "manifest.json"
 #: a backbone folder needs one of these to have a tokenizer
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
-#: backbone weight files: only their sizes are checked on load (their checksums in verify_checkpoint)
+#: backbone weight files: checked whole when the backbone is loaded (the other files first, on open)
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".msgpack")
 _WHAT = "ColBERT checkpoint"
 _REMEDY = "save or download the checkpoint again"
@@ -193,15 +191,22 @@ def read_manifest(folder: Union[str, Path]) -> Optional[Dict[str, Dict[str, Any]
     return parse_manifest(values.get("files") if isinstance(values, dict) else None, path)
 
 
-def _check_files(folder: Path) -> Optional[Dict[str, Dict[str, Any]]]:
-    """The cheap checks before loading: manifest sizes and small files' checksums, and the files every
-    checkpoint needs (with or without a manifest). Returns the manifest (None when there is none)."""
-    files = read_manifest(folder)
+def integrity_of(folder: Union[str, Path], unchecked: bool = False) -> ArtifactIntegrity:
+    """The checkpoint's integrity base over ``manifest.json`` (refused without one unless ``unchecked``)."""
+    folder = Path(folder)
+    return ArtifactIntegrity(folder, read_manifest(folder), what=_WHAT, remedy=_REMEDY,
+                             source=folder / MANIFEST_FILE, unchecked=unchecked)
+
+
+def _check_files(folder: Path, unchecked: bool = False) -> ArtifactIntegrity:
+    """The checks before loading: the files every checkpoint needs, every manifest file's size and the small
+    files' checksums. Returns the integrity base (whose :meth:`~ArtifactIntegrity.check_whole` then checks the
+    weights before they are read)."""
+    integrity = integrity_of(folder, unchecked)
     _check_required(folder)
-    if files is not None:
-        check_sizes(folder, files, _WHAT, _REMEDY)
-        check_checksums(folder, files, [n for n in files if not _is_weight_file(n)], what=_WHAT, remedy=_REMEDY)
-    return files
+    if integrity.files is not None:
+        integrity.check_open([n for n in integrity.files if not _is_weight_file(n)])
+    return integrity
 
 
 def _check_required(folder: Path) -> None:
@@ -254,13 +259,16 @@ def _copy_as(module: "PreTrainedModel", dtype: torch.dtype) -> "PreTrainedModel"
     return copy.deepcopy(module).to(dtype)  # type: ignore[arg-type]
 
 
-def load(folder: Union[str, Path]) -> Tuple[ColBERTModel, ColBERTTokenizer]:
-    """Load a checkpoint folder, offline only, in fp32. Config/weight mismatches are errors."""
+def load(folder: Union[str, Path], unchecked: bool = False) -> Tuple[ColBERTModel, ColBERTTokenizer]:
+    """Load a checkpoint folder, offline only, in fp32. Config/weight mismatches are errors; so is a folder
+    without ``manifest.json`` unless ``unchecked``."""
     from transformers import AutoTokenizer
 
     folder = Path(folder)
     config = ColBERTConfig.load(folder)
-    _check_files(folder)
+    integrity = _check_files(folder, unchecked)
+    if integrity.files is not None:  # the weights are read whole next: their checksums first
+        integrity.check_whole([n for n in integrity.files if _is_weight_file(n)])
     bb = folder / BACKBONE_DIR
     try:
         hf_tok = AutoTokenizer.from_pretrained(bb, use_fast=True, local_files_only=True)
@@ -292,27 +300,23 @@ def load(folder: Union[str, Path]) -> Tuple[ColBERTModel, ColBERTTokenizer]:
     return model, ColBERTTokenizer(hf_tok, config)
 
 
-def verify_checkpoint(folder: Union[str, Path]) -> Dict[str, Any]:
+def verify_checkpoint(folder: Union[str, Path], unchecked: bool = False) -> Dict[str, Any]:
     """Full content check of a checkpoint folder without building the model: every file's checksum against
     ``manifest.json``, the config, and every safetensors file readable with finite tensors. Raises
     :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming each damaged file; returns what was
-    checked (``{"files", "bytes", "seconds"}``). A checkpoint without a manifest gets the other checks and a
-    warning."""
+    checked (``{"files", "bytes", "seconds"}``). A checkpoint without a manifest is refused
+    (:class:`~pyterrier_fandom_colbert.storage.NoManifestError`); ``unchecked=True`` gives it the other checks
+    and a warning."""
     started = time.perf_counter()
     folder = Path(folder)
     if not is_checkpoint(folder):
         raise MissingFileError(folder / CONFIG_FILE, f"{folder / CONFIG_FILE} not found: {folder} is not a ColBERT "
                                                      "checkpoint")
     ColBERTConfig.load(folder)
-    files = read_manifest(folder)
-    problems: List[Tuple[str, str]] = []
-    if files is None:
-        warnings.warn(f"{folder} has no {MANIFEST_FILE} (saved by an older version): only the config and the "
-                      "weights were checked, not the files' checksums; save it again to add one", stacklevel=2)
-        names = folder_files(folder)
-    else:
-        problems += [(n, p) for n in files if (p := checksum_problem(folder, n, files[n]))]
-        names = list(files)
+    integrity = integrity_of(folder, unchecked)
+    files = integrity.files
+    problems: List[Tuple[str, str]] = integrity.problems()
+    names = folder_files(folder) if files is None else list(files)
     for name in names:
         if name.endswith(".safetensors") and name not in dict(problems) and (folder / name).is_file():
             try:

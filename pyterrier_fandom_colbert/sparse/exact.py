@@ -8,8 +8,12 @@ score(q, d) = Σ_t q_t · d_t, the dot product of the two weight vectors, comput
 a term with the query (term at a time over the postings), so the ranking is exact: it is the reference the
 pruning methods (:mod:`.topics`, :mod:`.tree`) and PISA's dynamic pruning are measured against.
 
-Folder layout: ``pt_meta.json`` (type ``sparse_index``, format ``learned_csr``, statistics), ``weights.npz``
-(document × term CSR, float32), ``lexicon.txt`` (term per line; line number = term id), ``docnos.npids``.
+Folder layout: ``pt_meta.json`` (type ``sparse_index``, format ``learned_csr``, statistics, and ``files``: the
+size, checksum and block checksums of every other file), ``weights.npz`` (document × term CSR, float32),
+``lexicon.txt`` (term per line; line number = term id), ``docnos.npids``. Opening checks every file's size and the
+checksums of the lexicon and docnos; the weights are checked whole when loaded; ``SparseIndex.verify()`` checks
+every checksum. A folder without manifest (written before it existed) is refused unless opened
+``unchecked=True``.
 """
 from __future__ import annotations
 
@@ -30,14 +34,30 @@ from ..params import Parameters
 from ..progress import progress
 from ..ranking import concat_slices, stacked_hits, top_k
 from ..storage import (
+    ArtifactIntegrity,
+    DamagedFileError,
     artifact_path,
     atomic_folder,
     build_docno_inverse,
+    build_manifest,
     docno_lookup_builder,
+    open_npids,
+    parse_manifest,
+    raise_damaged,
     read_json,
     write_json,
     write_text,
 )
+
+WEIGHTS_FILE = "weights.npz"
+LEXICON_FILE = "lexicon.txt"
+DOCNOS_FILE = "docnos.npids"
+#: every file of the index, in the manifest; the lexicon and docnos are checked whole on open, the weights when
+#: loaded
+FILES = (WEIGHTS_FILE, LEXICON_FILE, DOCNOS_FILE)
+CHECKED_ON_OPEN = (LEXICON_FILE, DOCNOS_FILE)
+_WHAT = "learned-sparse index"
+_REMEDY = "rebuild it ((splade.doc_encoder() >> SparseIndex(path).indexer(overwrite=True)).index(docs))"
 
 Ranges = Union[Sequence[Tuple[int, int]], np.ndarray]
 
@@ -147,13 +167,13 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], field: str, verbo
                 raise ValueError("the corpus is empty: no documents to index")
     finally:
         bar.close()
-    build_docno_inverse(folder / "docnos.npids")
+    build_docno_inverse(folder / DOCNOS_FILE)
     matrix = sp.csr_matrix((np.frombuffer(weights, np.float32), np.frombuffer(indices, np.int32),
                             np.frombuffer(indptr, np.int64)), shape=(len(indptr) - 1, len(vocab)))
-    sp.save_npz(folder / "weights.npz", matrix, compressed=False)
-    write_text(folder / "lexicon.txt", "".join(t + "\n" for t in vocab))
+    sp.save_npz(folder / WEIGHTS_FILE, matrix, compressed=False)
+    write_text(folder / LEXICON_FILE, "".join(t + "\n" for t in vocab))
     return {"num_docs": matrix.shape[0], "num_terms": len(vocab), "num_postings": int(matrix.nnz),
-            "field": field}
+            "field": field, "files": build_manifest(folder, FILES)}
 
 
 class SparseIndexer(pt.Indexer):
@@ -196,6 +216,12 @@ class SparseIndex(pt.Artifact):
     ARTIFACT_FORMAT = "learned_csr"
     ARTIFACT_PACKAGE_HINT = "pyterrier-fandom-colbert"
 
+    def __init__(self, path: Union[str, Path], *, unchecked: bool = False):
+        """``unchecked=True`` opens an index whose ``pt_meta.json`` records no manifest (written before it
+        existed), with a warning; such an index is otherwise refused."""
+        super().__init__(path)
+        self.unchecked = unchecked
+
     @staticmethod
     def is_index(path: Path) -> bool:
         meta = Path(path) / "pt_meta.json"
@@ -213,7 +239,7 @@ class SparseIndex(pt.Artifact):
 
     def retriever(self, num_results: int = 1000, *, verbose: bool = False) -> "SparseRetriever":
         """qid, query_toks → + docno, score, rank: exact dot products with every document."""
-        self.meta  # noqa: B018  (fails here, not at the first query, when there is no index)
+        self.check()  # fails here, not at the first query, when there is no index or it is damaged
         return SparseRetriever(self, num_results, verbose=verbose)
 
     def get_corpus_iter(self, field: str = "toks") -> Iterator[Dict[str, Any]]:
@@ -230,11 +256,64 @@ class SparseIndex(pt.Artifact):
         if not self.built():
             raise FileNotFoundError(f"no learned-sparse index at {self.path}; build one with "
                                     "(splade.doc_encoder() >> SparseIndex(path).indexer()).index(docs)")
-        meta = read_json(artifact_path(self) / "pt_meta.json", "index metadata")
-        if meta.get("format") != self.ARTIFACT_FORMAT:
-            raise ValueError(f"{self.path}/pt_meta.json says format {meta.get('format')!r}; expected "
+        source = artifact_path(self) / "pt_meta.json"
+        meta = read_json(source, "index metadata")
+        if not isinstance(meta, dict) or meta.get("format") != self.ARTIFACT_FORMAT:
+            raise ValueError(f"{self.path}/pt_meta.json says format "
+                             f"{meta.get('format') if isinstance(meta, dict) else None!r}; expected "
                              f"{self.ARTIFACT_FORMAT!r} (a folder written by SparseIndex.indexer())")
+        for name in ("num_docs", "num_terms"):
+            if not isinstance(meta.get(name), int) or isinstance(meta.get(name), bool) or meta[name] < 0:
+                raise DamagedFileError(source, f"{source} is damaged: {name}={meta.get(name)!r} is not a count")
+        if meta.get("files") is not None:
+            parse_manifest(meta["files"], source)
         return meta
+
+    @cached_property
+    def integrity(self) -> ArtifactIntegrity:
+        """The index's integrity base (its manifest; refused without one unless opened ``unchecked``)."""
+        return ArtifactIntegrity(artifact_path(self), self.meta.get("files"), what=_WHAT, remedy=_REMEDY,
+                                 source=artifact_path(self) / "pt_meta.json", unchecked=self.unchecked)
+
+    @cached_property
+    def _checked(self) -> bool:
+        self.integrity.check_open(CHECKED_ON_OPEN)
+        return True
+
+    def check(self) -> None:
+        """The checks that run when the index is opened: every file present with its recorded size, the checksums
+        of ``lexicon.txt`` and ``docnos.npids``, the lexicon's term count. Raises
+        :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming the file."""
+        self.lexicon  # noqa: B018
+
+    def verify(self) -> Dict[str, Any]:
+        """Full content check: every file's checksum against the manifest, the lexicon, the weights (shape,
+        finite and non-negative) and the docno lookup. Raises
+        :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming each damaged file; returns
+        ``{"files", "bytes", "seconds"}``."""
+        import time
+
+        started = time.perf_counter()
+        self.__dict__.pop("meta", None)  # afresh: the folder may have changed since it was opened
+        integrity = ArtifactIntegrity(artifact_path(self), self.meta.get("files"), what=_WHAT, remedy=_REMEDY,
+                                      source=artifact_path(self) / "pt_meta.json", unchecked=self.unchecked)
+        problems = integrity.problems()
+        bad = {name for name, _ in problems}
+        for name, load in [(LEXICON_FILE, self._load_lexicon), (WEIGHTS_FILE, self._load_docs),
+                           (DOCNOS_FILE, self._load_docnos)]:
+            if name in bad:
+                continue
+            try:
+                load()
+            except (DamagedFileError, FileNotFoundError) as err:
+                problems.append((name, str(err)))
+        raise_damaged(artifact_path(self), problems, what=_WHAT, remedy=_REMEDY)
+        return integrity.summary(started)
+
+    def _damaged(self, name: str, problem: str) -> DamagedFileError:
+        file = artifact_path(self) / name
+        return DamagedFileError(file, f"{file} is damaged: {problem}; the {_WHAT} at {self.path} is damaged; "
+                                      f"{_REMEDY}")
 
     @property
     def num_docs(self) -> int:
@@ -242,7 +321,22 @@ class SparseIndex(pt.Artifact):
 
     @cached_property
     def lexicon(self) -> List[str]:
-        return (artifact_path(self) / "lexicon.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        self._checked  # noqa: B018
+        return self._load_lexicon()
+
+    def _load_lexicon(self) -> List[str]:
+        try:
+            text = (artifact_path(self) / LEXICON_FILE).read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise self._damaged(LEXICON_FILE, f"not UTF-8 text ({err})") from None
+        terms = text.split("\n")
+        if terms[-1] != "":
+            raise self._damaged(LEXICON_FILE, "its last line is cut off (no final newline)")
+        terms.pop()
+        if len(terms) != self.meta["num_terms"]:
+            raise self._damaged(LEXICON_FILE, f"it lists {len(terms)} terms but pt_meta.json records "
+                                              f"{self.meta['num_terms']}")
+        return terms
 
     @cached_property
     def vocab(self) -> Dict[str, int]:
@@ -251,8 +345,22 @@ class SparseIndex(pt.Artifact):
     @cached_property
     def docs(self) -> sp.csr_matrix:
         """Document × term weights (CSR, float32, term ids sorted within rows)."""
-        self.meta  # noqa: B018
-        matrix = sp.load_npz(artifact_path(self) / "weights.npz").tocsr()
+        self._checked  # noqa: B018
+        self.integrity.check_whole([WEIGHTS_FILE])  # read whole: checked whole, once per process
+        return self._load_docs()
+
+    def _load_docs(self) -> sp.csr_matrix:
+        try:
+            matrix = sp.load_npz(artifact_path(self) / WEIGHTS_FILE).tocsr()
+        except Exception as err:  # zipfile, numpy and scipy raise many kinds on damaged archives
+            raise self._damaged(WEIGHTS_FILE, f"the weight matrix cannot be read ({type(err).__name__}: {err})") \
+                from None
+        shape = (self.meta["num_docs"], self.meta["num_terms"])
+        if matrix.shape != shape:
+            raise self._damaged(WEIGHTS_FILE, f"it holds a {matrix.shape[0]} × {matrix.shape[1]} matrix, but "
+                                              f"pt_meta.json records {shape[0]} documents × {shape[1]} terms")
+        if matrix.nnz and not (np.isfinite(matrix.data).all() and (matrix.data >= 0).all()):
+            raise self._damaged(WEIGHTS_FILE, "it holds weights that are negative, NaN or inf")
         matrix.sort_indices()
         return matrix
 
@@ -262,10 +370,11 @@ class SparseIndex(pt.Artifact):
 
     @cached_property
     def docnos(self):
-        import npids
+        self._checked  # noqa: B018
+        return self._load_docnos()
 
-        self.meta  # noqa: B018
-        return npids.Lookup(artifact_path(self) / "docnos.npids")
+    def _load_docnos(self):
+        return open_npids(artifact_path(self) / DOCNOS_FILE, self.num_docs, _WHAT)
 
     def query_vector(self, toks: Mapping[str, float], where: str = "query") -> Tuple[np.ndarray, np.ndarray]:
         """(sorted term ids, weights) of a query dict; terms the index does not know and zero weights dropped."""

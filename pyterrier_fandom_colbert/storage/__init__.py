@@ -11,18 +11,22 @@ configuration dataclasses that travel as JSON.
 * :class:`JsonConfig` (:mod:`.config`) is the one serialisation API of the package's configuration dataclasses:
   ``to_dict``/``from_dict`` (unknown fields are refused by name) and ``save_json``/``load_json`` (errors name the
   file).
-* Manifests: every artifact records the size and content checksum (:data:`HASH_ALGORITHM`) of each file it
-  wrote (:func:`manifest_entry`, :class:`HashingFile` for files hashed while they are streamed out); readers
-  compare sizes on open (:func:`check_sizes`), checksums of their small files on open and of every file in
-  ``verify()`` (:func:`check_checksums`). A missing, resized, altered or unparsable file raises
-  :class:`DamagedFileError` naming it (see docs/index.md, "Checksums and verify()").
+* Manifests: every artifact records the size, content checksum (:data:`HASH_ALGORITHM`) and per-block
+  checksums (:mod:`.blocks`, XXH3-64 per MiB) of each file it wrote (:func:`manifest_entry`, :class:`HashingFile`
+  for files hashed while they are streamed out). :class:`ArtifactIntegrity` (:mod:`.integrity`) is the one
+  integrity base of every artifact: sizes and small files' checksums on open, each block of a large file
+  verified the first time the process reads it, every checksum in ``verify()``. A missing, resized, altered or
+  unparsable file raises :class:`DamagedFileError` naming it; a folder without a manifest is refused
+  (:class:`NoManifestError`) unless opened ``unchecked=True`` (see docs/index.md, "Checksums and verify()").
 
 Created files and folders follow the user's umask.
 
 One module per concern, every name importable from here as before: :mod:`.files` (atomic writes, JSON, artifact
 metadata), :mod:`.config` (:class:`JsonConfig`), :mod:`.errors` (:class:`DamagedFileError`,
-:class:`MissingFileError`), :mod:`.manifests` (sizes and checksums), :mod:`.docnos` (npids docno lookups).
+:class:`MissingFileError`), :mod:`.manifests` (sizes and checksums), :mod:`.blocks` (block checksums),
+:mod:`.integrity` (the artifact integrity base), :mod:`.docnos` (npids docno lookups).
 """
+from .blocks import BLOCK_ALGORITHM, BLOCK_BYTES, BlockCheck, BlockHasher, block_sums
 from .config import JsonConfig
 from .docnos import build_docno_inverse, docno_lookup_builder, open_npids
 from .errors import DamagedFileError, MissingFileError, PathLike
@@ -39,18 +43,17 @@ from .files import (
     write_json,
     write_text,
 )
+from .integrity import ArtifactIntegrity, NoManifestError
 from .manifests import (
     HASH_ALGORITHM,
     HASH_ALGORITHMS,
     HashingFile,
     build_manifest,
-    check_checksums,
     check_sizes,
     checksum_problem,
     file_checksum,
     folder_files,
     manifest_entry,
-    manifest_problems,
     new_hasher,
     parse_manifest,
     raise_damaged,
@@ -58,20 +61,26 @@ from .manifests import (
 
 __all__ = [
     "ARTIFACT_META_FILE",
+    "BLOCK_ALGORITHM",
+    "BLOCK_BYTES",
     "HASH_ALGORITHM",
     "HASH_ALGORITHMS",
+    "ArtifactIntegrity",
     "AtomicFolder",
+    "BlockCheck",
+    "BlockHasher",
     "DamagedFileError",
     "HashingFile",
     "JsonConfig",
     "MissingFileError",
+    "NoManifestError",
     "PathLike",
     "artifact_path",
     "atomic_folder",
     "atomic_path",
+    "block_sums",
     "build_docno_inverse",
     "build_manifest",
-    "check_checksums",
     "check_sizes",
     "check_target",
     "checksum_problem",
@@ -80,7 +89,6 @@ __all__ = [
     "folder_files",
     "is_artifact_folder",
     "manifest_entry",
-    "manifest_problems",
     "new_hasher",
     "open_npids",
     "parse_manifest",

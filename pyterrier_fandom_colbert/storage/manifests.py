@@ -1,36 +1,19 @@
-"""Manifests: every artifact records the size and content checksum (:data:`HASH_ALGORITHM`) of each file it
-wrote (:func:`manifest_entry`, :class:`HashingFile` for files hashed while they are streamed out); readers compare
-sizes on open (:func:`check_sizes`), checksums of their small files on open and of every file in ``verify()``
-(:func:`check_checksums`). A missing, resized, altered or unparsable file raises
-:class:`~.errors.DamagedFileError` naming it (see docs/index.md, "Checksums and verify()").
+"""Manifests: every artifact records the size, content checksum (:data:`HASH_ALGORITHM`) and block checksums
+(:mod:`.blocks`) of each file it wrote (:func:`manifest_entry`, :class:`HashingFile` for files hashed while they
+are streamed out). The checks over them (:func:`check_sizes`, :func:`checksum_problem`, :func:`raise_damaged`) are
+used through :class:`~.integrity.ArtifactIntegrity`, the one integrity base of every artifact. A missing, resized,
+altered or unparsable file raises :class:`~.errors.DamagedFileError` naming it (see docs/index.md, "Checksums
+and verify()").
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import warnings
 from pathlib import Path, PurePosixPath
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional
 
+from .blocks import BLOCK_BYTES, BLOCKS_KEY, BlockHasher, parse_blocks
 from .errors import DamagedFileError, MissingFileError, PathLike
-
-#: the content checksum recorded for artifact files: XXH3-128 from xxhash, 13-19x the speed of
-#: hashlib's blake2b (docs/index.md, "Checksums and verify()"); not cryptographic: it detects damage, not tampering
-HASH_ALGORITHM = "xxh3_128"
-#: algorithms a manifest may name (older or other writers); new manifests use HASH_ALGORITHM
-HASH_ALGORITHMS = ("xxh3_128", "blake2b")
-_HASH_CHUNK = 1 << 22
-
-
-def new_hasher(algorithm: str = HASH_ALGORITHM) -> Any:
-    """A streaming hash object (``update``, ``hexdigest``) for a manifest algorithm name."""
-    if algorithm == "xxh3_128":
-        import xxhash
-
-        return xxhash.xxh3_128()
-    if algorithm == "blake2b":
-        return hashlib.blake2b(digest_size=16)
-    raise ValueError(f"unknown checksum algorithm {algorithm!r}; expected one of {HASH_ALGORITHMS}")
+from .hashes import _HASH_CHUNK, HASH_ALGORITHM, HASH_ALGORITHMS, new_hasher
 
 
 def file_checksum(path: PathLike, algorithm: str = HASH_ALGORITHM) -> str:
@@ -59,8 +42,15 @@ def file_checksum(path: PathLike, algorithm: str = HASH_ALGORITHM) -> str:
 
 
 def manifest_entry(path: PathLike) -> Dict[str, Any]:
-    """``{"size": bytes, HASH_ALGORITHM: checksum}`` of a file, as a manifest records it."""
-    return {"size": Path(path).stat().st_size, HASH_ALGORITHM: file_checksum(path)}
+    """``{"size": bytes, HASH_ALGORITHM: checksum, "blocks": {"bytes", "xxh3_64": [...]}}`` of a file, as a
+    manifest records it (the block checksums: :mod:`.blocks`)."""
+    whole, blocks, size = new_hasher(), BlockHasher(), 0
+    with open(path, "rb") as f:  # one pass for both
+        while block := f.read(BLOCK_BYTES):
+            whole.update(block)
+            blocks.update(block)
+            size += len(block)
+    return {"size": size, HASH_ALGORITHM: whole.hexdigest(), BLOCKS_KEY: blocks.entry()}
 
 
 class HashingFile:
@@ -79,11 +69,13 @@ class HashingFile:
         self.path = Path(path)
         self._file = open(self.path, "wb")  # noqa: SIM115 (a writer object: close() closes it)
         self._hash = new_hasher()
+        self._blocks = BlockHasher()
         self.size = 0
 
     def write(self, data: Any) -> int:
         n = self._file.write(data)
         self._hash.update(data)
+        self._blocks.update(data)
         self.size += n
         return n
 
@@ -95,7 +87,7 @@ class HashingFile:
         return self._file.closed
 
     def entry(self) -> Dict[str, Any]:
-        return {"size": self.size, HASH_ALGORITHM: self._hash.hexdigest()}
+        return {"size": self.size, HASH_ALGORITHM: self._hash.hexdigest(), BLOCKS_KEY: self._blocks.entry()}
 
     def __enter__(self) -> "HashingFile":
         return self
@@ -134,6 +126,9 @@ def parse_manifest(files: Any, source: PathLike) -> Dict[str, Dict[str, Any]]:
                 or not any(isinstance(entry.get(a), str) for a in HASH_ALGORITHMS)):
             raise DamagedFileError(source, f"{source} is damaged: its manifest entry for {name!r} is {entry!r}; "
                                            f"expected {{'size': bytes, one of {HASH_ALGORITHMS}: checksum}}")
+        problem = parse_blocks(entry)
+        if problem:
+            raise DamagedFileError(source, f"{source} is damaged: in its manifest entry for {name!r}, {problem}")
     return files
 
 
@@ -171,28 +166,6 @@ def checksum_problem(folder: PathLike, name: str, entry: Dict[str, Any]) -> Opti
         return (f"{path} does not match its {algorithm} checksum (written {entry[algorithm]}, now {found}): its "
                 "content changed after it was written")
     return None
-
-
-def manifest_problems(folder: PathLike, files: Optional[Dict[str, Dict[str, Any]]], meta_file: PathLike,
-                      still_checked: str) -> List[Tuple[str, str]]:
-    """``(name, why)`` for every file of the manifest ``files`` that does not match it (:func:`checksum_problem`):
-    the checksum part of an artifact's ``verify()``. An artifact written before checksums were recorded
-    (``files`` None) gets a warning, naming ``meta_file`` and what ``verify()`` ``still_checked``, and no
-    problems."""
-    if files is None:
-        warnings.warn(f"{meta_file} records no checksums (the index was written by an older version): only "
-                      f"{still_checked} were checked; rebuild it to add them", stacklevel=3)
-        return []
-    return [(name, p) for name in files if (p := checksum_problem(folder, name, files[name]))]
-
-
-def check_checksums(folder: PathLike, files: Dict[str, Dict[str, Any]], names: Optional[Iterable[str]] = None, *,
-                    what: str, remedy: str = "rebuild it") -> None:
-    """Hash the manifest files ``names`` (default: all) and raise :class:`DamagedFileError` naming every file
-    that differs from its entry (the first is :attr:`DamagedFileError.path`)."""
-    chosen = list(files) if names is None else [n for n in names if n in files]
-    problems = [(name, p) for name in chosen if (p := checksum_problem(folder, name, files[name])) is not None]
-    raise_damaged(folder, problems, what=what, remedy=remedy)
 
 
 def raise_damaged(folder: PathLike, problems: List[Any], *, what: str, remedy: str = "rebuild it") -> None:

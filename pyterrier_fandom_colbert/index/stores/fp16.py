@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyterrier as pt
     import torch
 
+    from ...storage import BlockCheck
     from ..ann import AnnIndex, FaissSpec
     from ..artifact import ColBERTIndex
     from ..compressed import CompressionSpec
@@ -91,9 +92,40 @@ class Fp16Store(IndexStore):
 
     @cached_property
     def token_ids(self) -> np.ndarray:
-        return self.index.read_array(TOKEN_IDS_FILE, np.int32, (self.index.meta.num_tokens,))
+        """Read whole by its users (PRF's document frequencies, explanations): verified whole on first use."""
+        token_ids = self.index.read_array(TOKEN_IDS_FILE, np.int32, (self.index.meta.num_tokens,))
+        blocks = self.index.blocks(TOKEN_IDS_FILE, 4)
+        if blocks is not None:
+            blocks.all()
+        return token_ids
+
+    @cached_property
+    def vector_blocks(self) -> Optional["BlockCheck"]:
+        """Which blocks of ``vectors.f16`` this process has verified (None: an unchecked index)."""
+        return self.index.blocks(VECTORS_FILE, 2 * self.index.meta.dim)
+
+    def check_docs(self, doc_ids: np.ndarray) -> None:
+        """The vectors of ``doc_ids`` are about to be read: verify their blocks not yet verified (a damaged one
+        raises DamagedFileError naming the file and its documents). Nothing once every block is verified."""
+        blocks = self.vector_blocks
+        if blocks is None or blocks.complete:
+            return
+        offsets = self.index.offsets
+        blocks.rows(offsets[doc_ids], offsets[np.asarray(doc_ids) + 1], 2 * self.index.meta.dim)
+
+    def check_rows(self, rows: np.ndarray) -> None:
+        """Token ``rows`` (any order, -1 ignored) are about to be read: verify their blocks."""
+        blocks = self.vector_blocks
+        if blocks is None or blocks.complete:
+            return
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        rows = rows[rows >= 0]
+        blocks.rows(rows, rows + 1, 2 * self.index.meta.dim)
 
     def rows(self, start: int, end: int) -> np.ndarray:
+        blocks = self.vector_blocks
+        if blocks is not None:
+            blocks.rows([start], [end], 2 * self.index.meta.dim)
         return np.asarray(self.vectors[start:end], dtype=np.float32)
 
     # -- scores and retrieval ------------------------------------------------------------------------------
@@ -141,6 +173,9 @@ class Fp16Store(IndexStore):
         spec = spec.resolve(meta.num_tokens, meta.dim)
         if spec not in self._ann:
             self._check_can_cache(spec)
+            target = ann.cache_file(self.path, spec)
+            if (target is None or not target.exists()) and self.vector_blocks is not None:
+                self.vector_blocks.all()  # exact search scans, and a build reads, every vector
             built = ann.load_or_build(self.path, self.vectors, spec, self.index.config.similarity,
                                       self.index.verbose if verbose is None else verbose, content=self.vectors_entry)
             self._ann[spec] = ann.to_gpu_if_available(built)

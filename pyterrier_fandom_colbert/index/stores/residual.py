@@ -21,6 +21,7 @@ from ..layout import (
     RESIDUALS_FILE,
     VECTORS_FILE,
 )
+from ..residual_search import ReadGuard
 from .base import IndexStore, Layout, Problem, StoreWriter
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +60,44 @@ class ResidualWriter(StoreWriter):
                                          token_ids_file_i32=TOKEN_IDS_FILE, offsets_file=OFFSETS_FILE,
                                          verbose=verbose)
         return compressed_files(self.codec_info)
+
+
+class BlockGuard(ReadGuard):
+    """Verifies the blocks of the codes, residuals and inverted lists that centroid search is about to read, the
+    first time this process reads them (the index's integrity base; nothing for an unchecked index, and nothing
+    more once every block is verified)."""
+
+    def __init__(self, index: "ColBERTIndex", codes_name: str, code_bytes: int, packed_bytes: int,
+                 ivf_offsets: np.ndarray):
+        self.index, self.code_bytes, self.packed_bytes, self.ivf_offsets = index, code_bytes, packed_bytes, ivf_offsets
+        self.codes = index.blocks(codes_name, code_bytes)
+        self.residuals = index.blocks(RESIDUALS_FILE, packed_bytes)
+        self.ivf_docs = index.integrity.blocks(IVF_DOCS_FILE, self._lists_held)
+
+    def docs(self, doc_ids: np.ndarray, residuals: bool) -> None:
+        pending = [b for b in ((self.codes, self.residuals) if residuals else (self.codes,))
+                   if b is not None and not b.complete]
+        if pending:
+            offsets = self.index.offsets
+            doc_ids = np.asarray(doc_ids, dtype=np.int64)
+            self.rows(offsets[doc_ids], offsets[doc_ids + 1], residuals)
+
+    def rows(self, starts: np.ndarray, ends: np.ndarray, residuals: bool) -> None:
+        """Token rows ``starts[i]:ends[i]`` are about to be read."""
+        if self.codes is not None:
+            self.codes.rows(starts, ends, self.code_bytes)
+        if residuals and self.residuals is not None:
+            self.residuals.rows(starts, ends, self.packed_bytes)
+
+    def lists(self, cells: np.ndarray) -> None:
+        if self.ivf_docs is not None and not self.ivf_docs.complete:
+            cells = np.asarray(cells, dtype=np.int64)
+            self.ivf_docs.rows(self.ivf_offsets[cells], self.ivf_offsets[cells + 1], 4)
+
+    def _lists_held(self, start: int, end: int) -> str:
+        first = int(np.searchsorted(self.ivf_offsets, start // 4, side="right")) - 1
+        last = int(np.searchsorted(self.ivf_offsets, (end - 1) // 4, side="right")) - 1
+        return f"the inverted lists of centroids {first}-{last}"
 
 
 class ResidualStore(IndexStore):
@@ -146,8 +185,9 @@ class ResidualStore(IndexStore):
         residuals = index.read_array(RESIDUALS_FILE, np.uint8, (num_tokens, codec.packed_bytes))
         ivf_offsets = np.array(index.read_array(IVF_OFFSETS_FILE, np.int64, (codec.num_centroids + 1,)))
         ivf_docs = index.read_array(IVF_DOCS_FILE, np.int32, (int(info["num_pairs"]),))
+        guard = BlockGuard(index, codes_file(code), code.itemsize, codec.packed_bytes, ivf_offsets)
         return CompressedStore(codec, codes, residuals, index.offsets, ivf_offsets, ivf_docs,
-                               index.config.similarity, index.config.reduction)
+                               index.config.similarity, index.config.reduction, guard=guard)
 
     @cached_property
     def token_ids(self) -> np.ndarray:
@@ -155,11 +195,17 @@ class ResidualStore(IndexStore):
         from ..compressed import token_ids_file
 
         dtype = np.dtype(self.codec_info["token_id_dtype"])
-        return self.index.read_array(token_ids_file(dtype), dtype, (self.index.meta.num_tokens,))
+        token_ids = self.index.read_array(token_ids_file(dtype), dtype, (self.index.meta.num_tokens,))
+        blocks = self.index.blocks(token_ids_file(dtype), dtype.itemsize)
+        if blocks is not None:  # read whole by its users (PRF, explanations): verified whole on first use
+            blocks.all()
+        return token_ids
 
     def rows(self, start: int, end: int) -> np.ndarray:
         """Decompressed exactly (centroid + bucket weights)."""
         arrays = self.arrays
+        if isinstance(arrays.guard, BlockGuard):
+            arrays.guard.rows(np.array([start]), np.array([end]), True)
         return arrays.codec.decompress(arrays.codes[start:end], arrays.residuals[start:end])
 
     # -- scores and retrieval ------------------------------------------------------------------------------

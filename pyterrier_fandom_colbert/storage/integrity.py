@@ -1,0 +1,137 @@
+"""One integrity base for every artifact folder (ColBERT indexes, TF-IDF and learned-sparse indexes, checkpoints,
+``pfc`` search folders): :class:`ArtifactIntegrity` over the folder's manifest.
+
+* **open** (:meth:`ArtifactIntegrity.check_open`): every manifest file exists with its recorded size, and the
+  small files the artifact reads whole are checked whole (their checksums);
+* **read** (:meth:`ArtifactIntegrity.blocks`): a large file's blocks are verified the first time this process
+  reads them (:class:`~.blocks.BlockCheck`, one bit per block: steady-state reads cost nothing); a file read
+  whole when first loaded (a postings archive, a weights file) is checked whole then
+  (:meth:`ArtifactIntegrity.check_whole`, once per process);
+* **verify** (:meth:`ArtifactIntegrity.problems`): every file's whole checksum, the full scan.
+
+A folder whose metadata records no manifest (``files``) is refused when opened (:class:`NoManifestError`): an
+artifact that cannot be checked is not read silently. ``unchecked=True`` opens it anyway, with a warning, and
+then nothing is checked. Damage raises :class:`~.errors.DamagedFileError` naming the file (and, for a block, the
+bytes and what they hold), the artifact and how to rebuild it.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from .blocks import BlockCheck, Locate
+from .errors import DamagedFileError, PathLike
+from .manifests import check_sizes, checksum_problem, raise_damaged
+
+#: (file name, what is wrong with it)
+Problem = Tuple[str, str]
+
+
+class NoManifestError(DamagedFileError):
+    """An artifact's metadata records no file manifest, so its files cannot be checked as they are read: it is
+    refused unless opened with ``unchecked=True``. :attr:`path` is the metadata file."""
+
+
+class ArtifactIntegrity:
+    """The checks of one artifact folder in this process (see the module docstring).
+
+    ``files``: the manifest (``{name: {"size", checksum, "blocks"}}``) or None when the metadata ``source``
+    records none (refused unless ``unchecked``); ``what``: the artifact, as errors name it ("ColBERT index");
+    ``remedy``: how to rebuild it.
+    """
+
+    def __init__(self, folder: PathLike, files: Optional[Dict[str, Dict[str, Any]]], *, what: str, remedy: str,
+                 source: PathLike, unchecked: bool = False):
+        self.folder, self.what, self.remedy, self.source = Path(folder), what, remedy, Path(source)
+        if files is None:
+            if not unchecked:
+                raise NoManifestError(self.source, f"{self.source} records no file manifest (sizes and checksums), "
+                                                   f"so the {what} at {self.folder} cannot be checked as it is "
+                                                   f"read; {remedy}, or open it with unchecked=True to read it "
+                                                   "without any checks")
+            warnings.warn(f"the {what} at {self.folder} is opened unchecked: {self.source} records no checksums, so "
+                          f"damaged files would be read without error; {remedy} to add them", stacklevel=3)
+        self.files = files
+        self._whole: set = set()
+        self._blocks: Dict[str, BlockCheck] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def checked(self) -> bool:
+        """Whether the artifact has a manifest (False: opened with ``unchecked=True``; nothing is checked)."""
+        return self.files is not None
+
+    def damaged(self, path: PathLike, message: str) -> DamagedFileError:
+        """The error for damage found in ``path``: ``message``, the artifact and the remedy."""
+        return DamagedFileError(path, f"{message}: the {self.what} at {self.folder} is damaged; {self.remedy}")
+
+    # -- open ----------------------------------------------------------------------------------------------
+    def check_open(self, whole: Iterable[str] = ()) -> None:
+        """Every manifest file present with its recorded size (a ``stat`` each), and the checksums of the
+        files ``whole`` (small ones, read whole on open)."""
+        if self.files is None:
+            return
+        check_sizes(self.folder, self.files, self.what, self.remedy)
+        self.check_whole(whole)
+
+    def check_whole(self, names: Iterable[str]) -> None:
+        """The whole checksums of ``names`` (those in the manifest and not yet checked in this process)."""
+        if self.files is None:
+            return
+        todo = [n for n in names if n in self.files and n not in self._whole]
+        if not todo:
+            return
+        problems = [(n, p) for n in todo if (p := checksum_problem(self.folder, n, self.files[n])) is not None]
+        raise_damaged(self.folder, problems, what=self.what, remedy=self.remedy)
+        with self._lock:
+            self._whole.update(todo)
+            for name in todo:  # checked whole: its blocks need no check either
+                if name in self._blocks:
+                    self._blocks[name].done[:] = True
+                    self._blocks[name].complete = True
+
+    # -- reads ---------------------------------------------------------------------------------------------
+    def blocks(self, name: str, locate: Optional[Locate] = None) -> Optional[BlockCheck]:
+        """The block check of file ``name`` (made once; ``locate`` says what a byte range holds, for errors), or
+        None when nothing is checked (unchecked artifact, or a file outside the manifest)."""
+        if self.files is None or name not in self.files:
+            return None
+        check = self._blocks.get(name)
+        if check is None:
+            with self._lock:
+                check = self._blocks.get(name)
+                if check is None:
+                    check = BlockCheck(self.folder / name, self.files[name], damaged=self._block_error,
+                                       locate=locate)
+                    if name in self._whole:
+                        check.done[:] = True
+                        check.complete = True
+                    self._blocks[name] = check
+        return check
+
+    def read(self, name: str, start: int, end: int) -> None:
+        """Bytes ``start:end`` of ``name`` are about to be read (see :meth:`~.blocks.BlockCheck.read`)."""
+        check = self.blocks(name)
+        if check is not None:
+            check.read(start, end)
+
+    def _block_error(self, path: Path, message: str) -> DamagedFileError:
+        return DamagedFileError(path, f"{message}; the {self.what} at {self.folder} is damaged; {self.remedy}")
+
+    # -- verify --------------------------------------------------------------------------------------------
+    def problems(self) -> List[Problem]:
+        """``(name, why)`` of every manifest file that does not match its size and whole checksum: the full scan
+        (nothing for an unchecked artifact, which was warned about when opened)."""
+        if self.files is None:
+            return []
+        return [(name, p) for name in self.files if (p := checksum_problem(self.folder, name, self.files[name]))]
+
+    def summary(self, started: float) -> Dict[str, Any]:
+        """What ``verify()`` returns: ``{"files", "bytes", "seconds"}``."""
+        import time
+
+        files = self.files or {}
+        return {"files": sorted(files), "bytes": sum(e["size"] for e in files.values()),
+                "seconds": round(time.perf_counter() - started, 3)}
