@@ -118,3 +118,12 @@ def test_rank_cutoff_refuses_what_is_not_a_positive_integer(tmp_path, bad):
         assert len((transformer % 2)(run)) == 2
         with pytest.raises(ValueError, match=rf"^k={bad!r}; expected a positive integer \(the rank cutoff % k"):
             transformer % bad
+
+
+@pytest.mark.parametrize("setting, value", [("dim", True), ("dim", 4), ("doc_maxlen", "180"), ("doc_maxlen", 3),
+                                            ("query_maxlen", 32.0), ("query_maxlen", None)])
+def test_config_lengths_go_through_it(setting, value):
+    import pyterrier_fandom_colbert as pfc
+
+    with pytest.raises(ValueError, match=rf"^{setting}={value!r}; expected an integer"):
+        pfc.ColBERTConfig(**{setting: value})
