@@ -5,10 +5,11 @@
 Loads MODEL_FOLDER with colbert-ai's ``Checkpoint`` or PyLate's ``models.ColBERT``, encodes the queries and
 documents of TEXTS_JSON (``{"queries": [...], "documents": [...]}``) with that library's own encoder, scores every
 (query, document) pair with its own MaxSim function (on the padded batch, as the library scores a batch, and on
-each document alone), and writes the vectors, the documents' kept token ids and the
-scores to OUT_NPZ. With SAVE_FOLDER, the library also saves the loaded model there with its own writer
-(colbert-ai's ``Checkpoint.save``, PyLate's ``ColBERT.save``), for the other direction of the check. Uses only
-the libraries' public APIs; nothing of this package is imported here.
+each document alone), and writes the vectors, the documents' kept token ids, the scores and what the library
+read (its version, its skiplist's size, query expansion) to OUT_NPZ. With SAVE_FOLDER, the library also saves
+the loaded model there with its own writer (colbert-ai's ``Checkpoint.save``, PyLate's ``ColBERT.save``), for
+the other direction of the check. Uses only the libraries' public APIs; nothing of this package is imported
+here. Works with PyLate 1.2 to 1.6, whose scoring functions differ in their signatures.
 """
 from __future__ import annotations
 
@@ -55,25 +56,55 @@ def colbert_ai(folder, queries, documents):
     return ckpt, list(q), docs, doc_ids, scores, alone
 
 
+def _pylate_scores(colbert_scores, q_pad, q_mask, d_pad, d_mask):
+    """PyLate's own batch MaxSim, through whichever signature the installed release has (1.2 masks documents
+    only; 1.3 adds the query mask; 1.5 the backend)."""
+    for kwargs in (dict(queries_mask=q_mask.float(), documents_mask=d_mask.float(), backend="torch"),
+                   dict(queries_mask=q_mask.float(), documents_mask=d_mask.float()),
+                   dict(mask=d_mask.float())):
+        try:
+            return colbert_scores(q_pad, d_pad, **kwargs)
+        except TypeError:
+            continue
+    raise RuntimeError("no known pylate.scores.colbert_scores signature")
+
+
 def pylate(folder, queries, documents):
     from pylate import models
     from pylate.scores import colbert_scores
 
     model = models.ColBERT(model_name_or_path=folder, device="cpu")
     q = [torch.as_tensor(v).float() for v in model.encode(queries, is_query=True, batch_size=32)]
-    # output_value=None: every position with PyLate's own mask (skiplist and padding), so the kept token ids
-    # come with the vectors; the vectors are those of the default output, which is the same rows
-    raw = model.encode(documents, is_query=False, batch_size=32, output_value=None)
-    masks = [torch.as_tensor(m).bool() for m in raw["masks"]]
-    docs = [torch.as_tensor(v).float()[m] for v, m in zip(raw["token_embeddings"], masks)]
-    doc_ids = [torch.as_tensor(i)[m].numpy() for i, m in zip(raw["input_ids"], masks)]
+    docs = [torch.as_tensor(v).float() for v in model.encode(documents, is_query=False, batch_size=32)]
+    # the kept token ids, as every release's encoder keeps them: attended positions whose id is not skiplisted
+    skip = {int(i) for i in model.skiplist}
+    doc_ids = []
+    for text in documents:
+        features = model.tokenize([text], is_query=False)
+        ids, attended = features["input_ids"][0], features["attention_mask"][0].bool()
+        doc_ids.append(ids[attended & torch.tensor([int(i) not in skip for i in ids])].numpy())
     q_pad, q_mask = _pad(q)
     d_pad, d_mask = _pad(docs)
-    scores = colbert_scores(q_pad, d_pad, queries_mask=q_mask.float(), documents_mask=d_mask.float(),
-                            backend="torch")
-    alone = torch.cat([colbert_scores(q_pad, d[None], queries_mask=q_mask.float(), backend="torch") for d in docs],
-                      dim=1)
+    scores = _pylate_scores(colbert_scores, q_pad, q_mask, d_pad, d_mask)
+    alone = torch.cat([_pylate_scores(colbert_scores, q_pad, q_mask, d[None], torch.ones(1, len(d), dtype=torch.bool))
+                       for d in docs], dim=1)
     return model, q, docs, doc_ids, scores, alone
+
+
+def read_settings(library, model) -> dict:
+    """What the library read from the folder, in its own terms."""
+    from importlib.metadata import version
+
+    if library == "colbert-ai":
+        c = model.colbert_config
+        return {"library": f"colbert-ai {version('colbert-ai')}", "transformers": version("transformers"),
+                "mask_punctuation": c.mask_punctuation, "skipped_ids": len(model.skiplist),
+                "attend_to_mask_tokens": c.attend_to_mask_tokens, "similarity": c.similarity,
+                "pad_token": model.raw_tokenizer.pad_token if hasattr(model, "raw_tokenizer") else None}
+    return {"library": f"pylate {version('pylate')}", "sentence_transformers": version("sentence-transformers"),
+            "transformers": version("transformers"), "skipped_ids": len(set(model.skiplist)),
+            "do_query_expansion": getattr(model, "do_query_expansion", "absent (always expands)"),
+            "attend_to_expansion_tokens": model.attend_to_expansion_tokens}
 
 
 def main() -> int:
@@ -86,7 +117,8 @@ def main() -> int:
         model, q, docs, doc_ids, scores, alone = run(folder, texts["queries"], texts["documents"])
     if len(sys.argv) > 5:
         model.save(sys.argv[5])
-    np.savez(out, q=torch.cat(q).numpy(), q_len=np.array([len(v) for v in q]),
+    np.savez(out, info=np.array(json.dumps(read_settings(library, model))),
+             q=torch.cat(q).numpy(), q_len=np.array([len(v) for v in q]),
              d=torch.cat(docs).numpy(), d_len=np.array([len(v) for v in docs]),
              d_ids=np.concatenate(doc_ids).astype(np.int64), d_ids_len=np.array([len(i) for i in doc_ids]),
              scores=scores.float().numpy(), scores_unpadded=alone.float().numpy())

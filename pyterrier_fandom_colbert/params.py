@@ -6,6 +6,9 @@ and takes over the rebuilt object's state, so the value is validated exactly as 
 everything derived from it (a fusion's weights, a retriever's neighbour count, a frozen options dataclass) follows,
 and the transformer's output, equality and repr all change together. A value the constructor refuses leaves the
 transformer as it was.
+
+The rank cutoff ``transformer % k`` is checked the same way: ``k`` is a positive integer, refused by name
+otherwise (PyTerrier's own operator lets ``% 0`` return nothing and ``% True`` keep one document per query).
 """
 from __future__ import annotations
 
@@ -15,8 +18,8 @@ T = TypeVar("T", bound="Parameters")
 
 
 class Parameters:
-    """Mixin: ``get_parameter``/``set_parameter``/``replace`` from :meth:`_constructor_args`. Put it before
-    ``pt.Transformer`` in the bases."""
+    """Mixin: ``get_parameter``/``set_parameter``/``replace`` from :meth:`_constructor_args`, and a checked rank
+    cutoff ``%``. Put it before ``pt.Transformer`` in the bases."""
 
     def _constructor_args(self) -> Dict[str, Any]:
         """Every constructor argument, by name, with the value that rebuilds this transformer as it is."""
@@ -49,3 +52,10 @@ class Parameters:
         state.clear()
         state.update(vars(rebuilt))
         return self
+
+    def __mod__(self, k: Any) -> Any:
+        """``self % k``: the top ``k`` per query (PyTerrier's rank cutoff), ``k`` a positive integer."""
+        from .checks import positive_int
+
+        k = positive_int("k", k, what="the rank cutoff % k keeps the top k results per query")
+        return super().__mod__(k)  # type: ignore[misc]

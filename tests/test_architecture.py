@@ -13,7 +13,8 @@ import pyterrier_fandom_colbert as pfc
 PACKAGE = Path(pfc.__file__).parent
 #: parts of the system, lowest first: a module may import its own part and the parts below it, never above
 LAYERS = [
-    {"progress", "lazy", "ranking", "cli_errors", "display", "checks", "params", "caching"},
+    {"checks"},  # the parameter checks, used by every part (the parameter protocol's rank cutoff too)
+    {"progress", "lazy", "ranking", "cli_errors", "display", "params", "caching"},
     {"frames", "storage"},
     {"model"},
     {"lexical", "data", "index", "fusion", "sparse"},

@@ -3,6 +3,7 @@ against a brute-force encoder of the libraries' rules, exported and read back wi
 settings mapping (fixtures of the libraries' metadata) and its errors for what cannot be represented."""
 import json
 import string
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.model import formats
 from pyterrier_fandom_colbert.model.config import CONFIG_FILE, default_backbone
+from pyterrier_fandom_colbert.model.formats import ST_CONFIG
 
 HIDDEN, DIM, QLEN, DLEN = 32, 16, 16, 24
 QUERIES = ["who forged the blade?", "when was the castle of Vel Amara built"]
@@ -262,12 +264,142 @@ def test_written_layouts_are_what_the_libraries_read(tmp_path, colbert_ai_dir):
     assert "linear.weight" in keys and all(k.startswith("bert.") for k in keys - {"linear.weight"})
     assert json.loads((tmp_path / "c" / "config.json").read_text())["architectures"] == ["HF_ColBERT"]
     assert json.loads((tmp_path / "p" / "modules.json").read_text()) == PYLATE_MODULES
-    # PyLate builds Dense(**config): any other key would fail there
-    assert json.loads((tmp_path / "p" / "1_Dense" / "config.json").read_text()) == DENSE_CONFIG
+    # PyLate builds Dense(**config): any other key would fail there, and before 1.3.4 use_residual does
+    dense = {k: v for k, v in DENSE_CONFIG.items() if k != "use_residual"}
+    assert json.loads((tmp_path / "p" / "1_Dense" / "config.json").read_text()) == dense
+    assert "PyLate 1.2 or later" in (tmp_path / "p" / "README.md").read_text()
     settings = json.loads((tmp_path / "p" / "config_sentence_transformers.json").read_text())
     assert settings["query_prefix"] == "[unused0]" and settings["do_query_expansion"] is True
     assert settings["attend_to_expansion_tokens"] is False
     assert sorted(settings["skiplist_words"]) == sorted(colbert.config.skiplist)
+
+
+def test_empty_skip_set_is_written_as_an_inert_token(tmp_path, tiny_bert_dir):
+    """PyLate before 1.5 reads an empty skiplist_words as the punctuation list: a WordPiece model that skips nothing
+    is written with one token that no text tokenises to, which every release reads as skipping nothing."""
+    from pyterrier_fandom_colbert.model.formats.pylate import inert_token
+
+    colbert = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(
+        dim=DIM, query_maxlen=QLEN, doc_maxlen=DLEN, reduction="sum", score_query_masks=True))
+    assert colbert.tokenizer.skipped_ids().size == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every checked release reads it: nothing to warn about
+        colbert.save_pretrained(tmp_path / "p", format="pylate")
+    words = json.loads((tmp_path / "p" / "config_sentence_transformers.json").read_text())["skiplist_words"]
+    assert words == ["[unused2]"], "the lowest-id entry that is neither a marker nor a special token"
+    hf = colbert.tokenizer.hf
+    inert = inert_token(hf, ("[unused0]", "[unused1]"))
+    # brute force: no vocabulary entry's own text, nor the inert token inside words, tokenises to it
+    texts = [*hf.get_vocab(), f"x{inert}y", f"{inert}{inert}", f"## {inert} ##"]
+    produced = {i for ids in hf(texts, add_special_tokens=False)["input_ids"] for i in ids}
+    assert hf.convert_tokens_to_ids(inert) not in produced
+    again = pfc.ColBERT.from_pretrained(tmp_path / "p")
+    assert again.config.skiplist == () and not again.config.skip_punctuation
+    assert again.fingerprint() == colbert.fingerprint()
+
+
+def test_exports_state_the_oldest_pylate_that_reads_them(tmp_path, tiny_bert_dir, tiny_roberta_dir):
+    base = pfc.ColBERTConfig(dim=DIM, query_maxlen=QLEN, doc_maxlen=DLEN, reduction="sum", score_query_masks=False,
+                             attend_to_query_masks=False, skip_punctuation=True)
+    bert = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=base)
+    with pytest.warns(UserWarning, match=r"needs PyLate 1\.3 or later: PyLate before 1\.3 has no do_query_expansion"):
+        bert.save_pretrained(tmp_path / "no-expansion", format="pylate")
+    assert "PyLate 1.3 or later" in (tmp_path / "no-expansion" / "README.md").read_text()
+    # a byte-level BPE vocabulary has no token that provably never occurs: an empty skip set needs PyLate 1.5
+    roberta = pfc.ColBERT.from_pretrained(tiny_roberta_dir, config=base.replace(score_query_masks=True,
+                                                                                skip_punctuation=False))
+    with pytest.warns(UserWarning, match=r"needs PyLate 1\.5 or later: .*empty skiplist_words"):
+        roberta.save_pretrained(tmp_path / "bpe", format="pylate")
+    assert json.loads((tmp_path / "bpe" / ST_CONFIG).read_text())["skiplist_words"] == []
+    assert "PyLate 1.5 or later" in (tmp_path / "bpe" / "README.md").read_text()
+
+
+def _pads_with_mask(folder: Path) -> Path:
+    """``folder`` with its tokenizer saved as PyLate saves it: [MASK] as the padding token."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.pad_token = tok.mask_token
+    tok.save_pretrained(folder)
+    return folder
+
+
+def test_pylate_model_exported_to_colbert_ai_pads_with_the_backbones_token(tmp_path, pylate_dir):
+    """colbert-ai zeroes the query vectors of its padding token, and pads queries with [MASK]."""
+    from transformers import AutoTokenizer
+
+    folder = _pads_with_mask(variant(pylate_dir, tmp_path / "as-saved-by-pylate"))
+    colbert = pfc.ColBERT.from_pretrained(folder)
+    assert colbert.tokenizer.hf.pad_token == "[MASK]" and colbert.config.score_query_masks
+    colbert.save_pretrained(tmp_path / "c", format="colbert-ai")
+    written = AutoTokenizer.from_pretrained(tmp_path / "c")
+    assert (written.pad_token, written.pad_token_id) == ("[PAD]", 0) and written.mask_token == "[MASK]"
+    assert colbert.tokenizer.hf.pad_token == "[MASK]", "the model's own tokenizer is left as it was"
+    again = pfc.ColBERT.from_pretrained(tmp_path / "c")
+    assert again.config.replace(backbone=None) == colbert.config.replace(backbone=None)
+    np.testing.assert_array_equal(scores_of(again), scores_of(colbert))
+
+
+def test_colbert_ai_folder_padding_with_mask_scores_no_mask_vectors(tmp_path, colbert_ai_dir, tiny_bert_dir):
+    """Such a folder (written by an earlier export of a PyLate model) is read as colbert-ai scores it."""
+    folder = _pads_with_mask(variant(colbert_ai_dir, tmp_path / "m"))
+    colbert = pfc.ColBERT.from_pretrained(folder)
+    assert not colbert.config.score_query_masks and not colbert.config.attend_to_query_masks
+    expected = reference_scores(folder, ("[unused0]", "[unused1]"), string.punctuation, attend_masks=False,
+                                expansion=False, backbone=tiny_bert_dir)
+    np.testing.assert_allclose(scores_of(colbert), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fmt, weights", [("colbert-ai", "model.safetensors"), ("pylate", "model.safetensors"),
+                                          ("pylate", "1_Dense/model.safetensors")])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_weights_are_refused_at_load(tmp_path, colbert_ai_dir, pylate_dir, fmt, weights, value):
+    from safetensors.torch import load_file, save_file
+
+    from pyterrier_fandom_colbert.storage import DamagedFileError
+
+    folder = variant(colbert_ai_dir if fmt == "colbert-ai" else pylate_dir, tmp_path / "m")
+    state = load_file(str(folder / weights))
+    name = next(k for k in state if k == "linear.weight" or k.endswith("word_embeddings.weight"))
+    state[name][0, 0] = value
+    save_file(state, str(folder / weights), metadata={"format": "pt"})
+    with pytest.raises(DamagedFileError, match=r"holds 1 NaN/inf value\(s\)") as err:
+        pfc.ColBERT.from_pretrained(folder)
+    assert err.value.path == folder / weights and str(folder / weights) in str(err.value)
+
+
+def test_lengths_beyond_the_backbones_positions_are_refused_at_load(tmp_path, colbert_ai_dir, pylate_dir,
+                                                                    tiny_bert_dir):
+    """The tiny BERT has 512 positions: a longer doc_maxlen would index past them while encoding."""
+    folder = variant(colbert_ai_dir, tmp_path / "c", **{"artifact.metadata": dict(COLBERT_AI_METADATA,
+                                                                                  doc_maxlen=600)})
+    with pytest.raises(ValueError, match=r"doc_maxlen=600 exceed the BertModel backbone's 512 positions"):
+        pfc.ColBERT.from_pretrained(folder)
+    folder = variant(pylate_dir, tmp_path / "p", **{ST_CONFIG: dict(PYLATE_SETTINGS, query_length=513)})
+    with pytest.raises(ValueError, match=r"query_maxlen=513 exceed"):
+        pfc.ColBERT.from_pretrained(folder)
+    with pytest.raises(ValueError, match=r"doc_maxlen=513 exceed .* expected at most 512 tokens"):
+        pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(doc_maxlen=513))
+    ok = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(dim=DIM, doc_maxlen=512))
+    ok.model.config = ok.config.replace(doc_maxlen=1024)  # a checkpoint saved with a config it cannot encode
+    ok.save_pretrained(tmp_path / "own")
+    with pytest.raises(ValueError, match=rf"{CONFIG_FILE}: doc_maxlen=1024 exceed"):
+        pfc.ColBERT.from_pretrained(tmp_path / "own")
+
+
+def test_roberta_positions_start_after_the_padding_index(tiny_roberta_dir):
+    from transformers import AutoModel
+
+    from pyterrier_fandom_colbert.model.network import max_positions
+
+    net = AutoModel.from_pretrained(tiny_roberta_dir)
+    assert max_positions(net) == net.config.max_position_embeddings - net.config.pad_token_id - 1
+    long = "castle " * 2000
+    longest = pfc.ColBERTConfig(dim=DIM, doc_maxlen=max_positions(net))
+    fits = pfc.ColBERT.from_pretrained(tiny_roberta_dir, config=longest)
+    assert len(fits.encode_docs([long])[0]) > 0, "the longest allowed document encodes"
+    with pytest.raises(ValueError, match="exceed the RobertaModel backbone"):
+        pfc.ColBERT.from_pretrained(tiny_roberta_dir, config=pfc.ColBERTConfig(doc_maxlen=max_positions(net) + 1))
 
 
 # -- the settings mapping -------------------------------------------------------------------------------------------
@@ -373,7 +505,11 @@ def test_export_refuses_settings_the_format_cannot_represent(tmp_path, tiny_bert
     if target == "pylate":
         with pytest.raises(ValueError, match="similarity='l2'"):
             formats.with_settings(representable, similarity="l2").save_pretrained(tmp_path / "out", format=target)
-    else:  # colbert-ai skips all of its punctuation tokens or none
+    else:  # colbert-ai knows cosine and l2 only: a dot-product model is not written as either
+        with pytest.raises(ValueError, match=r"similarity='dot' \(colbert-ai knows 'cosine' and 'l2'"):
+            formats.with_settings(representable, similarity="dot").save_pretrained(tmp_path / "out", format=target)
+        assert not (tmp_path / "out").exists()
+        # colbert-ai skips all of its punctuation tokens or none
         with pytest.raises(ValueError, match=r"skiplist=\['\.'\] skip 1 token\(s\), but colbert-ai's mask_punctuation"):
             formats.with_settings(representable, skiplist=["."]).save_pretrained(tmp_path / "out", format=target)
 

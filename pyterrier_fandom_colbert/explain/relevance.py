@@ -24,7 +24,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..checks import positive_int
+from ..checks import positive_int, real_in_range
 from ..storage import JsonConfig
 
 #: bandwidth rules (as in ``scipy.stats.gaussian_kde``: Scott n^(-1/5)·σ, Silverman (3n/4)^(-1/5)·σ, σ with ddof=1)
@@ -61,14 +61,11 @@ class ExplainOptions(JsonConfig):
             if bw not in BANDWIDTH_RULES:
                 raise ValueError(f"bandwidth={bw!r} is not supported; expected 'scott', 'silverman' or a positive "
                                  "number of tokens")
-        elif isinstance(bw, bool) or not isinstance(bw, (int, float, np.number)) or not (0 < float(bw) < math.inf):
-            raise ValueError(f"bandwidth={bw!r} is not supported; expected 'scott', 'silverman' or a positive "
-                             "number of tokens")
         else:
-            object.__setattr__(self, "bandwidth", float(bw))
-        if not 0.0 < self.span_threshold <= 1.0:
-            raise ValueError(f"span_threshold={self.span_threshold!r}; expected a fraction of the peak density "
-                             "in (0, 1]")
+            object.__setattr__(self, "bandwidth", real_in_range(
+                "bandwidth", bw, 0.0, above=True, what="'scott', 'silverman' or a number of tokens"))
+        real_in_range("span_threshold", self.span_threshold, 0.0, 1.0, above=True, what="a fraction of the peak "
+                      "density")
 
 
 # -- relevance of passage tokens ---------------------------------------------------------------------------------

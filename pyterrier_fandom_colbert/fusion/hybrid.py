@@ -12,6 +12,7 @@ from typing import Any, Dict, Optional, Union
 
 import pyterrier as pt
 
+from ..checks import real_in_range
 from .transformers import LinearFusion
 
 #: the lexical weight of ``Hybrid()`` when none is given: safe on every collection measured (docs/fusion.md)
@@ -32,10 +33,8 @@ class Hybrid(LinearFusion):
     def __init__(self, lexical: pt.Transformer, neural: pt.Transformer, weight: Optional[float] = None, *,
                  normalise: Optional[str] = "zscore", missing: Union[str, float] = "min",
                  num_results: Optional[int] = None):
-        w = DEFAULT_WEIGHT if weight is None else weight
-        if not isinstance(w, (int, float)) or not 0.0 <= float(w) <= 1.0:
-            raise ValueError(f"Hybrid weight={weight!r}: expected the lexical share, a number in [0, 1]")
-        self.weight = float(w)
+        self.weight = real_in_range("Hybrid weight", DEFAULT_WEIGHT if weight is None else weight, 0.0, 1.0,
+                                    what="the lexical share")
         super().__init__([lexical, neural], [self.weight, 1.0 - self.weight], normalise=normalise, missing=missing,
                          num_results=num_results)
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..checks import positive_int
+from ..checks import positive_int, real_in_range
 from ..frames import empty_output, require_columns
 from ..params import Parameters
 from . import maths as S
@@ -232,14 +232,14 @@ class Fusion(Parameters, pt.Transformer):
 def _check_weights(weights: Optional[Sequence[float]], n: int, owner: str) -> Tuple[float, ...]:
     if weights is None:
         return tuple([1.0 / n] * n)
+    if isinstance(weights, (str, bytes)) or not hasattr(weights, "__len__"):
+        raise TypeError(f"{owner}: weights={weights!r}; expected one number per system")
     try:
-        values = tuple(float(w) for w in weights)
-    except (TypeError, ValueError):
-        raise TypeError(f"{owner}: weights={weights!r}; expected one number per system") from None
+        values = tuple(real_in_range(f"weights[{i}]", w) for i, w in enumerate(weights))
+    except ValueError as err:
+        raise ValueError(f"{owner}: weights={weights!r}; {err}") from None
     if len(values) != n:
         raise ValueError(f"{owner}: {len(values)} weight(s) {list(values)} for {n} systems; give one per system")
-    if not all(np.isfinite(values)):
-        raise ValueError(f"{owner}: weights={list(values)}; expected finite numbers")
     return values
 
 
@@ -296,9 +296,7 @@ class RRF(Fusion):
     def __init__(self, systems: Sequence[pt.Transformer], k: float = 60, *,
                  weights: Optional[Sequence[float]] = None, num_results: Optional[int] = None):
         super().__init__(systems, num_results=num_results)
-        if not isinstance(k, (int, float)) or not np.isfinite(k) or k < 0:
-            raise ValueError(f"RRF k={k!r}: expected a non-negative number (60 is the usual value)")
-        self.k = float(k)
+        self.k = real_in_range("RRF k", k, 0.0, what="60 is the usual value")
         self.weights = (1.0,) * len(self.systems) if weights is None else _check_weights(weights,
                                                                                           len(self.systems), "RRF")
 

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..checks import int_in_range, positive_int
+from ..checks import int_in_range, positive_int, real_in_range
 from ..frames import (
     EqualByKey,
     artifact_key,
@@ -188,9 +188,7 @@ class PrfSettings:
         int_in_range("fb_embs", self.fb_embs, 1, self.k, what=f"at most k={self.k} clusters can be kept")
         positive_int("nn_tokens", self.nn_tokens)
         int_in_range("seed", self.seed, 0)
-        if isinstance(self.beta, bool) or not isinstance(self.beta, (int, float)) or not np.isfinite(self.beta) \
-                or self.beta < 0:
-            raise ValueError(f"beta={self.beta!r}; expected a finite number ≥ 0 (the expansion embeddings' weight)")
+        real_in_range("beta", self.beta, 0.0, what="the expansion embeddings' weight")
 
 
 # -- the transformer -------------------------------------------------------------------------------------------

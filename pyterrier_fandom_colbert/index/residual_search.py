@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..checks import positive_int
+from ..checks import positive_int, real_in_range
 from ..frames import (
     EqualByKey,
     artifact_key,
@@ -108,9 +108,7 @@ class SearchParams:
 
     def check(self) -> None:
         positive_int("ncells", self.ncells, what="centroids probed per query vector")
-        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float, np.floating)) \
-                or not np.isfinite(self.threshold):
-            raise ValueError(f"threshold={self.threshold!r}; expected a finite similarity")
+        real_in_range("threshold", self.threshold, what="a similarity")
         positive_int("ndocs", self.ndocs, none=True,
                      what="documents kept by the pruned centroid interaction; None: no pruning")
         positive_int("nscore", self.nscore, none=True, what="documents scored exactly")

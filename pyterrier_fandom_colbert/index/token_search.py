@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..checks import positive_int
+from ..checks import positive_int, real_in_range
 from ..frames import (
     EqualByKey,
     artifact_key,
@@ -232,8 +232,7 @@ class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
         num_results = positive_int("num_results", num_results)
         if lam is not None and k_hat is not None:
             raise ValueError(f"lam={lam} and k_hat={k_hat} both set the neighbours per query vector; give one")
-        if lam is not None and not lam > 0:
-            raise ValueError(f"lam={lam}; expected a positive number (k̂ = ceil(num_results / lam))")
+        real_in_range("lam", lam, 0.0, above=True, none=True, what="k̂ = ceil(num_results / lam)")
         positive_int("k_hat", k_hat, none=True, what="token neighbours per query vector")
         nprobe, refine = spec.ann_kind.search_options(nprobe, refine)  # the kind refuses what it does not accept
         self.index = index

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
+from ..checks import int_in_range
 from ..storage import JsonConfig, MissingFileError
 from .similarity import get_similarity
 
@@ -80,13 +81,9 @@ class ColBERTConfig(JsonConfig):
         object.__setattr__(self, "skiplist", tuple(self.skiplist))
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"reduction={self.reduction!r} is not supported; expected one of {REDUCTIONS}")
-        if not 8 <= self.dim <= 768:
-            raise ValueError(f"dim={self.dim} is out of range; expected 8 to 768")
-        if self.query_maxlen < 4:
-            raise ValueError(f"query_maxlen={self.query_maxlen} is too small; expected at least 4 "
-                             "([CLS] [Q] token [SEP])")
-        if self.doc_maxlen < 4:
-            raise ValueError(f"doc_maxlen={self.doc_maxlen} is too small; expected at least 4")
+        int_in_range("dim", self.dim, 8, 768)
+        int_in_range("query_maxlen", self.query_maxlen, 4, what="[CLS] [Q] token [SEP]")
+        int_in_range("doc_maxlen", self.doc_maxlen, 4, what="[CLS] [D] token [SEP]")
         if self.projection_init not in ("orthogonal", "random"):
             raise ValueError(f"projection_init={self.projection_init!r}; expected 'orthogonal' or 'random'")
 

@@ -59,6 +59,7 @@ class ColBERTModel(nn.Module):
 
     def __init__(self, backbone: "PreTrainedModel", config: ColBERTConfig):
         super().__init__()
+        check_positions(backbone, config)
         self.config = config
         self.backbone: PreTrainedModel = backbone
         self.projection = nn.Linear(backbone.config.hidden_size, config.dim, bias=False)
@@ -91,6 +92,29 @@ class ColBERTModel(nn.Module):
         if self.config.normalise:
             out = nn.functional.normalize(out, p=2.0, dim=-1)
         return out
+
+
+def max_positions(backbone: "PreTrainedModel") -> Optional[int]:
+    """The longest input the backbone's position embeddings cover: ``max_position_embeddings`` less the offset of
+    RoBERTa-style embeddings (whose positions start after the padding index); None when the config has no limit."""
+    limit = getattr(backbone.config, "max_position_embeddings", None)
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return None
+    padding_idx = getattr(getattr(backbone, "embeddings", None), "padding_idx", None)
+    if isinstance(padding_idx, int) and hasattr(backbone.embeddings, "position_embeddings"):
+        limit -= padding_idx + 1
+    return limit
+
+
+def check_positions(backbone: "PreTrainedModel", config: ColBERTConfig) -> None:
+    """Refuse lengths the backbone cannot encode (its position embeddings would be indexed past their end)."""
+    limit = max_positions(backbone)
+    too_long = [f"{name}={getattr(config, name)}" for name in ("query_maxlen", "doc_maxlen")
+                if limit is not None and getattr(config, name) > limit]
+    if too_long:
+        raise ValueError(f"{' and '.join(too_long)} exceed the {type(backbone).__name__} backbone's {limit} positions "
+                         f"(max_position_embeddings={backbone.config.max_position_embeddings}); expected at most "
+                         f"{limit} tokens")
 
 
 def build(backbone: Optional[str], config: ColBERTConfig, seed: int = 0) -> Tuple[ColBERTModel, ColBERTTokenizer]:
@@ -285,7 +309,10 @@ def load(folder: Union[str, Path], unchecked: bool = False) -> Tuple[ColBERTMode
     if embedding_rows(net) < len(hf_tok):
         raise ValueError(f"{folder}: the tokenizer has {len(hf_tok)} tokens but the backbone's embeddings only "
                          f"{embedding_rows(net)}; the checkpoint is inconsistent")
-    model = ColBERTModel(net.float(), config)
+    try:
+        model = ColBERTModel(net.float(), config)
+    except ValueError as err:
+        raise ValueError(f"{folder / CONFIG_FILE}: {err}") from None
     state = _load_safetensors(folder / PROJECTION_FILE)
     refuse_non_finite(state.items(), str(folder / PROJECTION_FILE), _REMEDY, folder / PROJECTION_FILE)
     if set(state) != {"weight"}:

@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterable, Union
 
 import pyterrier as pt
 
+from ..checks import positive_int, real_in_range
 from ..storage import atomic_folder
 
 ALGORITHMS = ("maxscore", "block_max_wand", "block_max_maxscore", "wand", "ranked_or")
@@ -60,6 +61,9 @@ def pisa_retriever(index: Union[str, Path, Any], num_results: int = 1000, *, alg
                    threads: int = 1, scale: float = 100.0) -> pt.Transformer:
     """qid, query_toks → + docno, score, rank (PISA's ``quantized`` dot-product scorer, pyterrier-pisa's
     transformer)."""
+    num_results = positive_int("num_results", num_results)
+    threads = positive_int("threads", threads)
+    scale = real_in_range("scale", scale, 0.0, above=True, what="query weights are multiplied by it")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r}; expected one of {ALGORITHMS}")
     pp = _pisa()

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..checks import positive_int
+from ..checks import positive_int, real_in_range
 from ..frames import empty_output, require_columns, with_columns
 from ..params import Parameters
 from ..progress import progress
@@ -395,8 +395,7 @@ class TopicFilterRetriever(SparseSearcher):
         check_setting(passage_topics, n, "passage_topics")
         if weighting not in (None, "dot", "cosine"):
             raise ValueError(f"weighting={weighting!r}; expected None, 'dot' or 'cosine'")
-        if score_threshold is not None and not math.isfinite(score_threshold):
-            raise ValueError(f"score_threshold={score_threshold!r}; expected a finite number or None")
+        real_in_range("score_threshold", score_threshold, none=True)
         self.topics, self.query_topics, self.passage_topics = topics, query_topics, passage_topics
         self.weighting, self.score_threshold = weighting, score_threshold
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..tokenization import ColBERTTokenizer
 
 PathLike = Union[str, Path]
+_REMEDY = "the checkpoint's weights are damaged (or diverged in training): download or export it again"
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,12 @@ def _assemble(backbone_dir: Path, weight: "torch.Tensor", config: ColBERTConfig,
     """A ColBERTModel over the backbone in ``backbone_dir`` with projection ``weight``, and its tokenizer."""
     import torch
 
-    from ..network import ColBERTModel, _load_backbone, embedding_rows
+    from ..network import ColBERTModel, _load_backbone, embedding_rows, refuse_non_finite
     from ..tokenization import ColBERTTokenizer
 
     net = _load_backbone(backbone_dir, local_files_only=True)
+    weights_file = _weights_path(backbone_dir)
+    refuse_non_finite(net.state_dict().items(), f"the backbone ({weights_file})", _REMEDY, weights_file)
     stored = _stored_keys(backbone_dir)
     prefix = net.base_model_prefix
     missing = [k for k in net.state_dict() if stored is not None and k not in stored and f"{prefix}.{k}" not in stored]
@@ -90,7 +93,10 @@ def _assemble(backbone_dir: Path, weight: "torch.Tensor", config: ColBERTConfig,
     if embedding_rows(net) < len(hf_tok):
         raise ValueError(f"{source}: the tokenizer has {len(hf_tok)} tokens but the backbone's embeddings only "
                          f"{embedding_rows(net)}; the checkpoint is inconsistent")
-    model = ColBERTModel(net.float(), config)
+    try:
+        model = ColBERTModel(net.float(), config)
+    except ValueError as err:
+        raise ValueError(f"{source}: {err}") from None
     want = tuple(model.projection.weight.shape)
     if tuple(weight.shape) != want:
         raise ValueError(f"{source}: the projection holds {list(weight.shape)} but a {want[1]}-wide backbone with "
@@ -121,24 +127,36 @@ def _stored_keys(folder: Path) -> Optional[set]:
     return None
 
 
+def _weights_path(folder: Path) -> Path:
+    """``folder``'s weights file (model.safetensors, else pytorch_model.bin), to read or to name in errors."""
+    st = folder / "model.safetensors"
+    return st if st.exists() or not (folder / "pytorch_model.bin").exists() else folder / "pytorch_model.bin"
+
+
 def _read_tensor(folder: Path, name: str, source_desc: str) -> "torch.Tensor":
-    """Tensor ``name`` from ``folder``'s model.safetensors (or its pytorch_model.bin)."""
+    """Tensor ``name`` from ``folder``'s model.safetensors (or its pytorch_model.bin); NaN or inf values are
+    refused, naming the file."""
     import torch
 
-    st, pt = folder / "model.safetensors", folder / "pytorch_model.bin"
-    if st.exists():
+    from ..network import refuse_non_finite
+
+    path = _weights_path(folder)
+    if not path.exists():
+        raise FileNotFoundError(f"{folder} has neither model.safetensors nor pytorch_model.bin; {source_desc}")
+    if path.suffix == ".safetensors":
         from safetensors import safe_open
 
-        with safe_open(str(st), framework="pt", device="cpu") as f:
+        with safe_open(str(path), framework="pt", device="cpu") as f:
             if name not in f.keys():  # noqa: SIM118 (a safetensors file handle has keys() but no __contains__)
-                raise ValueError(f"{st} has no tensor {name!r}; {source_desc}")
-            return f.get_tensor(name)
-    if pt.exists():
-        state = torch.load(str(pt), map_location="cpu", weights_only=True)
+                raise ValueError(f"{path} has no tensor {name!r}; {source_desc}")
+            tensor = f.get_tensor(name)
+    else:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
         if name not in state:
-            raise ValueError(f"{pt} has no tensor {name!r}; {source_desc}")
-        return state[name]
-    raise FileNotFoundError(f"{folder} has neither model.safetensors nor pytorch_model.bin; {source_desc}")
+            raise ValueError(f"{path} has no tensor {name!r}; {source_desc}")
+        tensor = state[name]
+    refuse_non_finite([(name, tensor)], str(path), _REMEDY, path)
+    return tensor
 
 
 def _tokens_of(hf_tok, ids: Sequence[int]) -> List[str]:

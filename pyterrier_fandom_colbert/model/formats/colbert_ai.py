@@ -5,6 +5,10 @@
                          (older folders: pytorch_model.bin)
     tokenizer files
     artifact.metadata    colbert-ai's ColBERTConfig as JSON: query_maxlen, doc_maxlen, dim, marker tokens, ...
+
+colbert-ai zeroes the query vectors of its tokenizer's padding token, and pads queries with [MASK]: a tokenizer
+whose padding token is [MASK] (as PyLate saves it) leaves every [MASK] vector unscored. Such a folder is read as
+``score_query_masks=False``, and exports are written with the backbone's own padding token.
 """
 from __future__ import annotations
 
@@ -96,6 +100,9 @@ def config_from_colbert_ai(metadata: Dict[str, Any], hf_tok, source: PathLike = 
             query_marker=str(m["query_token"]), doc_marker=str(m["doc_token"]))
     except ValueError as err:
         raise ValueError(f"{source}: {err}") from None
+    if hf_tok.pad_token_id is not None and hf_tok.pad_token_id == hf_tok.mask_token_id:
+        # colbert-ai zeroes the vectors of padding tokens: with [MASK] as padding, no [MASK] vector scores
+        config = config.replace(score_query_masks=False)
     skipped = colbert_ai_punctuation(hf_tok) if m["mask_punctuation"] else []
     return _settled(config, hf_tok, (m["query_token_id"], m["doc_token_id"]), skipped, source)
 
@@ -104,6 +111,9 @@ def colbert_ai_metadata(config: ColBERTConfig, tokenizer: "ColBERTTokenizer") ->
     """The ``artifact.metadata`` that makes colbert-ai encode and score as ``config`` does (or an error naming
     each setting it cannot represent)."""
     problems = _export_problems(config, "colbert-ai")
+    if config.similarity not in ("cosine", "l2", "l2_normalised"):
+        problems.append(f"similarity={config.similarity!r} (colbert-ai knows 'cosine' and 'l2'; over the unit vectors "
+                        "it scores, similarity='cosine' gives the same scores)")
     if not config.score_query_masks:
         problems.append("score_query_masks=False (colbert-ai scores every query position, [MASK]s included)")
     skipped = tokenizer.skipped_ids().tolist()
@@ -138,6 +148,23 @@ def read_colbert_ai(folder: PathLike):
     return _assemble(folder, weight, config, hf_tok, folder)
 
 
+def _with_own_padding(hf_tok, backbone):
+    """``hf_tok``, or a copy whose padding token is the backbone's own when it pads with [MASK] (PyLate saves its
+    tokenizers so): colbert-ai zeroes the padding token's query vectors, which would be every [MASK]."""
+    import copy
+
+    if hf_tok.pad_token_id is not None and hf_tok.pad_token_id != hf_tok.mask_token_id:
+        return hf_tok
+    pad_id = getattr(backbone.config, "pad_token_id", None)
+    if not isinstance(pad_id, int) or pad_id == hf_tok.mask_token_id or not 0 <= pad_id < len(hf_tok):
+        raise ValueError(f"cannot save in the colbert-ai format: the tokenizer pads with {hf_tok.pad_token!r}, the "
+                         f"mask token, and the backbone's config names no other padding token (pad_token_id="
+                         f"{pad_id!r}); colbert-ai would zero every [MASK] query vector")
+    own = copy.deepcopy(hf_tok)
+    own.pad_token = _tokens_of(hf_tok, [pad_id])[0]
+    return own
+
+
 def write_colbert_ai(model: "ColBERTModel", tokenizer: "ColBERTTokenizer", folder: PathLike, dtype=None) -> Path:
     """Write a folder that colbert-ai's ``Checkpoint(folder)`` loads."""
     import copy
@@ -150,6 +177,7 @@ def write_colbert_ai(model: "ColBERTModel", tokenizer: "ColBERTTokenizer", folde
                       "mask_punctuation is on, so its document encoder needs `checkpoint.skiplist = {}` after "
                       "loading (see docs/formats.md)", stacklevel=3)
     backbone = model.backbone
+    hf_tok = _with_own_padding(tokenizer.hf, backbone)
     prefix = backbone.base_model_prefix
     with _writable(folder) as tmp:
         state = {f"{prefix}.{k}": v for k, v in _state(backbone, dtype).items()}
@@ -160,7 +188,7 @@ def write_colbert_ai(model: "ColBERTModel", tokenizer: "ColBERTTokenizer", folde
         hf_config.architectures = [COLBERT_AI_ARCHITECTURE]
         hf_config.dtype = dtype or model.projection.weight.dtype
         hf_config.save_pretrained(tmp)
-        tokenizer.hf.save_pretrained(tmp)
+        hf_tok.save_pretrained(tmp)
         write_json(tmp / COLBERT_AI_METADATA, metadata)
     return Path(folder)
 
