@@ -221,3 +221,13 @@ def test_a_manifest_without_files_is_refused_unless_opened_unchecked(built, smal
             found = SparseIndex(path, unchecked=True).retriever(num_results=5)(
                 pd.DataFrame({"qid": ["1"], "query_toks": [{"castle": 1.0}]}))
         assert len(found) == 5 and found["docno"].str.startswith("d").all()
+
+
+def test_a_version_1_search_folder_is_refused_with_the_rebuild_command(built, tmp_path):
+    path = tmp_path / "pfc"
+    shutil.copytree(built["pfc"][0], path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest.pop("files")
+    (path / "manifest.json").write_text(json.dumps({**manifest, "version": 1}))
+    with pytest.raises(ValueError, match=r"version 1 search folder.*records every file's checksums.*--overwrite"):
+        pfc.app.folder.load_manifest(path)

@@ -150,8 +150,10 @@ def load_manifest(path: Union[str, Path]) -> Manifest:
     if not isinstance(values, dict) or values.get("format") != FORMAT:
         raise ValueError(f"{path / MANIFEST} is not a search folder manifest (format {FORMAT!r} expected)")
     if values.get("version") != VERSION:
+        source = values.get("source") if values.get("source") not in (None, "", "records") else "SOURCE"
         raise ValueError(f"{path} is a version {values.get('version')} search folder; this package reads version "
-                         f"{VERSION}: rebuild it with `pfc index`")
+                         f"{VERSION} (which records every file's checksums): rebuild it with "
+                         f"`pfc index {source} {path} --overwrite`")
     source = str(values.get("source", ""))
     if source and not source.startswith("irds:") and source != "records":  # built from a dump file
         from ..data.passages import READER_VERSION
