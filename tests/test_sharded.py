@@ -8,6 +8,7 @@ import pyterrier as pt
 import pytest
 
 import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.index.compressed import CompressionSpec
 from pyterrier_fandom_colbert.index.shard_build import shard_bounds, work_folder
 from pyterrier_fandom_colbert.index.sharded import ShardedColBERTIndex, merge_ranked
 from pyterrier_fandom_colbert.storage import DamagedFileError
@@ -15,7 +16,7 @@ from pyterrier_fandom_colbert.storage import DamagedFileError
 #: 3 shards of 12 documents; batches of 4 from each shard's start are also the single index's batches, so both
 #: encode every document in the same batch and store the same vectors
 NUM_DOCS, SHARDS, BATCH = 36, 3, 4
-SPEC = pfc.index.compressed.CompressionSpec("residual2", num_centroids=16)
+SPEC = CompressionSpec("residual2", num_centroids=16)
 
 
 @pytest.fixture(scope="module")

@@ -39,14 +39,28 @@ import pandas as pd
 
 from ..checks import positive_int
 from ..frames import check_record
+from ..lazy import forget_cached
 from ..model.config import ColBERTConfig
-from ..storage import JsonConfig, atomic_folder, build_manifest, read_json, write_json
+from ..storage import (
+    DamagedFileError,
+    JsonConfig,
+    artifact_path,
+    atomic_folder,
+    build_manifest,
+    is_artifact_folder,
+    parse_manifest,
+    read_artifact_meta,
+    read_json,
+    write_json,
+)
 from .compressed import CompressionSpec, as_spec
 from .layout import (
+    ARTIFACT_TYPE,
     CENTROIDS_FILE,
     CODEC_FILE,
     CUTOFFS_FILE,
     META_FILE,
+    PACKAGE_HINT,
     WEIGHTS_FILE,
 )
 
@@ -55,6 +69,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .codec import ResidualCodec
     from .sharded import ShardedColBERTIndex
 
+SHARDED_FORMAT = "sharded"
 PLAN_FILE = "plan.json"
 CODEC_DIR = "codec"
 #: codec files kept in ``codec/`` of a sharded index (the same bytes as in every shard)
@@ -63,6 +78,42 @@ CODEC_FILES = (CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE)
 SAMPLE_DOCS = 4096
 #: marks a shard being written: "host pid" of its writer
 RUNNING_SUFFIX = ".running"
+
+
+@dataclass(frozen=True)
+class ShardedMeta(JsonConfig):
+    """``pt_meta.json`` of a sharded index: sizes, encoder, the shards in order and the manifest."""
+
+    num_docs: int
+    num_tokens: int
+    dim: int
+    fingerprint: str
+    #: the storage format of every shard (``fp16`` or ``residual1|2|4``)
+    shard_format: str
+    #: ``[{"name", "num_docs", "num_tokens"}]`` in order
+    shards: List[Dict[str, Any]]
+    type: str = ARTIFACT_TYPE
+    format: str = SHARDED_FORMAT
+    package_hint: str = PACKAGE_HINT
+    files: Dict[str, Dict[str, Any]] = field(default_factory=dict, hash=False)
+
+    def save(self, folder: Union[str, Path]) -> Path:
+        return write_json(Path(folder) / META_FILE, self.to_dict())
+
+    @classmethod
+    def load(cls, folder: Union[str, Path]) -> "ShardedMeta":
+        source = Path(folder) / META_FILE
+        meta = cls.from_dict(read_artifact_meta(folder, ARTIFACT_TYPE, SHARDED_FORMAT), source=source)
+        parse_manifest(meta.files, source)
+        if not meta.shards or any(f"{s.get('name')}/{META_FILE}" not in meta.files for s in meta.shards):
+            raise DamagedFileError(source, f"{source} is damaged: its shards {meta.shards!r} are not all in its "
+                                           "manifest")
+        return meta
+
+
+def is_sharded_folder(folder: Union[str, Path]) -> bool:
+    """Whether ``folder`` holds a sharded ColBERT index (what ``overwrite=True`` may replace)."""
+    return is_artifact_folder(folder, ARTIFACT_TYPE, SHARDED_FORMAT)
 
 
 def shard_name(i: int) -> str:
@@ -152,7 +203,6 @@ class ShardBuild:
 
     def __init__(self, target: Union[str, Path], plan: ShardPlan, *, overwrite: bool = False):
         from ..storage import check_target
-        from .sharded import is_sharded_folder
 
         self.target = Path(target)
         check_target(self.target, overwrite=overwrite, replaceable=is_sharded_folder, what="sharded ColBERT index")
@@ -215,10 +265,10 @@ class ShardBuild:
                                           "sample": sample_tokens, "spec": self.plan.compression})
 
     # -- finishing -------------------------------------------------------------------------------------------
-    def finish(self) -> "ShardedColBERTIndex":
-        """Check the shards and move them into place as one sharded index (see the module docstring)."""
+    def finish(self) -> Path:
+        """Check the shards and move them into place as one sharded index (see the module docstring); returns its
+        folder."""
         from .artifact import ColBERTIndex
-        from .sharded import ShardedColBERTIndex, ShardedMeta
 
         missing = self.pending()
         if missing:
@@ -226,12 +276,12 @@ class ShardBuild:
         shards = [ColBERTIndex(self.shard_path(i)) for i in range(self.plan.num_shards)]
         check_shards(shards, self.plan)
         with atomic_folder(self.target, overwrite=self.overwrite, what="sharded ColBERT index",
-                           replaceable=_replaceable) as tmp:
+                           replaceable=is_sharded_folder) as tmp:
             names: List[str] = []
             if self.codec_folder.is_dir():
                 os.replace(self.codec_folder, tmp / CODEC_DIR)
                 names += [f"{CODEC_DIR}/{n}" for n in CODEC_FILES]
-            entries = []
+            entries: List[Dict[str, Any]] = []
             for i, shard in enumerate(shards):
                 os.replace(self.shard_path(i), tmp / shard_name(i))
                 entries.append({"name": shard_name(i), "num_docs": shard.meta.num_docs,
@@ -243,13 +293,7 @@ class ShardBuild:
                         fingerprint=self.plan.fingerprint, shard_format=first.format, shards=entries,
                         files=build_manifest(tmp, names)).save(tmp)
         shutil.rmtree(self.work, ignore_errors=True)
-        return ShardedColBERTIndex(self.target)
-
-
-def _replaceable(path: Path) -> bool:
-    from .sharded import is_sharded_folder
-
-    return is_sharded_folder(path)
+        return self.target
 
 
 def check_shards(shards: Sequence[Any], plan: ShardPlan) -> None:
@@ -347,7 +391,7 @@ class LocalShardedIndexer:
         plan = make_plan([d for d, _ in records], self.colbert.fingerprint(), self.colbert.config,
                          self.compression, num_shards=self.num_shards, shard_size=self.shard_size,
                          long_docs=self.long_docs, stride=self.stride, sample_docs=self.sample_docs)
-        build = ShardBuild(self.index_ref.path, plan, overwrite=self.overwrite)
+        build = ShardBuild(artifact_path(self.index_ref), plan, overwrite=self.overwrite)
         codec = build.codec()
         if self.compression.compressed and codec is None:
             vectors = []
@@ -367,4 +411,6 @@ class LocalShardedIndexer:
                 ).index([{"docno": d, "text": t} for d, t in records[lo:hi]])
             finally:
                 marker.unlink(missing_ok=True)
-        return build.finish()
+        build.finish()
+        forget_cached(self.index_ref)  # the folder is new: nothing read before it counts
+        return self.index_ref

@@ -27,7 +27,6 @@ Building: :mod:`.shard_build` (``index.indexer(colbert, num_shards=...)`` here; 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -41,18 +40,14 @@ from ..params import Parameters
 from ..ranking import rank_by_score
 from ..storage import (
     DamagedFileError,
-    JsonConfig,
     artifact_path,
     check_checksums,
     check_sizes,
-    is_artifact_folder,
     manifest_problems,
-    parse_manifest,
     raise_damaged,
-    read_artifact_meta,
-    write_json,
 )
 from .layout import ARTIFACT_TYPE, META_FILE, PACKAGE_HINT
+from .shard_build import SHARDED_FORMAT, ShardedMeta, is_sharded_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
@@ -62,45 +57,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .compressed import CompressionSpec
     from .shard_build import LocalShardedIndexer
 
-SHARDED_FORMAT = "sharded"
 WHAT = "sharded ColBERT index"
 REMEDY = "rebuild the shard or the index (a sharded build resumes from the shards left intact)"
-
-
-@dataclass(frozen=True)
-class ShardedMeta(JsonConfig):
-    """``pt_meta.json`` of a sharded index: sizes, encoder, the shards in order and the manifest."""
-
-    num_docs: int
-    num_tokens: int
-    dim: int
-    fingerprint: str
-    #: the storage format of every shard (``fp16`` or ``residual1|2|4``)
-    shard_format: str
-    #: ``[{"name", "num_docs", "num_tokens"}]`` in order
-    shards: List[Dict[str, Any]]
-    type: str = ARTIFACT_TYPE
-    format: str = SHARDED_FORMAT
-    package_hint: str = PACKAGE_HINT
-    files: Dict[str, Dict[str, Any]] = field(default_factory=dict, hash=False)
-
-    def save(self, folder: Union[str, Path]) -> Path:
-        return write_json(Path(folder) / META_FILE, self.to_dict())
-
-    @classmethod
-    def load(cls, folder: Union[str, Path]) -> "ShardedMeta":
-        source = Path(folder) / META_FILE
-        meta = cls.from_dict(read_artifact_meta(folder, ARTIFACT_TYPE, SHARDED_FORMAT), source=source)
-        parse_manifest(meta.files, source)
-        if not meta.shards or any(f"{s.get('name')}/{META_FILE}" not in meta.files for s in meta.shards):
-            raise DamagedFileError(source, f"{source} is damaged: its shards {meta.shards!r} are not all in its "
-                                           "manifest")
-        return meta
-
-
-def is_sharded_folder(folder: Union[str, Path]) -> bool:
-    """Whether ``folder`` holds a sharded ColBERT index (what ``overwrite=True`` may replace)."""
-    return is_artifact_folder(folder, ARTIFACT_TYPE, SHARDED_FORMAT)
+__all__ = ["SHARDED_FORMAT", "ShardedColBERTIndex", "ShardedMeta", "is_sharded_folder", "merge_ranked"]
 
 
 class ShardedColBERTIndex(pt.Artifact):
@@ -285,7 +244,8 @@ def _shard_problems(meta: ShardedMeta, shards: Sequence["ColBERTIndex"]) -> List
                 own = (m.files or {}).get(name.split("/", 1)[1])
                 if own != shared:
                     problems.append((f"{entry['name']}/{name.split('/', 1)[1]}",
-                                     f"{shard.path / name.split('/', 1)[1]} is not the shared codec's {name}"))
+                                     f"{artifact_path(shard) / name.split('/', 1)[1]} is not the shared codec's "
+                                     f"{name}"))
     return problems
 
 
