@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e '.[test]'
+# the ray extra too: the tests of sharded builds and search on a local Ray cluster run in CI
+.venv/bin/pip install -q -e '.[test,ray]'

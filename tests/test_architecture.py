@@ -18,7 +18,7 @@ LAYERS = [
     {"frames", "storage"},
     {"model"},
     {"lexical", "data", "index", "fusion", "sparse"},
-    {"explain"},
+    {"explain", "distributed"},
     {"training"},
     {"__init__", "__main__", "cli", "app"},
 ]

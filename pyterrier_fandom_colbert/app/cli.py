@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--min-words", type=int, default=None, metavar="N",
                     help="a dump's pages with fewer than N words of text and infobox facts are skipped as stubs "
                          "(default 20; 0 keeps every page with text)")
+    _ray_arguments(ix, "encode the passages on a Ray cluster into a sharded, compressed ColBERT index")
+    ix.add_argument("--shards", type=int, default=None, help="with --ray: shards (default one per 250,000 passages)")
+    ix.add_argument("--workers", type=int, default=None,
+                    help="with --ray: shards built at once (default: the cluster's GPUs, or its CPUs)")
     _common(ix)
 
     se = sub.add_parser("search", help="search a folder from the terminal")
@@ -66,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("folder", type=Path)
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this computer only)")
     sv.add_argument("--port", type=int, default=8000, help="default 8000")
+    _ray_arguments(sv, "search a sharded ColBERT index through Ray shard actors")
     _common(sv)
 
     ve = sub.add_parser("verify", help="check every file of an index, a checkpoint or a search folder against the "
@@ -83,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (_, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return ap
+
+
+def _ray_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                        help=f"{what}; ADDRESS: the cluster's head (host:port, or auto for `ray start` here); "
+                             "without it RAY_ADDRESS, or a cluster started on this machine (needs the [ray] extra)")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -117,8 +128,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def artifact_kind(folder: Path) -> Optional[str]:
-    """What ``verify`` checks in ``folder``: ``"colbert"`` (any storage format), ``"tfidf"``, ``"splade"``
-    (a learned-sparse index), ``"checkpoint"``, ``"search folder"`` (a pfc folder's own files), or None."""
+    """What ``verify`` checks in ``folder``: ``"colbert"`` (any storage format), ``"sharded"``, ``"tfidf"``,
+    ``"splade"`` (a learned-sparse index), ``"checkpoint"``, ``"search folder"`` (a pfc folder's own files), or None."""
     from ..storage import read_json
     from .folder import FORMAT, MANIFEST
 
@@ -129,7 +140,9 @@ def artifact_kind(folder: Path) -> Optional[str]:
             return None
         kinds: Dict[Tuple[Any, Any], str] = {("sparse_index", "tfidf"): "tfidf",
                                              ("sparse_index", "learned_csr"): "splade"}
-        return "colbert" if values.get("type") == "colbert" else kinds.get((values.get("type"), values.get("format")))
+        if values.get("type") == "colbert":
+            return "sharded" if values.get("format") == "sharded" else "colbert"
+        return kinds.get((values.get("type"), values.get("format")))
     if (folder / "colbert_config.json").is_file():
         return "checkpoint"
     if (folder / MANIFEST).is_file():
@@ -159,6 +172,7 @@ def artifacts_in(path: Path) -> List[Tuple[str, Path]]:
 
 def _verify(args) -> int:
     from ..index.artifact import ColBERTIndex
+    from ..index.sharded import ShardedColBERTIndex
     from ..lexical.tfidf import TfidfIndex
     from ..model.colbert import ColBERT
     from ..sparse.exact import SparseIndex
@@ -166,7 +180,7 @@ def _verify(args) -> int:
 
     checks = {"colbert": lambda f: ColBERTIndex(f).verify(), "tfidf": lambda f: TfidfIndex(f).verify(),
               "splade": lambda f: SparseIndex(f).verify(), "checkpoint": ColBERT.verify,
-              "search folder": verify_folder}
+              "sharded": lambda f: ShardedColBERTIndex(f).verify(), "search folder": verify_folder}
     for kind, folder in artifacts_in(args.path):
         checked = checks[kind](folder)
         if not args.quiet:
@@ -195,10 +209,15 @@ def _index(args) -> int:
         if args.min_words < 0:
             raise ValueError(f"--min-words must be >= 0, got {args.min_words}")
         passage_config = PassageConfig(min_page_words=args.min_words)
+    ray = None
+    if args.ray is not None:
+        from .sharded import RayBuild
+
+        ray = RayBuild(address=args.ray or None, shards=args.shards, workers=args.workers)
     try:
         report = build_folder(args.source, args.folder, checkpoint=args.checkpoint, settings=settings,
                               overwrite=args.overwrite, batch_size=args.batch_size, verbose=not args.quiet,
-                              passage_config=passage_config)
+                              passage_config=passage_config, ray=ray)
     except KeyboardInterrupt:
         print(f"pfc index: interrupted; nothing was written to {args.folder}", file=sys.stderr)
         return 130
@@ -226,7 +245,7 @@ def _serve(args) -> int:
 
     if not args.quiet:
         print(f"loading {args.folder} …", file=sys.stderr, flush=True)
-    searcher = Searcher(args.folder)
+    searcher = Searcher(args.folder, ray=args.ray)
     if not args.quiet:
         shown = f"[{args.host}]" if ":" in args.host else args.host
         print(f"serving {searcher.manifest.name} at http://{shown}:{args.port}/ (Ctrl-C stops)", file=sys.stderr,

@@ -402,7 +402,7 @@ def folder_bytes(path: Path) -> int:
 def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Union[str, Path], *,
                  checkpoint: Optional[str] = None, colbert=None, settings: SearchSettings = SearchSettings(),
                  overwrite: bool = False, batch_size: int = 256, verbose: bool = False,
-                 passage_config=None) -> BuildReport:
+                 passage_config=None, ray=None) -> BuildReport:
     """Build a search folder from a dump file, an ir_datasets id or an iterable of passage dicts.
 
     ``passage_config``: how a dump becomes passages (``data.passages.PassageConfig``, e.g. a lower
@@ -410,6 +410,8 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
 
     ``checkpoint``: a ColBERT checkpoint (or backbone) folder, None for the package's default; ``colbert``: an
     already loaded encoder instead (its checkpoint is still recorded as ``checkpoint``).
+
+    ``ray``: an :class:`~.sharded.RayBuild` to build the ColBERT part as a sharded index on a Ray cluster.
     """
     from ..index.artifact import ColBERTIndex
     from ..lexical.tfidf import TfidfIndex
@@ -447,20 +449,28 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
 
         index = ColBERTIndex(tmp / COLBERT_DIR)
         colbert_started = time.perf_counter()
-        index.indexer(colbert, batch_size=batch_size, verbose=verbose).index(_stored_passages(tfidf, count),
-                                                                            total=count)
-        if index.meta.num_tokens > ANN_MIN_TOKENS and settings.faiss in ("flat", "ivf"):
-            settings = dataclasses.replace(settings, faiss="ivfpq-fs", refine=4)  # IVF would double the disk
-        if settings.faiss != "flat":
-            from ..index.ann import FaissSpec
+        if ray is not None:  # sharded, on a Ray cluster (app/sharded.py); searched by centroids: no FAISS
+            from .sharded import build_sharded_colbert
 
-            index.ann(FaissSpec(settings.faiss))
+            sharded = build_sharded_colbert(tmp / COLBERT_DIR, _stored_passages(tfidf, count), ray,
+                                            checkpoint=checkpoint, batch_size=batch_size, verbose=verbose)
+            tokens = sharded.meta.num_tokens
+        else:
+            index.indexer(colbert, batch_size=batch_size, verbose=verbose).index(_stored_passages(tfidf, count),
+                                                                                total=count)
+            tokens = index.meta.num_tokens
+            if index.meta.num_tokens > ANN_MIN_TOKENS and settings.faiss in ("flat", "ivf"):
+                settings = dataclasses.replace(settings, faiss="ivfpq-fs", refine=4)  # IVF would double the disk
+            if settings.faiss != "flat":
+                from ..index.ann import FaissSpec
+
+                index.ann(FaissSpec(settings.faiss))
         colbert_seconds = time.perf_counter() - colbert_started
         (tmp / _OWNER).unlink()
         manifest = Manifest(
             source=description, name=stats.name, checkpoint=str(Path(checkpoint).resolve()) if checkpoint else None,
             fingerprint=colbert.fingerprint(), pages=stats.pages, articles=stats.articles, passages=count,
-            tokens=int(index.meta.num_tokens),
+            tokens=int(tokens),
             seconds={"read_tfidf": round(read_seconds, 2), "colbert": round(colbert_seconds, 2),
                      "total": round(time.perf_counter() - started, 2)},
             bytes=0, settings=settings, skipped=dict(stats.skipped), reader=_reader_version(is_dump))

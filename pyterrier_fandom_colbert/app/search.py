@@ -117,19 +117,21 @@ def _frame(result: Any, what: str) -> pd.DataFrame:
 class Searcher:
     """A loaded search folder. ``search(query)`` → a JSON-ready dict of explained results."""
 
-    def __init__(self, folder: Union[str, Path], *, colbert: Optional["ColBERT"] = None, warm: bool = True):
+    def __init__(self, folder: Union[str, Path], *, colbert: Optional["ColBERT"] = None, warm: bool = True,
+                 ray: Optional[str] = None):
         import pyterrier as pt  # noqa: F401  (PyTerrier's transformers back the pipelines below)
 
         from ..explain.transformer import Explainer
         from ..index.artifact import ColBERTIndex
         from ..lexical.tfidf import TfidfIndex
         from ..model.colbert import ColBERT
+        from .sharded import dense_retriever, open_colbert
 
         self.folder = Path(folder)
         self.manifest: Manifest = load_manifest(self.folder)
         self.passages = PassageTable(self.folder)
         self.tfidf = TfidfIndex(self.folder / TFIDF_DIR)
-        self.index = ColBERTIndex(self.folder / COLBERT_DIR)
+        self.index = open_colbert(self.folder / COLBERT_DIR)  # a ColBERT index, or a sharded one (app/sharded.py)
         counts = {"passages.jsonl": len(self.passages), "tfidf": self.tfidf.meta.num_docs,
                   "colbert": len(self.index)}
         if len(set(counts.values())) != 1:
@@ -142,11 +144,12 @@ class Searcher:
         s = self.manifest.settings
         encoder = colbert.query_encoder()
         tfidf = self.tfidf.retriever(num_results=max(MAX_K, s.fusion.depth))
-        dense = self.index.retriever(num_results=max(MAX_K, s.fusion.depth), k_hat=s.k_hat, faiss=s.faiss,
-                                     refine=s.refine)
+        # ray: the address of the cluster whose shard actors search a sharded index ("": RAY_ADDRESS or a local one)
+        dense = dense_retriever(self.index, s, max(MAX_K, s.fusion.depth), ray)
         self.pipelines = {"tfidf": tfidf, "colbert": encoder >> dense,
                           "hybrid": encoder >> hybrid_system(tfidf, dense, s.fusion)}
-        self.explainer = Explainer(colbert, k_tilde=s.k_tilde, index=self.index)
+        self.explainer = Explainer(colbert, k_tilde=s.k_tilde,
+                                   index=self.index if isinstance(self.index, ColBERTIndex) else None)
         self._specials = set(colbert.tokenizer.hf.all_special_tokens) | {colbert.config.query_marker,
                                                                         colbert.config.doc_marker}
         self._lock = threading.Lock()  # held while a batch runs

@@ -284,7 +284,8 @@ class ColBERTIndex(pt.Artifact):
     def indexer(self, colbert: "ColBERT", *, text_field: str = "text", batch_size: int = 1024,
                 overwrite: bool = False, verbose: bool = False, long_docs: str = "windows",
                 stride: Optional[int] = None, ann: Union[str, "FaissSpec", None] = "default",
-                compression: Union[str, "CompressionSpec"] = "fp16") -> "ColBERTIndexer":
+                compression: Union[str, "CompressionSpec"] = "fp16",
+                codec: Optional["ResidualCodec"] = None) -> "ColBERTIndexer":
         """A ``pt.Indexer`` encoding ``docno``/``text`` records with ``colbert`` into this index.
 
         ``batch_size`` documents are read, length-bucketed and encoded at a time: memory is bounded by that,
@@ -303,19 +304,26 @@ class ColBERTIndex(pt.Artifact):
         vectors spilled to disk and compressed after encoding), or a
         :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec` with the codec's training parameters. A
         compressed index retrieves by centroid search and needs no ``ann``.
+
+        ``codec``: a residual codec trained beforehand (e.g. ``sharded.codec`` of a
+        :class:`~.sharded.ShardedColBERTIndex`, whose shards share one), used instead of training one on this
+        corpus; residual formats only.
         """
         from .writer import ColBERTIndexer
 
         return ColBERTIndexer(self, colbert, text_field=text_field, batch_size=batch_size, overwrite=overwrite,
-                              verbose=verbose, long_docs=long_docs, stride=stride, ann=ann, compression=compression)
+                              verbose=verbose, long_docs=long_docs, stride=stride, ann=ann, compression=compression,
+                              codec=codec)
 
     def writer(self, config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False,
-               compression: Union[str, "CompressionSpec"] = "fp16", verbose: bool = False) -> "IndexWriter":
-        """Low-level writer for precomputed vectors (``with index.writer(...) as w: w.add(docno, vecs, ids)``)."""
+               compression: Union[str, "CompressionSpec"] = "fp16", verbose: bool = False,
+               codec: Optional["ResidualCodec"] = None) -> "IndexWriter":
+        """Low-level writer for precomputed vectors (``with index.writer(...) as w: w.add(docno, vecs, ids)``);
+        ``codec``: as for :meth:`indexer`."""
         from .writer import IndexWriter
 
         return IndexWriter(artifact_path(self), config, fingerprint, overwrite=overwrite, compression=compression,
-                           verbose=verbose)
+                           verbose=verbose, codec=codec)
 
     def retriever(self, colbert: Optional["ColBERT"] = None, **options: Any) -> pt.Transformer:
         """End-to-end retrieval (qid, query_embs → docno, score, rank): the store's retriever, with ``options``

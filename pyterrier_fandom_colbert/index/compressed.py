@@ -164,22 +164,28 @@ def doc_chunks(offsets: np.ndarray, chunk_tokens: int) -> Iterator[Tuple[int, in
 
 def compress_spill(folder: Path, num_tokens: int, dim: int, spec: CompressionSpec, *, vectors_file: str,
                    token_ids_file_i32: str, offsets_file: str, verbose: bool = False,
-                   chunk_tokens: int = CHUNK_TOKENS) -> Dict[str, Any]:
+                   chunk_tokens: int = CHUNK_TOKENS, codec: Optional[ResidualCodec] = None) -> Dict[str, Any]:
     """Replace the fp16 spill ``folder/vectors_file`` (``[num_tokens, dim]``) by the compressed files; returns the
-    codec description written to ``codec.json``."""
+    codec description written to ``codec.json``.
+
+    ``codec``: a codec trained beforehand (e.g. once for all shards of a sharded index, so that their codes are
+    comparable) used as it is; None trains one on a sample of the spill (``spec``'s centroids, sample, seed)."""
     nbits = spec.nbits
     check_nbits(nbits, dim)
     folder = Path(folder)
     started = time.perf_counter()
     vectors = np.memmap(folder / vectors_file, dtype=np.float16, mode="r", shape=(num_tokens, dim))
     offsets = np.fromfile(folder / offsets_file, dtype=np.int64)
-    num_centroids, sample_size = spec.resolve(num_tokens)
-
-    rng = np.random.default_rng(spec.seed)
-    rows = np.sort(rng.choice(num_tokens, size=sample_size, replace=False))
-    sample = np.asarray(vectors[rows], dtype=np.float32)
-    codec = ResidualCodec.train(sample, nbits, num_centroids, niter=spec.niter, seed=spec.seed)
-    del sample
+    if codec is None:
+        num_centroids, sample_size = spec.resolve(num_tokens)
+        rng = np.random.default_rng(spec.seed)
+        rows = np.sort(rng.choice(num_tokens, size=sample_size, replace=False))
+        sample = np.asarray(vectors[rows], dtype=np.float32)
+        codec = ResidualCodec.train(sample, nbits, num_centroids, niter=spec.niter, seed=spec.seed)
+        del sample
+    else:
+        check_shared_codec(codec, nbits, dim)
+        num_centroids, sample_size = codec.num_centroids, 0
     trained = time.perf_counter()
 
     cdtype = code_dtype(num_centroids)
@@ -214,12 +220,20 @@ def compress_spill(folder: Path, num_tokens: int, dim: int, spec: CompressionSpe
     codec.centroids.astype(np.float16).tofile(folder / CENTROIDS_FILE)
     codec.cutoffs.tofile(folder / CUTOFFS_FILE)
     codec.weights.tofile(folder / WEIGHTS_FILE)
+    # "sample": 0 marks a codec trained elsewhere (shared by the shards of a sharded index)
     info = {"spec": spec.to_dict(), "nbits": nbits, "num_centroids": num_centroids, "sample": sample_size,
             "code_dtype": cdtype.name, "token_id_dtype": id_dtype.name, "num_pairs": num_pairs,
             "seconds": {"train": round(trained - started, 3), "quantise": round(quantised - trained, 3),
                         "lists": round(time.perf_counter() - quantised, 3)}}
     write_json(folder / CODEC_FILE, info)
     return info
+
+
+def check_shared_codec(codec: ResidualCodec, nbits: int, dim: int) -> None:
+    """Refuse a codec given to the writer whose bit width or dimension is not the index's."""
+    if codec.nbits != nbits or codec.dim != dim:
+        raise ValueError(f"the given codec has nbits={codec.nbits}, dim={codec.dim}; the index needs nbits={nbits}, "
+                         f"dim={dim}")
 
 
 def _fill_lists(pairs_file: Path, out_file: Path, ivf_offsets: np.ndarray, num_pairs: int, chunk: int) -> None:

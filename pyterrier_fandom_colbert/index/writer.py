@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
     from .ann import FaissSpec
     from .artifact import ColBERTIndex
+    from .codec import ResidualCodec
 
 _DOCNOS_TEXT = "docnos.txt"  # one docno per line while building; becomes docnos.npids
 
@@ -70,13 +71,16 @@ class IndexWriter:
 
     def __init__(self, path: Union[str, Path], config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False,
                  long_docs: str = "truncate", stride: Optional[int] = None,
-                 compression: Union[str, CompressionSpec] = "fp16", verbose: bool = False):
+                 compression: Union[str, CompressionSpec] = "fp16", verbose: bool = False,
+                 codec: Optional["ResidualCodec"] = None):
         if long_docs not in LONG_DOCS:
             raise ValueError(f"long_docs={long_docs!r}; expected one of {LONG_DOCS}")
         self.compression = as_spec(compression)
         #: the storage format's part: what close() makes of the streamed vectors (chosen once; refuses, before any
         #: work, a spec the dimension cannot take)
         self.format_writer = store_class(self.compression.format).writer(self.compression, config.dim)
+        if codec is not None:
+            _use_codec(self.format_writer, codec, config.dim, self.compression.format)
         self.verbose = verbose
         self.path = Path(path)
         self.config = config
@@ -184,6 +188,17 @@ class IndexWriter:
             self.abort()
 
 
+def _use_codec(format_writer: Any, codec: "ResidualCodec", dim: int, fmt: str) -> None:
+    """Give a residual format's writer a codec trained beforehand (refusing it for fp16, or of another shape)."""
+    from .stores.residual import ResidualWriter
+
+    if not isinstance(format_writer, ResidualWriter):
+        raise ValueError(f"codec given for a {fmt} index: only the residual formats use a codec")
+    if codec.dim != dim:
+        raise ValueError(f"the given codec has dim={codec.dim}; the index's vectors have dim={dim}")
+    format_writer.use_codec(codec)
+
+
 def _check_unique(docnos_path: Path, num_docs: int, chunk: int = 100_000) -> None:
     """Raise ValueError naming duplicated docnos: a duplicate maps back to an id other than its own position."""
     import npids
@@ -221,8 +236,9 @@ class ColBERTIndexer(pt.Indexer):
                  batch_size: int = 1024, overwrite: bool = False, verbose: bool = False,
                  long_docs: str = "windows", stride: Optional[int] = None,
                  ann: Union[str, "FaissSpec", None] = "default",
-                 compression: Union[str, CompressionSpec] = "fp16"):
+                 compression: Union[str, CompressionSpec] = "fp16", codec: Optional["ResidualCodec"] = None):
         self.compression = as_spec(compression)
+        self.codec = codec
         store = store_class(self.compression.format)
         # what is built after indexing (None: nothing); a bad kind name, or a neighbour index for a format that has
         # none, fails here, before hours of encoding
@@ -256,7 +272,7 @@ class ColBERTIndexer(pt.Indexer):
         try:
             with IndexWriter(artifact_path(self.index_ref), self.colbert.config, self.colbert.fingerprint(),
                              overwrite=self.overwrite, long_docs=self.long_docs, stride=self.stride,
-                             compression=self.compression, verbose=self.verbose) as writer:
+                             compression=self.compression, verbose=self.verbose, codec=self.codec) as writer:
                 long = 0
                 for docnos, texts in _batches(inp, self.text_field, self.batch_size):
                     pieces = self.colbert.tokenizer.document_pieces(texts)

@@ -1,0 +1,83 @@
+"""A search folder whose ColBERT part is a sharded index: built on a Ray cluster (``pfc index --ray``) and searched
+through Ray shard actors (``pfc serve --ray``) or, without Ray, by merging the shards here.
+
+The sharded ColBERT index is residual-compressed (``residual2``, one codec for all shards) and retrieves by
+centroid search, so the folder's FAISS settings (``k_hat``, ``faiss``, ``refine``) do not apply to it; its
+explanations re-encode each result's text (the shards' vectors are compressed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
+
+from ..checks import positive_int
+from ..storage import read_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyterrier as pt
+
+    from ..index.artifact import ColBERTIndex
+    from ..index.sharded import ShardedColBERTIndex
+    from .folder import SearchSettings
+
+#: documents per shard when the number of shards is not given
+SHARD_SIZE = 250_000
+
+
+@dataclass(frozen=True)
+class RayBuild:
+    """How ``pfc index --ray`` builds the ColBERT part: the cluster (``address``; None: ``RAY_ADDRESS``, or a
+    cluster started here), ``shards`` (None: one per :data:`SHARD_SIZE` passages) and ``workers`` (shards built
+    at once; None: the cluster's GPUs, or its CPUs)."""
+
+    address: Optional[str] = None
+    shards: Optional[int] = None
+    workers: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        positive_int("shards", self.shards, none=True, what="shards of the ColBERT index")
+        positive_int("workers", self.workers, none=True, what="shards built at once")
+
+
+def build_sharded_colbert(path: Path, passages: Iterable[dict], ray: RayBuild, *, checkpoint: Optional[str],
+                          batch_size: int, verbose: bool) -> "ShardedColBERTIndex":
+    """Build the folder's ColBERT part at ``path`` as a sharded index on the Ray cluster ``ray``."""
+    from ..distributed.build import ShardedIndexer
+
+    indexer = ShardedIndexer(path, checkpoint, num_shards=ray.shards,
+                             shard_size=None if ray.shards else SHARD_SIZE, workers=ray.workers,
+                             batch_size=batch_size, address=ray.address, verbose=verbose)
+    return indexer.index(list(passages))
+
+
+def open_colbert(path: Path) -> Union["ColBERTIndex", "ShardedColBERTIndex"]:
+    """The folder's ColBERT part: a ColBERT index, or a sharded one (as its ``pt_meta.json`` says)."""
+    from ..index.artifact import ColBERTIndex
+    from ..index.sharded import SHARDED_FORMAT, ShardedColBERTIndex
+
+    meta = path / "pt_meta.json"
+    values = read_json(meta, "ColBERT index metadata") if meta.is_file() else {}
+    if isinstance(values, dict) and values.get("format") == SHARDED_FORMAT:
+        return ShardedColBERTIndex(path)
+    return ColBERTIndex(path)
+
+
+def dense_retriever(index: Any, settings: "SearchSettings", num_results: int,
+                    ray: Optional[str] = None, timeout_s: float = 30.0) -> "pt.Transformer":
+    """The folder's ColBERT retriever: its FAISS settings for a ColBERT index; for a sharded index the shards'
+    centroid search, merged here or (``ray``: the cluster's address, ``""`` for ``RAY_ADDRESS`` or a local one)
+    by Ray shard actors that must answer within ``timeout_s`` (else the query fails)."""
+    from ..index.sharded import ShardedColBERTIndex
+
+    if not isinstance(index, ShardedColBERTIndex):
+        if ray is not None:
+            raise ValueError(f"--ray serves a sharded ColBERT index, but {index.path} is a single index; build the "
+                             "folder with `pfc index --ray`")
+        return index.retriever(num_results=num_results, k_hat=settings.k_hat, faiss=settings.faiss,
+                               refine=settings.refine)
+    if ray is None:
+        return index.retriever(num_results=num_results)
+    from ..distributed.search import RayShardedRetriever
+
+    return RayShardedRetriever(index, address=ray or None, timeout_s=timeout_s, num_results=num_results)

@@ -1,0 +1,157 @@
+"""Searching a sharded ColBERT index through Ray actors: :class:`RayShardedRetriever`.
+
+Each :class:`ShardServer` actor opens one or more shards of a
+:class:`~pyterrier_fandom_colbert.index.sharded.ShardedColBERTIndex` (memory-mapped, on the node it runs on) and
+answers with its shards' merged top ``num_results``. A query frame (already encoded: ``query_embs``) is sent to
+every actor at once and their answers merged to the exact top ``num_results``
+(:func:`~pyterrier_fandom_colbert.index.sharded.merge_ranked`), as the local sharded retriever merges its shards.
+
+An actor that does not answer within ``timeout_s`` is never silently left out: by default the call raises
+:class:`ShardTimeoutError` naming the shards; with ``partial=True`` the answer of the others is returned with a
+``partial`` column, True on every row of a call that lacks some shards (their names in
+``frame.attrs["missing_shards"]``), False otherwise.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import pandas as pd
+import pyterrier as pt
+
+from ..frames import EqualByKey, artifact_key, empty_output, require_columns
+from ..index.sharded import ShardedColBERTIndex, merge_ranked
+from ..params import Parameters
+from ..storage import artifact_path
+from .cluster import connect
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model.colbert import ColBERT
+
+
+class ShardTimeoutError(TimeoutError):
+    """Some shards did not answer a query within the retriever's ``timeout_s``."""
+
+    def __init__(self, shards: Sequence[str], timeout_s: float):
+        self.shards = list(shards)
+        super().__init__(f"shards {self.shards} did not answer within {timeout_s} s; the results would lack their "
+                         "documents (give a longer timeout_s, or partial=True to accept results flagged partial)")
+
+
+class ShardServer:
+    """Ray actor holding shards ``names`` of the sharded index at ``path``, with their retrievers
+    (``options``: the shards' retriever's)."""
+
+    def __init__(self, path: str, names: Sequence[str], options: Dict[str, Any]):
+        from ..index.artifact import ColBERTIndex
+
+        self.names = list(names)
+        self.shards = [ColBERTIndex(Path(path) / name) for name in names]
+        self.stages = [shard.retriever(**options) for shard in self.shards]
+        self.num_results = int(options.get("num_results", 1000))
+
+    def search(self, inp: pd.DataFrame) -> pd.DataFrame:
+        return merge_ranked([stage(inp) for stage in self.stages], self.num_results)
+
+    def ready(self) -> List[str]:
+        """The shard names, once every shard's lazily read parts are loaded (a first, empty search)."""
+        for shard in self.shards:
+            shard.check()
+        return self.names
+
+
+def groups(names: Sequence[str], actors: int) -> List[List[str]]:
+    """``names`` dealt round-robin to ``actors`` actors (at most one actor per shard).
+
+    >>> groups(["s0", "s1", "s2"], 2)
+    [['s0', 's2'], ['s1']]
+    """
+    actors = max(1, min(actors, len(names)))
+    return [list(names[i::actors]) for i in range(actors)]
+
+
+class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
+    """End-to-end retrieval over a sharded index whose shards are held by Ray actors (see the module docstring):
+    qid, query_embs → + docno, score, rank (+ partial, with ``partial=True``).
+
+    ``actors``: how many actors hold the shards (default one per shard); ``cpus_per_actor``: the CPUs Ray
+    reserves for each; ``address``: the cluster (:func:`~.cluster.connect`); ``options``: the shards' retriever's
+    (``num_results``, ...).
+    """
+
+    def __init__(self, index: Union[ShardedColBERTIndex, str, Path], *, actors: Optional[int] = None,
+                 timeout_s: float = 30.0, partial: bool = False, cpus_per_actor: float = 1.0,
+                 address: Optional[str] = None, **options: Any):
+        if not isinstance(index, ShardedColBERTIndex):
+            index = ShardedColBERTIndex(index)
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s={timeout_s!r}; expected a positive number of seconds")
+        self.index = index
+        self.timeout_s, self.partial, self.cpus_per_actor = float(timeout_s), bool(partial), float(cpus_per_actor)
+        self.address = address
+        self.options = dict(options)
+        self.num_results = int(options.get("num_results", 1000))
+        index.shards[0].retriever(**options)  # refuses another format's options here, naming them
+        names = [s["name"] for s in index.meta.shards]
+        self.groups = groups(names, actors or len(names))
+        ray = connect(address)
+        server = ray.remote(ShardServer).options(num_cpus=self.cpus_per_actor)
+        folder = str(artifact_path(index).resolve())
+        self.actors = [server.remote(folder, group, self.options) for group in self.groups]
+        ray.get([a.ready.remote() for a in self.actors])
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (artifact_key(self.index), "ray", self.partial, tuple(sorted((k, repr(v)) for k, v in
+                                                                           self.options.items())))
+
+    def _constructor_args(self) -> Dict[str, Any]:
+        return {"index": self.index, "actors": len(self.actors), "timeout_s": self.timeout_s, "partial": self.partial,
+                "cpus_per_actor": self.cpus_per_actor, "address": self.address, **self.options}
+
+    def transform_outputs(self, input_columns: List[str]) -> List[str]:
+        require_columns(input_columns, ["qid", "query_embs"], self)
+        return [*input_columns, "docno", "score", "rank", *(["partial"] if self.partial else [])]
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        import ray
+
+        require_columns(inp.columns, ["qid", "query_embs"], self)
+        new = ["docno", "score", "rank", *(["partial"] if self.partial else [])]
+        if len(inp) == 0:
+            return empty_output(inp, new)
+        refs = [actor.search.remote(inp) for actor in self.actors]
+        ready, late = ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        missing = [name for ref, group in zip(refs, self.groups) if ref in late for name in group]
+        if missing and not self.partial:
+            for ref in late:
+                ray.cancel(ref)
+            raise ShardTimeoutError(missing, self.timeout_s)
+        merged = merge_ranked(ray.get(ready), self.num_results) if ready else inp.iloc[:0]
+        out = merged if len(merged) else empty_output(inp.iloc[:0], ["docno", "score", "rank"])
+        if self.partial:
+            out = out.assign(partial=bool(missing))
+            out.attrs["missing_shards"] = missing
+        return out
+
+    def close(self) -> None:
+        """Stop the actors."""
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors = []
+
+    def __repr__(self) -> str:
+        options = "".join(f", {k}={v!r}" for k, v in self.options.items())
+        return f"RayShardedRetriever({self.index!r}, actors={len(self.groups)}, timeout_s={self.timeout_s}{options})"
+
+
+def ray_retriever(index: Union[ShardedColBERTIndex, str, Path], colbert: Optional["ColBERT"] = None,
+                  **options: Any) -> pt.Transformer:
+    """``colbert.query_encoder() >> RayShardedRetriever(index, **options)`` after checking the encoder (just the
+    retriever without one)."""
+    stage = RayShardedRetriever(index, **options)
+    if colbert is None:
+        return stage
+    stage.index.check_encoder(colbert)
+    return colbert.query_encoder() >> stage

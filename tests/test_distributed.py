@@ -1,0 +1,180 @@
+"""Sharded indexes built and searched on a local Ray cluster (127.0.0.1 only, two CPUs, no dashboard): the Ray
+build stores what the local build stores (same codec, same documents per shard, same scores), shard actors
+answer as the local sharded retriever does, a shard that does not answer in time is an error or a flagged
+partial result, and a build whose worker is killed resumes, writing only the lost shard. Skipped without the
+``[ray]`` extra. Each test starts Ray workers (torch imported per process), hence ``slow``."""
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import pyterrier_fandom_colbert as pfc  # noqa: E402
+from pyterrier_fandom_colbert.index.compressed import CompressionSpec  # noqa: E402
+from pyterrier_fandom_colbert.index.shard_build import work_folder  # noqa: E402
+from pyterrier_fandom_colbert.index.sharded import ShardedColBERTIndex  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+NUM_DOCS, BATCH = 24, 4
+SPEC = CompressionSpec("residual2", num_centroids=16)
+CONFIG = {"dim": 16, "doc_maxlen": 32, "query_maxlen": 16}
+SEARCH = {"num_results": 8, "ndocs": None, "ncells": 4}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A Ray cluster on this machine only, stopped at the end of the module."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
+             logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus(word_records):
+    return word_records(NUM_DOCS, 11, 3)
+
+
+def _indexer(path, tiny_bert_dir, **options):
+    from pyterrier_fandom_colbert.distributed import build
+
+    return build.ShardedIndexer(path, tiny_bert_dir, config=pfc.ColBERTConfig(**CONFIG),
+                                model_options={"batch_size": 8}, compression=SPEC, batch_size=BATCH, **options)
+
+
+@pytest.fixture(scope="module")
+def built(cluster, small_colbert, tiny_bert_dir, corpus, tmp_path_factory):
+    """(the sharded index built on Ray, the same built here without Ray)."""
+    folder = tmp_path_factory.mktemp("ray-built")
+    local = ShardedColBERTIndex(folder / "local")
+    local.indexer(small_colbert, num_shards=2, compression=SPEC, batch_size=BATCH).index(corpus)
+    remote = _indexer(folder / "ray", tiny_bert_dir, num_shards=2, workers=2).index(pd.DataFrame(corpus))
+    return remote, local
+
+
+def _queries(colbert):
+    return colbert.query_encoder()(pd.DataFrame({"qid": ["1", "2"], "query": ["dragon castle", "river queen"]}))
+
+
+def test_ray_build_stores_what_the_local_build_stores(built, small_colbert):
+    remote, local = built
+    np.testing.assert_array_equal(remote.codec.centroids, local.codec.centroids)
+    np.testing.assert_array_equal(remote.codec.cutoffs, local.codec.cutoffs)
+    for a, b in zip(remote.shards, local.shards):
+        assert a.docnos_of(np.arange(len(a))).tolist() == b.docnos_of(np.arange(len(b))).tolist()
+    queries = _queries(small_colbert)
+    got, want = remote.retriever(**SEARCH)(queries), local.retriever(**SEARCH)(queries)
+    assert got["docno"].tolist() == want["docno"].tolist()
+    np.testing.assert_allclose(got["score"], want["score"], rtol=0, atol=1e-5)
+    checked = remote.verify()
+    assert checked["shards"] == 2 and "codec/centroids.f16" in checked["files"]
+
+
+def test_pfc_verify_checks_a_sharded_index(built, capsys):
+    from pyterrier_fandom_colbert.app.cli import main
+
+    remote, _ = built
+    assert main(["verify", str(remote.path)]) == 0
+    assert "sharded intact" in capsys.readouterr().out
+
+
+def test_shard_actors_answer_as_the_local_merge(built, small_colbert):
+    from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever
+
+    remote, _ = built
+    queries = _queries(small_colbert)
+    retriever = RayShardedRetriever(remote, cpus_per_actor=0.5, **SEARCH)
+    try:
+        got, want = retriever(queries), remote.retriever(**SEARCH)(queries)
+        assert got[["qid", "docno", "rank"]].values.tolist() == want[["qid", "docno", "rank"]].values.tolist()
+        np.testing.assert_allclose(got["score"], want["score"], atol=1e-6)
+        assert len(retriever(queries.iloc[:0])) == 0
+    finally:
+        retriever.close()
+
+
+def test_a_shard_that_does_not_answer_in_time_is_never_silently_left_out(built, small_colbert):
+    from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever, ShardTimeoutError
+
+    remote, _ = built
+    queries = _queries(small_colbert)
+    strict = RayShardedRetriever(remote, actors=1, cpus_per_actor=0.5, timeout_s=1e-4, **SEARCH)
+    try:
+        with pytest.raises(ShardTimeoutError, match="shard-00000"):
+            strict(queries)
+    finally:
+        strict.close()
+    lenient = RayShardedRetriever(remote, actors=2, cpus_per_actor=0.5, timeout_s=1e-4, partial=True, **SEARCH)
+    try:
+        out = lenient(queries)
+        assert out.attrs["missing_shards"] and "partial" in out.columns and out["partial"].all()
+        complete = lenient.replace(timeout_s=60.0)
+        try:
+            full = complete(queries)
+            assert not full["partial"].any() and full.attrs["missing_shards"] == []
+        finally:
+            complete.close()
+    finally:
+        lenient.close()
+
+
+def test_a_killed_worker_loses_only_its_shard_and_the_build_resumes(cluster, tiny_bert_dir, corpus, tmp_path):
+    target = tmp_path / "resumed"
+    work = work_folder(target)
+    marker = work / "shard-00001.running"  # the last of two shards: the first is kept
+    errors = []
+
+    def run():
+        try:
+            _indexer(target, tiny_bert_dir, num_shards=2, workers=1).index(corpus)
+        except RuntimeError as err:
+            errors.append(err)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 300
+    while not marker.is_file() and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pid = int(marker.read_text().split()[1])
+    os.kill(pid, signal.SIGKILL)
+    thread.join()
+    assert errors and "[1]" in str(errors[0])
+    assert sorted(p.name for p in work.glob("shard-0000?")) == ["shard-00000"]
+    kept = {"shard-00000": os.stat(work / "shard-00000" / "pt_meta.json").st_mtime_ns}
+    index = _indexer(target, tiny_bert_dir, num_shards=2, workers=1).index(corpus)
+    assert {n: os.stat(target / n / "pt_meta.json").st_mtime_ns for n in kept} == kept
+    assert len(index) == NUM_DOCS
+    index.verify()
+
+
+def test_pfc_search_folder_with_a_sharded_colbert_part_built_and_served_on_ray(cluster, tiny_bert_dir, corpus,
+                                                                              tmp_path):
+    """`pfc index --ray` (build_folder with a RayBuild) and `pfc serve --ray` (Searcher with ray): the sharded
+    ColBERT part answers through the shard actors as through the local merge."""
+    from pyterrier_fandom_colbert.app.folder import build_folder
+    from pyterrier_fandom_colbert.app.search import Searcher
+    from pyterrier_fandom_colbert.app.sharded import RayBuild
+
+    # a saved checkpoint: a fresh model over a backbone is initialised differently under another number of torch
+    # threads (Ray's one-CPU actors have one), and the actors refuse an encoder other than the driver's
+    checkpoint = pfc.ColBERT.from_pretrained(tiny_bert_dir, device="cpu").save_pretrained(tmp_path / "checkpoint")
+    colbert = pfc.ColBERT.from_pretrained(checkpoint, device="cpu")
+    build_folder(corpus, tmp_path / "folder", checkpoint=str(checkpoint), colbert=colbert, batch_size=8,
+                 ray=RayBuild(shards=2, workers=2))
+    assert (tmp_path / "folder" / "colbert" / "shard-00001" / "pt_meta.json").is_file()
+    local = Searcher(tmp_path / "folder", colbert=colbert, warm=False)
+    remote = Searcher(tmp_path / "folder", colbert=colbert, warm=False, ray="")
+    for system in ("colbert", "hybrid"):
+        a = local.search("dragon castle", system=system, k=5)
+        b = remote.search("dragon castle", system=system, k=5)
+        assert [r["docno"] for r in a["results"]] == [r["docno"] for r in b["results"]]
+        assert a["results"][0]["words"]  # explained from the re-encoded text
