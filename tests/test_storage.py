@@ -324,6 +324,8 @@ def test_indexes_find_docnos_of_mixed_forms(tmp_path):
     [f"d-{i:04d}" for i in range(300)] + ["zzz"],                 # a last docno that starts a block of its own
     [f"wiki-{1000 + i}-0" for i in range(300)] + ["wiki-999-0"],
     [str(i) for i in range(600)] + ["x", "y"],
+    [f"d{i:02d}" for i in range(8, 16)],                          # numbers with a leading zero, one block: npids'
+    ["d07", "d08"],                                               # integer inverse loses every docno of these
 ])
 def test_docno_lookups_read_back_whatever_blocks_npids_makes(tmp_path, docnos):
     import npids

@@ -38,22 +38,49 @@ def docno_lookup_builder(path: PathLike) -> Iterator[Any]:
 def build_docno_inverse(path: PathLike) -> None:
     """Write the docno → id half of an npids lookup whose forward half was built with ``build_inv=False``.
 
-    npids (0.1.3) picks a forward codec per block of docnos, starting a new block when a docno does not fit the
-    current one (numbers, then a longer or non-numeric docno). Its integer inverses assume one codec: for a
-    lookup of several blocks they silently lose the later docnos (``LookupError`` on lookup). Such a lookup gets
-    npids' hash inverse, which stores every docno; a one-block lookup gets npids' own choice.
+    npids (0.1.3) picks a forward codec per block of docnos and an inverse to match, and some of its integer
+    inverses silently lose docnos (``-1`` on lookup): those of later blocks when there are several, and numbered
+    docnos with leading zeros (``d08`` … ``d15``) in a single block. So npids' own choice is written to a trial
+    copy and kept only if every docno looks up to its own id; otherwise the lookup gets npids' hash inverse,
+    which stores every docno.
     """
+    import os
+    import shutil
+
     import npids
     from npids import codecs
     from npids.builder import InvLookupBuilder
     from npids.utils import FileManager
 
+    path = Path(path)
     with npids.Lookup(path) as lookup:
-        if len(lookup.fwd.codecs) > 1:
-            with FileManager(path, "a") as writer:
-                codecs.inv["hash"].build(lookup.fwd, writer)
-            return
-    InvLookupBuilder.build(path)
+        several = len(lookup.fwd.codecs) > 1
+    if not several:
+        trial = path.with_name(path.name + ".inverse-trial")
+        shutil.copyfile(path, trial)
+        try:
+            InvLookupBuilder.build(trial)
+            if inverse_is_exact(trial):
+                os.replace(trial, path)
+                return
+        finally:
+            trial.unlink(missing_ok=True)
+    with npids.Lookup(path) as lookup, FileManager(path, "a") as writer:
+        codecs.inv["hash"].build(lookup.fwd, writer)
+
+
+def inverse_is_exact(path: PathLike, chunk: int = 1 << 16) -> bool:
+    """True when every docno of the npids lookup at ``path`` looks up to its own id."""
+    import npids
+    import numpy as np
+
+    with npids.Lookup(path) as lookup:
+        count = len(lookup)
+        for start in range(0, count, chunk):
+            ids = np.arange(start, min(start + chunk, count))
+            if not np.array_equal(np.asarray(lookup.inv[list(lookup.fwd[ids])]), ids):
+                return False
+    return True
 
 
 def open_npids(path: PathLike, num_docs: int, what: str) -> Any:
