@@ -321,7 +321,8 @@ def format_results(response: Dict[str, Any], color: bool = False) -> str:
     """A search response as terminal text: one block per result."""
     bold = (lambda s: f"{_BOLD}{s}{_RESET}") if color else (lambda s: s)
     dim = (lambda s: f"{_DIM}{s}{_RESET}") if color else (lambda s: s)
-    lines = [dim(f"{len(response['results'])} results for {terminal_text(response['query'])!r} "
+    count = len(response["results"])
+    lines = [dim(f"{count} result{'' if count == 1 else 's'} for {terminal_text(response['query'])!r} "
                  f"({response['system']}, {response['took_ms']:.0f} ms)"), ""]
     for r in response["results"]:
         section = f" › {terminal_text(r['section'])}" if r["section"] else ""
