@@ -108,7 +108,7 @@ class Searcher:
             if self._colbert is None:
                 from ..model.colbert import ColBERT
 
-                self._colbert = ColBERT.from_pretrained(self.manifest.checkpoint)
+                self._colbert = ColBERT.from_pretrained(self.manifest.checkpoint, inference_only=True)
             if not self._encoder_checked:
                 self.index.check_encoder(self._colbert)
                 self._encoder_checked = True

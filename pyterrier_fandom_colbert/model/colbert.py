@@ -64,12 +64,15 @@ class ColBERT:
     # -- loading and saving --------------------------------------------------------------------------------
     @classmethod
     def from_pretrained(cls, path: Optional[Union[str, Path]] = None, *, config: Optional[ColBERTConfig] = None,
-                        seed: int = 0, **kwargs) -> "ColBERT":
+                        seed: int = 0, inference_only: bool = False, **kwargs) -> "ColBERT":
         """Load a checkpoint folder, or start a fresh ColBERT from a backbone folder (or hub id, if online).
 
         Checkpoints may be this package's, colbert-ai's (ColBERTv2) or PyLate's (see ``formats``). With no
         ``path``: the package's trained default checkpoint if it is installed, else a fresh model over the
-        bundled all-MiniLM-L6-v2 backbone. ``config`` only applies to fresh models.
+        bundled all-MiniLM-L6-v2 backbone. ``config`` only applies to fresh models. ``inference_only=True``
+        reads a BERT backbone of this package's checkpoints without transformers' model classes (about 2 s less
+        CPU to load; same vectors and fingerprint), for a model that is only used to encode, never trained or
+        saved (:mod:`.light_bert`).
         """
         from . import formats
         from . import network as m
@@ -82,7 +85,7 @@ class ColBERT:
             if config is not None:
                 raise ValueError(f"{path} is a {kind} checkpoint with its own settings; config= applies only "
                                  "to fresh models built over a backbone")
-            net, tok = formats.load(source, kind)
+            net, tok = m.load(source, light=True) if inference_only and kind == "pfc" else formats.load(source, kind)
         else:
             if path is not None and Path(path).exists() and not (Path(path) / "config.json").exists():
                 raise FileNotFoundError(f"{path} is neither a ColBERT checkpoint (no colbert_config.json) nor a "

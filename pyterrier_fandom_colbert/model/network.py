@@ -121,6 +121,12 @@ def _load_backbone(source, local_files_only: bool) -> "PreTrainedModel":
         return AutoModel.from_pretrained(source, local_files_only=local_files_only, **extra)
 
 
+def _light_backbone(folder: Path) -> Optional[nn.Module]:
+    from . import light_bert
+
+    return light_bert.load(folder)
+
+
 @contextlib.contextmanager
 def _quiet_transformers():
     """Silence transformers' load report and weight-loading bar for one call, restoring its settings after."""
@@ -254,8 +260,10 @@ def _copy_as(module: "PreTrainedModel", dtype: torch.dtype) -> "PreTrainedModel"
     return copy.deepcopy(module).to(dtype)  # type: ignore[arg-type]
 
 
-def load(folder: Union[str, Path]) -> Tuple[ColBERTModel, ColBERTTokenizer]:
-    """Load a checkpoint folder, offline only, in fp32. Config/weight mismatches are errors."""
+def load(folder: Union[str, Path], *, light: bool = False) -> Tuple[ColBERTModel, ColBERTTokenizer]:
+    """Load a checkpoint folder, offline only, in fp32. Config/weight mismatches are errors. ``light``: a BERT
+    backbone is read without transformers' model classes (:mod:`.light_bert`; inference only), others as
+    before."""
     from transformers import AutoTokenizer
 
     folder = Path(folder)
@@ -268,7 +276,7 @@ def load(folder: Union[str, Path]) -> Tuple[ColBERTModel, ColBERTTokenizer]:
         raise DamagedFileError(bb, f"the tokenizer in {bb} cannot be loaded ({type(err).__name__}: {err}); "
                                    f"{_REMEDY}") from None
     try:
-        net = _load_backbone(bb, local_files_only=True)
+        net = (light and _light_backbone(bb)) or _load_backbone(bb, local_files_only=True)
     except Exception as err:
         weights = _weights_file(bb)
         raise DamagedFileError(weights, f"the backbone in {bb} cannot be loaded ({type(err).__name__}: {err}); "
