@@ -185,7 +185,8 @@ def cold_start(folder: Path, threads: int, repeats: int, baseline: "Path | None"
                     continue  # an option the baseline may not have
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 started = time.perf_counter()
-                done = subprocess.run(pfc(*args), env=environment(root), capture_output=True, text=True)
+                # run from the copy's own folder: ``python -m`` looks in the working folder first
+                done = subprocess.run(pfc(*args), env=environment(root), capture_output=True, text=True, cwd=root)
                 wall = time.perf_counter() - started
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 expected = 2 if case.startswith("refuse") else 0
