@@ -19,7 +19,7 @@ import json
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union, cast
 
 import torch
 from torch import nn
@@ -121,10 +121,12 @@ def _load_backbone(source, local_files_only: bool) -> "PreTrainedModel":
         return AutoModel.from_pretrained(source, local_files_only=local_files_only, **extra)
 
 
-def _light_backbone(folder: Path) -> Optional[nn.Module]:
+def _light_backbone(folder: Path) -> Optional["PreTrainedModel"]:
+    """The BERT backbone without transformers' model classes, or None (:mod:`.light_bert`). It stands in for a
+    PreTrainedModel where this module uses one: ``config``, ``get_input_embeddings``, the weights."""
     from . import light_bert
 
-    return light_bert.load(folder)
+    return cast("Optional[PreTrainedModel]", light_bert.load(folder))
 
 
 @contextlib.contextmanager
