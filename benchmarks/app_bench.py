@@ -12,6 +12,17 @@
 
 ``--folder`` keeps the built folder there, or reuses it when it exists (skipping step 1). Prints one JSON
 object (also written to ``--out``).
+
+``--cold N`` times start-up instead (no server): each ``pfc search`` command below runs N times as a fresh
+process, with wall time and the process's CPU time (user + system: on a loaded machine the wall time mostly
+measures the queue for the cores, the CPU time what the command itself costs), the medians reported. Bad input
+(``-k 0``, a missing folder, an existing folder without ``--overwrite``) is timed the same way. ``--baseline DIR``
+times another copy of the package (a folder holding ``pyterrier_fandom_colbert/``, e.g. an older commit's
+``git archive``) in the same run, command by command in turn with this one, so both see the same load::
+
+    git archive 62bd9d9 pyterrier_fandom_colbert | tar -x -C /tmp/before
+    cp -r pyterrier_fandom_colbert/model/checkpoints /tmp/before/pyterrier_fandom_colbert/model/
+    python benchmarks/app_bench.py --folder F --cold 5 --threads 1 --baseline /tmp/before
 """
 from __future__ import annotations
 
@@ -39,9 +50,9 @@ def pfc(*args: str) -> list:
     return [sys.executable, "-m", "pyterrier_fandom_colbert.app", *args]
 
 
-def environment() -> dict:
+def environment(root: Path = ROOT) -> dict:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -149,6 +160,46 @@ def serve_and_time(folder: Path, threads: int, queries: list, clients: int, syst
             f"{clients}_clients": summary([a for a, _ in many], [b for _, b in many], many_s)}
 
 
+def cold_start(folder: Path, threads: int, repeats: int, baseline: "Path | None") -> dict:
+    """Median wall and CPU seconds of fresh ``pfc`` processes: bad input refused, then one search per system."""
+    import statistics
+
+    question = questions(folder, 1, 0)[0]
+    common = ["--threads", str(threads)]
+    cases = {
+        "refuse -k 0": ["search", str(folder), question, "-k", "0", *common],
+        "refuse missing folder": ["search", str(folder.parent / "no-such-folder"), question, *common],
+        "refuse existing folder": ["index", str(DEFAULT_DUMP), str(folder), *common],
+        "search hybrid (explained)": ["search", str(folder), question, "-k", "5", *common],
+        "search colbert (explained)": ["search", str(folder), question, "-k", "5", "--system", "colbert", *common],
+        "search tfidf (explained)": ["search", str(folder), question, "-k", "5", "--system", "tfidf", *common],
+        "search tfidf --no-explain": ["search", str(folder), question, "-k", "5", "--system", "tfidf",
+                                      "--no-explain", *common],
+    }
+    roots = {"this code": ROOT, **({"baseline": baseline} if baseline else {})}
+    times: dict = {(who, case): [] for who in roots for case in cases}
+    for _ in range(repeats):
+        for case, args in cases.items():
+            for who, root in roots.items():
+                if who == "baseline" and "--no-explain" in args:
+                    continue  # an option the baseline may not have
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                started = time.perf_counter()
+                # run from the copy's own folder: ``python -m`` looks in the working folder first
+                done = subprocess.run(pfc(*args), env=environment(root), capture_output=True, text=True, cwd=root)
+                wall = time.perf_counter() - started
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                expected = 2 if case.startswith("refuse") else 0
+                if done.returncode != expected:
+                    raise RuntimeError(f"{who}: pfc {' '.join(args)} exited {done.returncode}: {done.stderr}")
+                cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                times[(who, case)].append((wall, cpu))
+    return {who: {case: {"wall_s": round(statistics.median(w for w, _ in runs), 2),
+                         "cpu_s": round(statistics.median(c for _, c in runs), 2), "runs": len(runs)}
+                  for (w2, case), runs in times.items() if w2 == who and runs}
+            for who in roots}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dump", type=Path, default=DEFAULT_DUMP)
@@ -161,8 +212,22 @@ def main(argv=None) -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--cold", type=int, default=0, metavar="N",
+                    help="time start-up instead: each command N times in a fresh process (needs --folder)")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="with --cold: another copy of the package to time in the same run")
     args = ap.parse_args(argv)
     report = {"machine": machine(), "threads": args.threads}
+    if args.cold:
+        if args.folder is None or not args.folder.exists():
+            sys.exit("--cold needs an existing search folder: give --folder")
+        report["cold"] = cold_start(args.folder, args.threads, args.cold, args.baseline)
+        report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+        text = json.dumps(report, indent=2)
+        print(text)
+        if args.out:
+            args.out.write_text(text + "\n")
+        return
     with tempfile.TemporaryDirectory(prefix="pfc-bench-") as tmp:
         folder = args.folder or Path(tmp) / "wiki"
         if not folder.exists():

@@ -15,10 +15,16 @@ Each character is judged by its Unicode category (:func:`char_kind`), not by a h
 * ``variation``: variation selectors (U+FE00-U+FE0F, U+E0100-U+E01EF, Mongolian U+180B-U+180D, U+180F): they
   only pick a glyph, and long runs of them can hide data, so left out of terminal text;
 * ``visible``: everything else.
+
+The same judgement serves every output: :func:`terminal_text` leaves out what a terminal must not get,
+:func:`html_text` escapes for HTML and isolates bidi controls in ``<bdi>``, and :func:`json_text` writes every
+character that would not show as itself as a ``\\uXXXX`` escape (the data are unchanged once parsed, and JSON
+printed to a terminal cannot reorder or hide text).
 """
 from __future__ import annotations
 
 import html
+import json
 import os
 import sys
 import unicodedata
@@ -103,6 +109,29 @@ def html_text(text: Any, *, isolate: bool = False) -> str:
     """
     escaped = html.escape("".join("\ufffd" if char_kind(ch) == "control" else ch for ch in str(text)))
     return f"<bdi>{escaped}</bdi>" if isolate else escaped
+
+
+def _json_escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a UTF-16 surrogate pair, as JSON writes characters beyond the BMP
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def json_text(value: Any, *, indent: Optional[int] = None) -> str:
+    """``value`` as JSON (readable UTF-8), with every character that would not show as itself written as a
+    ``\\uXXXX`` escape: control characters (C1 included), line and paragraph separators, bidi controls, other
+    format characters, variation selectors and lone surrogates. Parsed back, it is the same value.
+
+    >>> json_text({"t": "a\u202eb\u00e9\u200d"})
+    '{"t": "a\\\\u202eb\u00e9\u200d"}'
+    >>> json.loads(json_text(["x\U000e0041\u2028"])) == ["x\U000e0041\u2028"]
+    True
+    """
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    return "".join(ch if ch.isascii() or (char_kind(ch) in ("visible", "joiner") and not 0xD800 <= ord(ch) <= 0xDFFF)
+                   else _json_escape(ch) for ch in text)
 
 
 def use_color(stream: Optional[TextIO] = None) -> bool:

@@ -255,7 +255,7 @@ def test_pfc_index_min_words_lowers_the_stub_limit(tmp_path, tiny_bert_dir, caps
     manifest = load_manifest(folder)
     assert (manifest.passages, manifest.reader, manifest.skipped) == (1, READER_VERSION, {"redirect": 1})
     assert main(["index", str(dump), str(tmp_path / "x"), "--quiet", "--min-words", "-1"]) == 2
-    assert "--min-words must be >= 0, got -1" in capsys.readouterr().err
+    assert "--min-words=-1; expected an integer ≥ 0" in capsys.readouterr().err
 
 
 def test_fandom_corpus_records_the_reader_and_names_older_stores(tmp_path, monkeypatch, caplog):

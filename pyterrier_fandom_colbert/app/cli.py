@@ -6,10 +6,14 @@
     pfc build-ann starwars/colbert --faiss ivf                # a ColBERT index's neighbour index, ahead of time
     pfc compare ...  /  pfc train ...                         # the same as pfc-compare / pfc-train
 """
+# Start-up is kept light: arguments, paths and the folder are checked (:func:`check_arguments`) before torch,
+# transformers, FAISS or PyTerrier is imported, so bad input is refused in well under a second; each command then
+# imports what it needs (``pfc search --system tfidf`` without explanations never loads torch).
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import errno
 import os
 import sys
 from pathlib import Path
@@ -23,7 +27,7 @@ DELEGATED = {"compare": ("pyterrier_fandom_colbert.__main__", "TF-IDF against Co
 def build_parser() -> argparse.ArgumentParser:
     from ..index.__main__ import add_build_ann_arguments
     from .hybrid import METHODS
-    from .search import MAX_K, SYSTEMS
+    from .queries import MAX_K, SYSTEMS
 
     ap = argparse.ArgumentParser(prog="pfc", description="Build a search folder from a wiki dump, search it in the "
                                  "terminal, or serve it as a local web page.",
@@ -62,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--system", choices=SYSTEMS, default="hybrid", help="default hybrid")
     se.add_argument("-k", type=int, default=5, help=f"results to show, 1 to {MAX_K} (default 5)")
     se.add_argument("--json", action="store_true", help="print the results as JSON (as the web API returns them)")
+    se.add_argument("--no-explain", dest="explain", action="store_false",
+                    help="ranked passages only, without the answer highlight (--system tfidf then loads no model)")
     se.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                     help="colour highlights (auto: when printing to a terminal and NO_COLOR is unset)")
     _common(se)
@@ -97,7 +103,8 @@ def _ray_arguments(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch and FAISS, 1 or more (default: theirs)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or messages")
 
 
@@ -108,23 +115,122 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         module = importlib.import_module(DELEGATED[argv[0]][0])
         return module.main(argv[1:])
+    from ..cli_errors import UserError
+
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # OpenMP threads that sleep instead of spinning while they wait: on a busy machine, spinning threads made
     # each query ~6x slower (docs/app.md); it must be set before torch loads
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    from .search import QueryError
-
     try:
+        check_arguments(args)
+        if args.threads is not None:
+            set_threads(args.threads)
         return {"index": _index, "search": _search, "serve": _serve, "verify": _verify,
                 "build-ann": _build_ann}[args.command](args)
-    except (QueryError, FileNotFoundError, FileExistsError, ValueError) as err:
-        print(f"pfc {args.command}: error: {err}", file=sys.stderr)
+    except (ValueError, OSError, UserError) as err:  # QueryError is a ValueError
+        print(f"pfc {args.command}: error: {error_line(err, args)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        done = f"; nothing was written to {args.folder}" if args.command == "index" else ""
+        print(f"pfc {args.command}: interrupted{done}", file=sys.stderr)
+        return 130
+
+
+def error_line(err: BaseException, args: argparse.Namespace) -> str:
+    """One line for a user: what failed and, for a failed write, that nothing was left half-written.
+
+    >>> ns = argparse.Namespace(command="index", folder=Path("wiki"))
+    >>> error_line(OSError(errno.ENOSPC, "No space left on device", "wiki/.tmp/x"), ns)
+    'no space left on device (writing wiki/.tmp/x); nothing was written to wiki: free some space and run it again'
+    """
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" (writing {err.filename})" if err.filename else ""
+        line = f"no space left on device{where}"
+    elif isinstance(err, OSError) and err.errno == errno.EROFS:
+        line = f"{err.filename or 'the folder'} is on a read-only file system"
+    elif isinstance(err, OSError) and err.strerror:
+        line = f"{err.filename}: {err.strerror}" if err.filename else err.strerror
+    else:
+        line = str(err) or type(err).__name__
+    if isinstance(err, OSError) and args.command == "index" and err.errno in (
+            errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
+        line += f"; nothing was written to {args.folder}"
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            line += ": free some space and run it again"
+    elif isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        line += "; nothing was left half-written: free some space and run it again"
+    return " ".join(line.split())
+
+
+def set_threads(threads: int) -> None:
+    """``threads`` CPU threads for torch and FAISS (OpenMP): through the environment while torch is not loaded
+    (a TF-IDF search never loads it), directly once it is."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse what can be refused before anything heavy is imported: bad numbers, a missing dump or folder, an
+    existing folder without ``--overwrite``, an unwritable place, a bad query or ``-k``."""
+    from ..checks import int_in_range
+
+    if args.threads is not None:
+        int_in_range("--threads", args.threads, 1, what="CPU threads")
+    if args.command == "index":
+        _check_index(args)
+    elif args.command == "search":
+        from .folder import load_manifest
+        from .queries import check_k, check_query
+
+        args.query = check_query(args.query)
+        check_k(args.k)
+        load_manifest(args.folder)
+    elif args.command == "serve":
+        from .folder import load_manifest
+
+        int_in_range("--port", args.port, 0, 65535)
+        load_manifest(args.folder)
+
+
+def _check_index(args: argparse.Namespace) -> None:
+    from ..checks import int_in_range
+    from ..cli_errors import require_model_path
+    from .folder import DUMP_SUFFIXES, is_search_folder
+    from .hybrid import FusionSettings
+
+    int_in_range("--batch-size", args.batch_size, 1, what="passages per batch")
+    int_in_range("--depth", args.depth, 1, what="results per system")
+    if args.min_words is not None:
+        int_in_range("--min-words", args.min_words, 0)
+    FusionSettings(method=args.fusion, weights=tuple(args.weights), depth=args.depth)
+    source = Path(args.source)
+    if source.suffix.lower() in DUMP_SUFFIXES or source.exists():
+        if not source.is_file():
+            raise FileNotFoundError(f"dump not found: {source} (give a MediaWiki dump .xml, .bz2, .gz or .7z, or an "
+                                    "ir_datasets id such as fandom-qa/sample)")
+    else:  # an ir_datasets id: it must exist and have documents
+        from ..cli_errors import require_dataset
+
+        require_dataset(args.source.removeprefix("irds:"), "SOURCE", needs=("docs",))
+    require_model_path(args.checkpoint, "--checkpoint", "a ColBERT checkpoint (or backbone) folder, or leave "
+                                                        "--checkpoint out for the package's own")
+    folder = Path(args.folder)
+    if folder.exists() and not (folder.is_dir() and not any(folder.iterdir())):
+        if not folder.is_dir():
+            raise FileExistsError(f"{folder} is a file; give a folder for the search folder")
+        if not args.overwrite:
+            raise FileExistsError(f"{folder} already exists; add --overwrite to replace it")
+        if not is_search_folder(folder):
+            raise FileExistsError(f"{folder} exists but is not a search folder; --overwrite only replaces a search "
+                                  "folder, so move it or choose another folder")
+    parent = folder.absolute().parent
+    if not parent.is_dir():
+        raise FileNotFoundError(f"{parent} does not exist; create it first or choose another place for {folder.name}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"{parent} is read-only for you; choose another place for {folder.name}")
 
 
 def artifact_kind(folder: Path) -> Optional[str]:
@@ -206,33 +312,27 @@ def _index(args) -> int:
     if args.min_words is not None:
         from ..data.passages import PassageConfig
 
-        if args.min_words < 0:
-            raise ValueError(f"--min-words must be >= 0, got {args.min_words}")
         passage_config = PassageConfig(min_page_words=args.min_words)
     ray = None
     if args.ray is not None:
         from .sharded import RayBuild
 
         ray = RayBuild(address=args.ray or None, shards=args.shards, workers=args.workers)
-    try:
-        report = build_folder(args.source, args.folder, checkpoint=args.checkpoint, settings=settings,
-                              overwrite=args.overwrite, batch_size=args.batch_size, verbose=not args.quiet,
-                              passage_config=passage_config, ray=ray)
-    except KeyboardInterrupt:
-        print(f"pfc index: interrupted; nothing was written to {args.folder}", file=sys.stderr)
-        return 130
+    report = build_folder(args.source, args.folder, checkpoint=args.checkpoint, settings=settings,
+                          overwrite=args.overwrite, batch_size=args.batch_size, verbose=not args.quiet,
+                          passage_config=passage_config, ray=ray)
     print(report.summary())
     return 0
 
 
 def _search(args) -> int:
-    from ..display import use_color
+    from ..display import json_text, use_color
     from .search import Searcher, format_results
 
     searcher = Searcher(args.folder, warm=False)
-    response = searcher.search(args.query, system=args.system, k=args.k)
+    response = searcher.search(args.query, system=args.system, k=args.k, explain=args.explain)
     if args.json:
-        print(json.dumps(response, ensure_ascii=False, indent=1))
+        print(json_text(response, indent=1))
     else:
         color = use_color(sys.stdout) if args.color == "auto" else args.color == "always"
         sys.stdout.write(format_results(response, color))
@@ -240,18 +340,28 @@ def _search(args) -> int:
 
 
 def _serve(args) -> int:
-    from .search import Searcher
-    from .server import serve
+    from .server import bind
 
-    if not args.quiet:
-        print(f"loading {args.folder} …", file=sys.stderr, flush=True)
-    searcher = Searcher(args.folder, ray=args.ray)
-    if not args.quiet:
-        shown = f"[{args.host}]" if ":" in args.host else args.host
-        print(f"serving {searcher.manifest.name} at http://{shown}:{args.port}/ (Ctrl-C stops)", file=sys.stderr,
-              flush=True)
-    serve(searcher, args.host, args.port)
-    return 0
+    sock = bind(args.host, args.port)  # a busy port is refused before anything is loaded
+    try:
+        from .live import ServedFolder
+        from .server import serve
+
+        if not args.quiet:
+            print(f"loading {args.folder} …", file=sys.stderr, flush=True)
+        served = ServedFolder(args.folder, ray=args.ray)
+        if not args.quiet:
+            shown = f"[{args.host}]" if ":" in args.host else args.host
+            port = sock.getsockname()[1]
+            print(f"serving {served.searcher.manifest.name} at http://{shown}:{port}/ (Ctrl-C stops)",
+                  file=sys.stderr, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn has shut down cleanly; Ctrl-C only ends the command
+            serve(served, args.host, args.port, sock=sock)
+        if not args.quiet:
+            print("pfc serve: stopped", file=sys.stderr)
+        return 0
+    finally:
+        sock.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

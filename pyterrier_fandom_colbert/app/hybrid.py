@@ -6,14 +6,14 @@
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Tuple
+from typing import TYPE_CHECKING, Tuple
 
-import numpy as np
-import pyterrier as pt
-
-from ..fusion import RRF, LinearFusion
 from ..storage import JsonConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyterrier as pt  # (imported by the fusion when a hybrid is built: reading settings stays light)
 
 METHODS = ("linear", "rrf")
 
@@ -41,17 +41,17 @@ class FusionSettings(JsonConfig):
         if self.method not in METHODS:
             raise ValueError(f"fusion method={self.method!r}; expected one of {METHODS}")
         weights = tuple(float(w) for w in self.weights)
-        if len(weights) != 2 or not all(np.isfinite(weights)) or min(weights) < 0 or sum(weights) <= 0:
+        if len(weights) != 2 or not all(map(math.isfinite, weights)) or min(weights) < 0 or sum(weights) <= 0:
             raise ValueError(f"fusion weights={list(self.weights)}; expected two non-negative numbers "
                              "(TF-IDF, ColBERT), not both 0")
         object.__setattr__(self, "weights", weights)
-        if not (np.isfinite(self.rrf_k) and self.rrf_k >= 0):
+        if not (math.isfinite(self.rrf_k) and self.rrf_k >= 0):
             raise ValueError(f"rrf_k={self.rrf_k!r}; expected a non-negative number (60 is usual)")
         if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 1:
             raise ValueError(f"depth={self.depth!r}; expected a positive number of results per system")
 
 
-def hybrid_system(tfidf: pt.Transformer, colbert: pt.Transformer, settings: FusionSettings) -> pt.Transformer:
+def hybrid_system(tfidf: "pt.Transformer", colbert: "pt.Transformer", settings: FusionSettings) -> "pt.Transformer":
     """The hybrid of two retrievers (each: a query frame → docno, score, rank) as one retriever: each system's top
     ``depth`` per query, fused by ``settings.method`` (the input's columns kept on every row).
 
@@ -59,6 +59,8 @@ def hybrid_system(tfidf: pt.Transformer, colbert: pt.Transformer, settings: Fusi
     return counts as that system's lowest, 0 after min-max); ``rrf`` is :class:`RRF` with ``rrf_k`` and the
     weights. Ranks go by fused score, docno breaking ties.
     """
+    from ..fusion import RRF, LinearFusion
+
     systems = [tfidf % settings.depth, colbert % settings.depth]
     if settings.method == "linear":
         return LinearFusion(systems, list(settings.weights), normalise="minmax", missing="zero")

@@ -11,8 +11,8 @@ for them), and queries that arrive together are answered as one batch (:meth:`Se
 """
 from __future__ import annotations
 
+import functools
 import math
-import re
 import threading
 import time
 import urllib.parse
@@ -25,56 +25,13 @@ import pandas as pd
 from ..display import terminal_text
 from .folder import COLBERT_DIR, TFIDF_DIR, Manifest, PassageTable, load_manifest
 from .hybrid import hybrid_system
+from .queries import MAX_K, MAX_QUERY_CHARS, SYSTEMS, QueryError, check_k, check_query, check_system
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
 
-SYSTEMS = ("hybrid", "colbert", "tfidf")
-MAX_QUERY_CHARS = 500
-MAX_K = 50
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
-class QueryError(ValueError):
-    """A query the searcher refuses (empty, too long, control characters, unknown system, bad k)."""
-
-
-def check_query(query: Any) -> str:
-    """The query with runs of whitespace collapsed, or a :class:`QueryError` saying what is wrong.
-
-    >>> check_query("  when was   it released? ")
-    'when was it released?'
-    >>> check_query("   ")
-    Traceback (most recent call last):
-    ...
-    pyterrier_fandom_colbert.app.search.QueryError: the query is empty; type a question or some words
-    """
-    if not isinstance(query, str):
-        raise QueryError(f"the query must be text, got {type(query).__name__}")
-    if _CONTROL.search(query):
-        raise QueryError("the query contains control characters; type plain text")
-    query = " ".join(query.split())
-    if not query:
-        raise QueryError("the query is empty; type a question or some words")
-    if len(query) > MAX_QUERY_CHARS:
-        raise QueryError(f"the query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
-    return query
-
-
-def check_system(system: Any) -> str:
-    if system not in SYSTEMS:
-        raise QueryError(f"system={system!r} is not known; expected one of {', '.join(SYSTEMS)}")
-    return system
-
-
-def check_k(k: Any) -> int:
-    try:
-        value = int(k)
-    except (TypeError, ValueError):
-        raise QueryError(f"k={k!r} is not a whole number; expected 1 to {MAX_K}") from None
-    if isinstance(k, bool) or not 1 <= value <= MAX_K or (isinstance(k, float) and k != value):
-        raise QueryError(f"k={k!r} is out of range; expected 1 to {MAX_K}")
-    return value
+__all__ = ["MAX_K", "MAX_QUERY_CHARS", "SYSTEMS", "QueryError", "Searcher", "check_k", "check_query", "check_system",
+           "format_results"]
 
 
 def safe_url(url: Any) -> str:
@@ -119,44 +76,88 @@ class Searcher:
 
     def __init__(self, folder: Union[str, Path], *, colbert: Optional["ColBERT"] = None, warm: bool = True,
                  ray: Optional[str] = None):
-        import pyterrier as pt  # noqa: F401  (PyTerrier's transformers back the pipelines below)
-
-        from ..explain.transformer import Explainer
-        from ..index.artifact import ColBERTIndex
         from ..lexical.tfidf import TfidfIndex
-        from ..model.colbert import ColBERT
-        from .sharded import dense_retriever, open_colbert
+        from .sharded import open_colbert
 
         self.folder = Path(folder)
         self.manifest: Manifest = load_manifest(self.folder)
         self.passages = PassageTable(self.folder)
         self.tfidf = TfidfIndex(self.folder / TFIDF_DIR)
         self.index = open_colbert(self.folder / COLBERT_DIR)  # a ColBERT index, or a sharded one (app/sharded.py)
+        # the address of the cluster whose shard actors search a sharded index ("": RAY_ADDRESS or a local one)
+        self._ray = ray
         counts = {"passages.jsonl": len(self.passages), "tfidf": self.tfidf.meta.num_docs,
                   "colbert": len(self.index)}
         if len(set(counts.values())) != 1:
             raise ValueError(f"{self.folder} is damaged: its parts hold different numbers of passages {counts}; "
                              "rebuild it with `pfc index`")
-        if colbert is None:
-            colbert = ColBERT.from_pretrained(self.manifest.checkpoint)
-        self.index.check_encoder(colbert)
-        self.colbert = colbert
-        s = self.manifest.settings
-        encoder = colbert.query_encoder()
-        tfidf = self.tfidf.retriever(num_results=max(MAX_K, s.fusion.depth))
-        # ray: the address of the cluster whose shard actors search a sharded index ("": RAY_ADDRESS or a local one)
-        dense = dense_retriever(self.index, s, max(MAX_K, s.fusion.depth), ray)
-        self.pipelines = {"tfidf": tfidf, "colbert": encoder >> dense,
-                          "hybrid": encoder >> hybrid_system(tfidf, dense, s.fusion)}
-        self.explainer = Explainer(colbert, k_tilde=s.k_tilde,
-                                   index=self.index if isinstance(self.index, ColBERTIndex) else None)
-        self._specials = set(colbert.tokenizer.hf.all_special_tokens) | {colbert.config.query_marker,
-                                                                        colbert.config.doc_marker}
+        # the encoder, the systems and the explainer are made on first use (what a query needs, nothing more: a
+        # TF-IDF search without explanations never loads torch); warm=True makes them all now
+        self._colbert = colbert
+        self._encoder_checked = False
+        self._systems: Dict[str, Any] = {}
+        self._explainer: Any = None
+        self._load_lock = threading.RLock()  # guards the lazily made parts
         self._lock = threading.Lock()  # held while a batch runs
         self._pending_lock = threading.Lock()  # guards the list of waiting queries
         self._pending: List[_Job] = []
         if warm:  # load every lazily read structure now, not during the first request
             self.search("warm up", k=1)
+
+    @property
+    def colbert(self) -> "ColBERT":
+        """The folder's encoder (loaded on first use, and checked against the one the folder was built with)."""
+        with self._load_lock:
+            if self._colbert is None:
+                from ..model.colbert import ColBERT
+
+                self._colbert = ColBERT.from_pretrained(self.manifest.checkpoint, inference_only=True)
+            if not self._encoder_checked:
+                self.index.check_encoder(self._colbert)
+                self._encoder_checked = True
+            return self._colbert
+
+    def pipeline(self, system: str) -> Any:
+        """The retrieval pipeline of ``system`` (a query frame → ranked docnos with scores), made on first use."""
+        with self._load_lock:
+            if system not in self._systems:
+                s = self.manifest.settings
+                depth = max(MAX_K, s.fusion.depth)
+                if system == "tfidf":
+                    self._systems[system] = self.tfidf.retriever(num_results=depth)
+                elif system == "dense":
+                    from .sharded import dense_retriever
+
+                    self._systems[system] = dense_retriever(self.index, s, depth, self._ray)
+                elif system == "colbert":
+                    self._systems[system] = self.colbert.query_encoder() >> self.pipeline("dense")
+                else:
+                    self._systems[system] = self.colbert.query_encoder() >> hybrid_system(
+                        self.pipeline("tfidf"), self.pipeline("dense"), s.fusion)
+            return self._systems[system]
+
+    @property
+    def pipelines(self) -> Dict[str, Any]:
+        """Every system's pipeline (all made now)."""
+        return {system: self.pipeline(system) for system in SYSTEMS}
+
+    @property
+    def explainer(self) -> Any:
+        """The :class:`~pyterrier_fandom_colbert.Explainer` of the results (made on first use)."""
+        with self._load_lock:
+            if self._explainer is None:
+                from ..explain.transformer import Explainer
+                from ..index.artifact import ColBERTIndex
+
+                # a sharded index's vectors are compressed: its explanations re-encode the text
+                index = self.index if isinstance(self.index, ColBERTIndex) else None
+                self._explainer = Explainer(self.colbert, k_tilde=self.manifest.settings.k_tilde, index=index)
+            return self._explainer
+
+    @functools.cached_property
+    def _specials(self) -> set:
+        config = self.colbert.config
+        return set(self.colbert.tokenizer.hf.all_special_tokens) | {config.query_marker, config.doc_marker}
 
     # -- queries ---------------------------------------------------------------------------------------------
     def search(self, query: str, *, system: str = "hybrid", k: int = 10, explain: bool = True) -> Dict[str, Any]:
@@ -187,7 +188,7 @@ class Searcher:
         for (system, explain), group in groups.items():
             try:
                 frame = pd.DataFrame({"qid": [str(i) for i in range(len(group))], "query": [j.query for j in group]})
-                ranked = _frame(self.pipelines[system](frame), system)
+                ranked = _frame(self.pipeline(system)(frame), system)
                 limit = np.array([j.k for j in group])[ranked["qid"].astype(int).to_numpy()] if len(ranked) else 0
                 ranked = ranked[ranked["rank"] < limit].sort_values(["qid", "rank"], kind="stable")
                 ranked = ranked.reset_index(drop=True)
@@ -200,9 +201,12 @@ class Searcher:
                     results[str(row["qid"])].append(self._result(row, int(position), explain))
                 for i, job in enumerate(group):
                     job.results = results[str(i)]
-            except Exception as err:  # every query of the failed batch gets the error
-                for job in group:
-                    job.error = err
+            except Exception as err:
+                if len(group) > 1:  # one query's failure must not fail the others: answer each alone
+                    for job in group:
+                        self._run([job])
+                else:
+                    group[0].error = err
             finally:
                 for job in group:
                     job.done = True
@@ -324,7 +328,8 @@ def format_results(response: Dict[str, Any], color: bool = False) -> str:
     """A search response as terminal text: one block per result."""
     bold = (lambda s: f"{_BOLD}{s}{_RESET}") if color else (lambda s: s)
     dim = (lambda s: f"{_DIM}{s}{_RESET}") if color else (lambda s: s)
-    lines = [dim(f"{len(response['results'])} results for {terminal_text(response['query'])!r} "
+    count = len(response["results"])
+    lines = [dim(f"{count} result{'' if count == 1 else 's'} for {terminal_text(response['query'])!r} "
                  f"({response['system']}, {response['took_ms']:.0f} ms)"), ""]
     for r in response["results"]:
         section = f" › {terminal_text(r['section'])}" if r["section"] else ""

@@ -10,19 +10,25 @@ Routes::
 
 A bad query gets ``400 {"error": "..."}``; an unknown docno ``404``; anything unexpected ``500`` with a short
 message (details go to the server's log, never to the page). The searcher is loaded once, before the server
-accepts connections; requests run in Starlette's thread pool and the searcher serialises the model work.
+accepts connections; requests run in Starlette's thread pool and the searcher serialises the model work. The
+folder may be rebuilt or updated while it is served: the server switches to the new version once it is complete
+(:class:`~.live.ServedFolder`). ``/api/info`` names the source by its file name only (no local path).
 Responses carry a strict Content-Security-Policy (scripts and styles from this server only); the page builds
 results with DOM text nodes, so passage and query text is never parsed as HTML.
 """
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.applications import Starlette
 
+    from .folder import Manifest
+    from .live import ServedFolder
     from .search import Searcher
 
 HERE = Path(__file__).resolve().parent
@@ -33,9 +39,32 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", 
            "X-Frame-Options": "DENY"}
 
 
-def create_app(searcher: "Searcher", *, allowed_hosts: Optional[list] = None) -> "Starlette":
-    """The Starlette application serving ``searcher``. ``allowed_hosts``: Host headers accepted (default: any)
-    — ``serve`` limits them to loopback names when bound to loopback, against DNS rebinding."""
+def shown_source(source: str) -> str:
+    """What ``/api/info`` shows of a folder's source: a dump's file name (never the local path it was read from),
+    an ir_datasets id as it is.
+
+    >>> shown_source("/home/me/wikis/starwars_pages_current.xml.7z"), shown_source("irds:fandom-qa/sample")
+    ('starwars_pages_current.xml.7z', 'irds:fandom-qa/sample')
+    """
+    if source.startswith("irds:") or source == "records":
+        return source
+    return Path(source).name
+
+
+def folder_info(manifest: "Manifest") -> Dict[str, Any]:
+    """``/api/info``: the folder's name, source and counts, and the limits of a query."""
+    from .queries import MAX_K, MAX_QUERY_CHARS, SYSTEMS
+
+    return {"name": manifest.name, "source": shown_source(manifest.source), "pages": manifest.pages,
+            "articles": manifest.articles, "passages": manifest.passages, "tokens": manifest.tokens,
+            "systems": list(SYSTEMS), "max_k": MAX_K, "max_query_chars": MAX_QUERY_CHARS}
+
+
+def create_app(searcher: Union["Searcher", "ServedFolder"], *, allowed_hosts: Optional[list] = None) -> "Starlette":
+    """The Starlette application serving ``searcher`` (a :class:`Searcher` is served as a
+    :class:`~.live.ServedFolder` of its folder: a rebuilt folder is picked up). ``allowed_hosts``: Host headers
+    accepted (default: any) — ``serve`` limits them to loopback names when bound to loopback, against DNS
+    rebinding."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -45,13 +74,11 @@ def create_app(searcher: "Searcher", *, allowed_hosts: Optional[list] = None) ->
     from starlette.staticfiles import StaticFiles
     from starlette.templating import Jinja2Templates
 
-    from .search import MAX_K, MAX_QUERY_CHARS, SYSTEMS, QueryError
+    from .live import ServedFolder
+    from .queries import MAX_QUERY_CHARS, SYSTEMS, QueryError
 
     templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescapes .html templates
-    manifest = searcher.manifest
-    info = {"name": manifest.name, "source": manifest.source, "pages": manifest.pages,
-            "articles": manifest.articles, "passages": manifest.passages, "tokens": manifest.tokens,
-            "systems": list(SYSTEMS), "max_k": MAX_K, "max_query_chars": MAX_QUERY_CHARS}
+    served = searcher if isinstance(searcher, ServedFolder) else ServedFolder(searcher.folder, searcher)
 
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status, headers=HEADERS)
@@ -71,19 +98,21 @@ def create_app(searcher: "Searcher", *, allowed_hosts: Optional[list] = None) ->
         return endpoint
 
     def search(params):
-        return searcher.search(params.get("q", ""), system=params.get("system", "hybrid"), k=params.get("k", 10))
+        return served.call("search", params.get("q", ""), system=params.get("system", "hybrid"),
+                           k=params.get("k", 10))
 
     def why(params):
-        return searcher.why(params.get("q", ""), params.get("docno", ""))
+        return served.call("why", params.get("q", ""), params.get("docno", ""))
 
     def page(request: Request):
         system = request.query_params.get("system", "hybrid")
         return templates.TemplateResponse(request, "index.html", {
-            "info": info, "query": request.query_params.get("q", "")[:MAX_QUERY_CHARS * 2],
+            "info": folder_info(served.searcher.manifest),
+            "query": request.query_params.get("q", "")[:MAX_QUERY_CHARS * 2],
             "system": system if system in SYSTEMS else "hybrid", "systems": SYSTEMS}, headers=HEADERS)
 
     routes = [Route("/", page), Route("/api/search", api(search)), Route("/api/why", api(why)),
-              Route("/api/info", api(lambda params: info)),
+              Route("/api/info", api(lambda params: folder_info(served.searcher.manifest))),
               Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] if allowed_hosts else []
     return Starlette(routes=routes, middleware=middleware)
@@ -94,7 +123,28 @@ def loopback_hosts(host: str) -> Optional[list]:
     return ["127.0.0.1", "localhost"] if host in ("127.0.0.1", "localhost") else None
 
 
-def make_server(searcher: "Searcher", host: str = "127.0.0.1", port: int = 8000, *, sock=None,
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` for :func:`make_server`, or an ``OSError`` whose message says what to
+    do (a port in use, an address this computer does not have, a port that needs privileges)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: restart without waiting
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        why = {errno.EADDRINUSE: "is in use (another server?); stop it or choose another --port",
+               errno.EACCES: "needs administrator rights; choose a --port above 1023",
+               errno.EADDRNOTAVAIL: "is not an address of this computer; check --host"}.get(
+                   err.errno or 0, f"cannot be served ({err.strerror or err})")
+        raise OSError(err.errno, f"{shown} {why}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def make_server(searcher: Union["Searcher", "ServedFolder"], host: str = "127.0.0.1", port: int = 8000, *,
+                sock=None,
                 log_level: str = "warning"):
     """A ``uvicorn.Server`` for ``searcher`` (not yet running). ``sock``: an already bound socket to serve on
     (then ``host``/``port`` are read from it); run it with ``server.run(sockets=[sock])``."""
@@ -106,6 +156,9 @@ def make_server(searcher: "Searcher", host: str = "127.0.0.1", port: int = 8000,
     return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False))
 
 
-def serve(searcher: "Searcher", host: str = "127.0.0.1", port: int = 8000, *, log_level: str = "warning") -> None:
-    """Serve until interrupted (Ctrl-C)."""
-    make_server(searcher, host, port, log_level=log_level).run()
+def serve(searcher: Union["Searcher", "ServedFolder"], host: str = "127.0.0.1", port: int = 8000, *, sock=None,
+          log_level: str = "warning") -> None:
+    """Serve until interrupted (Ctrl-C: uvicorn stops, then the interrupt arrives as ``KeyboardInterrupt``).
+    ``sock``: an already bound socket (:func:`bind`), so that a busy port is found before anything is loaded."""
+    server = make_server(searcher, host, port, sock=sock, log_level=log_level)
+    server.run(sockets=[sock] if sock is not None else None)

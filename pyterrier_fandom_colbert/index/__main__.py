@@ -11,6 +11,7 @@ and this module share :func:`add_build_ann_arguments` and :func:`run_build_ann`.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 import time
 from typing import Dict, List, Optional
@@ -43,8 +44,14 @@ def run_build_ann(args: argparse.Namespace, prefix: str = "error") -> int:
     """Build what ``args`` ask for; a bad option or folder prints ``prefix: message`` and returns 2."""
     try:
         return build_ann(args.folder, args.faiss, spec_options(args), verbose=not args.quiet)
-    except (ValueError, OSError) as err:  # a bad option or folder: the message says what to do
-        print(f"{prefix}: {err}", file=sys.stderr)
+    except (ValueError, OSError) as err:  # a bad option or folder, a full disk: the message says what to do
+        if isinstance(err, OSError) and err.strerror:
+            line = f"{err.filename}: {err.strerror}" if err.filename else err.strerror
+            if err.errno in (errno.ENOSPC, errno.EDQUOT):
+                line += "; nothing was left half-written: free some space and run it again"
+        else:
+            line = str(err)
+        print(f"{prefix}: {' '.join(line.split())}", file=sys.stderr)
         return 2
 
 

@@ -64,14 +64,18 @@ class ColBERT:
     # -- loading and saving --------------------------------------------------------------------------------
     @classmethod
     def from_pretrained(cls, path: Optional[Union[str, Path]] = None, *, config: Optional[ColBERTConfig] = None,
-                        seed: int = 0, unchecked: bool = False, **kwargs) -> "ColBERT":
+                        seed: int = 0, unchecked: bool = False, inference_only: bool = False,
+                        **kwargs) -> "ColBERT":
         """Load a checkpoint folder, or start a fresh ColBERT from a backbone folder (or hub id, if online).
 
         Checkpoints may be this package's, colbert-ai's (ColBERTv2) or PyLate's (see ``formats``). With no
         ``path``: the package's trained default checkpoint if it is installed, else a fresh model over the
         bundled all-MiniLM-L6-v2 backbone. ``config`` only applies to fresh models. This package's checkpoints
         are checked against their ``manifest.json`` as they load; one without a manifest (saved before manifests
-        existed) is refused unless ``unchecked=True`` (then loaded with a warning).
+        existed) is refused unless ``unchecked=True`` (then loaded with a warning). ``inference_only=True``
+        reads a BERT backbone of this package's checkpoints without transformers' model classes (about 2 s less
+        CPU to load; same vectors and fingerprint), for a model that is only used to encode, never trained or
+        saved (:mod:`.light_bert`).
         """
         from . import formats
         from . import network as m
@@ -84,7 +88,10 @@ class ColBERT:
             if config is not None:
                 raise ValueError(f"{path} is a {kind} checkpoint with its own settings; config= applies only "
                                  "to fresh models built over a backbone")
-            net, tok = m.load(source, unchecked=True) if unchecked and kind == "pfc" else formats.load(source, kind)
+            if kind == "pfc" and (unchecked or inference_only):
+                net, tok = m.load(source, unchecked=unchecked, light=inference_only)
+            else:
+                net, tok = formats.load(source, kind)
         else:
             if path is not None and Path(path).exists() and not (Path(path) / "config.json").exists():
                 raise FileNotFoundError(f"{path} is neither a ColBERT checkpoint (no colbert_config.json) nor a "

@@ -24,6 +24,10 @@ _LAYER_PARTS = ("attention.self.query", "attention.self.key", "attention.self.va
 
 def supports(backbone: nn.Module) -> bool:
     """Whether :func:`forward` computes exactly what ``backbone`` computes in evaluation mode."""
+    from .light_bert import LightBert
+
+    if type(backbone) is LightBert:  # built for this forward pass (checked before transformers' BertModel loads)
+        return True
     try:
         from transformers import BertModel
     except ImportError:  # pragma: no cover - transformers is a dependency

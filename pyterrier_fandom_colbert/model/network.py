@@ -19,7 +19,7 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union, cast
 
 import torch
 from torch import nn
@@ -141,6 +141,14 @@ def _load_backbone(source, local_files_only: bool) -> "PreTrainedModel":
     extra = {"add_pooling_layer": False} if kind in ("bert", "roberta", "xlm-roberta") else {}
     with _quiet_transformers():
         return AutoModel.from_pretrained(source, local_files_only=local_files_only, **extra)
+
+
+def _light_backbone(folder: Path) -> Optional["PreTrainedModel"]:
+    """The BERT backbone without transformers' model classes, or None (:mod:`.light_bert`). It stands in for a
+    PreTrainedModel where this module uses one: ``config``, ``get_input_embeddings``, the weights."""
+    from . import light_bert
+
+    return cast("Optional[PreTrainedModel]", light_bert.load(folder))
 
 
 @contextlib.contextmanager
@@ -283,9 +291,11 @@ def _copy_as(module: "PreTrainedModel", dtype: torch.dtype) -> "PreTrainedModel"
     return copy.deepcopy(module).to(dtype)  # type: ignore[arg-type]
 
 
-def load(folder: Union[str, Path], unchecked: bool = False) -> Tuple[ColBERTModel, ColBERTTokenizer]:
+def load(folder: Union[str, Path], unchecked: bool = False, *, light: bool = False
+         ) -> Tuple[ColBERTModel, ColBERTTokenizer]:
     """Load a checkpoint folder, offline only, in fp32. Config/weight mismatches are errors; so is a folder
-    without ``manifest.json`` unless ``unchecked``."""
+    without ``manifest.json`` unless ``unchecked``. ``light``: a BERT backbone is read without transformers'
+    model classes (:mod:`.light_bert`; inference only), others as before."""
     from transformers import AutoTokenizer
 
     folder = Path(folder)
@@ -300,7 +310,7 @@ def load(folder: Union[str, Path], unchecked: bool = False) -> Tuple[ColBERTMode
         raise DamagedFileError(bb, f"the tokenizer in {bb} cannot be loaded ({type(err).__name__}: {err}); "
                                    f"{_REMEDY}") from None
     try:
-        net = _load_backbone(bb, local_files_only=True)
+        net = (light and _light_backbone(bb)) or _load_backbone(bb, local_files_only=True)
     except Exception as err:
         weights = _weights_file(bb)
         raise DamagedFileError(weights, f"the backbone in {bb} cannot be loaded ({type(err).__name__}: {err}); "

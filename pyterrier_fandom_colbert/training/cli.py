@@ -107,18 +107,37 @@ def _load_data(args):
 
     if not args.dataset and not args.selfsup:
         raise UserError("give training data with --dataset and/or --selfsup")
-    parts = [load_collection(s).limit(args.limit) for s in args.dataset]
+    parts = [_collection(load_collection, s, "--dataset").limit(args.limit) for s in args.dataset]
     parts += [selfsup_from_source(s, SelfSupConfig(max_passages=args.selfsup_max_passages)) for s in args.selfsup]
-    dev = load_collection(args.dev).limit(args.dev_limit) if args.dev else None
+    dev = _collection(load_collection, args.dev, "--dev").limit(args.dev_limit) if args.dev else None
     return QAData.concat(parts), dev
+
+
+def _collection(load, value: str, flag: str):
+    """``load(value)``; a file that is not SQuAD format (not JSON, or JSON of another shape) is a user error
+    naming it, not a traceback."""
+    try:
+        return load(value)
+    except (ValueError, KeyError, TypeError) as err:
+        if not Path(value).is_file():
+            raise
+        why = f"missing {err}" if isinstance(err, KeyError) else str(err).replace(f"{value}: ", "")
+        if not why.startswith("not SQuAD format"):
+            why = f"not a SQuAD-format .json file ({why})"
+        raise UserError(f"{flag} {value}: {why}") from None
 
 
 def _check_collection(value: str, flag: str) -> None:
     """A SQuAD-format .json file that exists, or an ir_datasets id with questions and judgements."""
     path = Path(value)
     if path.suffix == ".json" or path.exists():
+        if path.is_dir():
+            raise UserError(f"{flag} {value}: is a folder; give a SQuAD-format .json file or an ir_datasets id")
         if not path.is_file():
             raise UserError(f"{flag} {value}: no such SQuAD-format .json file")
+        if path.suffix.lower() != ".json":
+            raise UserError(f"{flag} {value}: neither a SQuAD-format .json file nor an ir_datasets id (such as "
+                            "fandom-qa/sample/train)")
     else:
         require_dataset(value, flag, files=True)
 

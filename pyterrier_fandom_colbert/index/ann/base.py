@@ -9,6 +9,8 @@ and calling :func:`register_kind`, imported by ``index/ann/__init__.py``.
 """
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, FrozenSet, Iterator, Optional, Tuple, Union
@@ -93,9 +95,21 @@ class AnnKind:
         return faiss.read_index(str(path))
 
     def write(self, index: Any, path: Path) -> None:
+        """Write ``index`` to ``path``; a failed write (FAISS reports it as a RuntimeError with the C error text
+        at the end) is an ``OSError`` naming the file, ``ENOSPC`` when the disk is full."""
         import faiss
 
-        faiss.write_index(index, str(path))
+        try:
+            faiss.write_index(index, str(path))
+        except RuntimeError as err:
+            text = str(err)
+            code = next((number for number, name in ((errno.ENOSPC, "No space left on device"),
+                                                     (errno.EDQUOT, "Disk quota exceeded"),
+                                                     (errno.EACCES, "Permission denied"),
+                                                     (errno.EROFS, "Read-only file system")) if name in text),
+                        errno.EIO)
+            raise OSError(code, f"FAISS could not write the neighbour index ({os.strerror(code)})", str(path)) \
+                from err
 
     def to_gpu_if_available(self, index: Any) -> Any:
         """A copy of ``index`` on GPU 0 when the kind runs on GPU and FAISS was built with GPU support and sees a
