@@ -312,25 +312,27 @@ def folder_bytes(path: Path) -> int:
 
 def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Union[str, Path], *,
                  checkpoint: Optional[str] = None, colbert=None, settings: SearchSettings = SearchSettings(),
-                 overwrite: bool = False, batch_size: int = 256, verbose: bool = False,
-                 passage_config=None) -> BuildReport:
+                 overwrite: bool = False, batch_size: int = 64, verbose: bool = False,
+                 passage_config=None, cpu_precision: str = "float32") -> BuildReport:
     """Build a search folder from a dump file, an ir_datasets id or an iterable of passage dicts.
 
     ``passage_config``: how a dump becomes passages (``data.passages.PassageConfig``, e.g. a lower
     ``min_page_words``); None: the default.
 
     ``checkpoint``: a ColBERT checkpoint (or backbone) folder, None for the package's default; ``colbert``: an
-    already loaded encoder instead (its checkpoint is still recorded as ``checkpoint``).
+    already loaded encoder instead (its checkpoint is still recorded as ``checkpoint``). ``batch_size`` (passages
+    per forward pass) and ``cpu_precision`` (``ColBERT``'s) apply to the encoder loaded here, not to a given one.
     """
     from ..index.artifact import ColBERTIndex
     from ..lexical.tfidf import TfidfIndex
     from ..model.colbert import ColBERT
 
     folder = Path(folder)
+    positive_int("batch_size", batch_size, what="passages per forward pass")  # before the model loads
     remove_stale_builds(folder)
     started = time.perf_counter()
     if colbert is None:
-        colbert = ColBERT.from_pretrained(checkpoint)
+        colbert = ColBERT.from_pretrained(checkpoint, batch_size=batch_size, cpu_precision=cpu_precision)
     stats = SourceStats()
     with _interruptible(), atomic_folder(folder, overwrite=overwrite, replaceable=is_search_folder,
                                          what="search folder") as tmp:
@@ -358,8 +360,8 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
 
         index = ColBERTIndex(tmp / COLBERT_DIR)
         colbert_started = time.perf_counter()
-        index.indexer(colbert, batch_size=batch_size, verbose=verbose).index(_stored_passages(tfidf, count),
-                                                                            total=count)
+        # the indexer's own read batch (1,024 passages, length-sorted together: little padding)
+        index.indexer(colbert, verbose=verbose).index(_stored_passages(tfidf, count), total=count)
         if index.meta.num_tokens > ANN_MIN_TOKENS and settings.faiss in ("flat", "ivf"):
             settings = dataclasses.replace(settings, faiss="ivfpq-fs", refine=4)  # IVF would double the disk
         if settings.faiss != "flat":
