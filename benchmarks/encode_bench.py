@@ -63,6 +63,22 @@ def dump_texts(path: Path, n: int):
     return texts
 
 
+def padding(pieces, window: int, batch: int, size: int, stride: int):
+    """(tokens, tokens with padding) of encoding ``pieces`` as the indexer does: windows of the texts of each read
+    batch of ``window`` texts sorted by length, then cut into model batches of ``batch``."""
+    import numpy as np
+
+    from pyterrier_fandom_colbert.model.tokenization import windows
+
+    real = padded = 0
+    for start in range(0, len(pieces), window):
+        lengths = np.sort([b - a + 3 for p in pieces[start:start + window] for a, b in windows(len(p), size, stride)])
+        real += int(lengths.sum())
+        padded += sum(int(lengths[b:b + batch].max()) * len(lengths[b:b + batch])
+                      for b in range(0, len(lengths), batch))
+    return real, padded
+
+
 def indexing(args) -> None:
     import numpy as np
     import torch
@@ -91,7 +107,11 @@ def indexing(args) -> None:
     pieces = tok.document_pieces(texts)
     parts = sum(len(windows(len(p), tok.max_doc_pieces, stride)) for p in pieces)
     print(f"threads={args.threads} passages={len(texts)} windows={parts} "
-          f"tokens={sum(len(p) for p in pieces)} batch={args.batch_size} load average {os.getloadavg()}", flush=True)
+          f"word pieces={sum(len(p) for p in pieces)} batch={args.batch_size} load average {os.getloadavg()}", flush=True)
+    for window in sorted({VARIANTS[name][1] for name in args.variants}):
+        real, padded = padding(pieces, window, args.batch_size, tok.max_doc_pieces, stride)
+        print(f"read batches of {window}: {padded} tokens through the model for {real} "
+              f"({100 * (padded - real) / padded:.1f}% padding)")
     seconds = {name: [] for name in args.variants}
     vectors = {}
     for r in range(args.rounds):
@@ -102,7 +122,7 @@ def indexing(args) -> None:
             print(f"round {r + 1} {name:9s} {len(texts) / took:7.2f} passages/s ({took:.1f} s), load average "
                   f"{os.getloadavg()[0]:.1f}", flush=True)
     base = vectors.get("before")
-    for name in args.variants:
+    for name in args.variants if args.rounds else ():  # --rounds 0: only the token counts above
         best = min(seconds[name])
         diff = ""
         if base is not None and name != "before":

@@ -9,7 +9,8 @@ MaxSim (the default checkpoint's cosine similarity and mean reduction), so the f
 neighbour searches. Reported per precision: RR@10, nDCG@10, R@1 and R@10; the deviation from float32 of the token
 vectors (largest component difference, lowest cosine) and of the scores (mean and largest absolute difference over
 all pairs, and over each question's float32 top 10); top-10 overlap and top-1 agreement with float32; encoding
-passages/s (one pass each, so under a changing load only a rough speed).
+passages/s (one pass each, so under a changing load only a rough speed). The yardstick of floating-point noise is
+the row "float32 stored as float16": float32's vectors rounded as every fp16 index stores them.
 Skips (exit 0, message) when the data are absent.
 """
 from __future__ import annotations
@@ -86,6 +87,8 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="only the first N questions")
     ap.add_argument("--out", type=Path, default=Path("runs/precision_quality.json"))
     args = ap.parse_args(argv)
+    if args.precisions[0] != "float32":
+        ap.error("--precisions must start with float32 (the others are compared with it)")
     if not data_folder(args.data_root, args.data.split("-")[0]).exists():
         print(f"skipped: {args.data} is not under {args.data_root}")
         return 0
@@ -112,36 +115,47 @@ def main(argv=None) -> int:
     report = {"data": args.data, "questions": len(topics), "documents": len(docs), "threads": args.threads,
               "load_average_at_start": [round(x, 2) for x in os.getloadavg()], "precisions": {}}
     base = None
-    for precision in args.precisions:
+    for precision in args.precisions:  # float32 first: the others are compared with it
         colbert = pfc.ColBERT(reference.model, reference.tokenizer, device="cpu", batch_size=args.batch_size,
                               cpu_precision=precision)
         started = time.perf_counter()
         encoded = colbert.encode_pieces(pieces, stride)
         seconds = time.perf_counter() - started
         vecs, owner = doc_matrix(encoded)
-        scores = all_scores(queries, vecs, owner, len(docs))
-        row = {"encode_seconds": round(seconds, 1), "passages_per_s": round(len(docs) / seconds, 2),
-               **{k: round(v, 4) for k, v in metrics(scores, relevant).items()}}
-        if base is None:
-            base = (vecs, scores)
-        else:
-            bvecs, bscores = base
-            top = np.argsort(-bscores, axis=1, kind="stable")[:, :10]
-            mine = np.argsort(-scores, axis=1, kind="stable")[:, :10]
-            diff = np.abs(scores - bscores)
-            top_diff = np.take_along_axis(diff, top, axis=1)
-            row.update({
-                "vector_max_abs_diff": float((vecs - bvecs).abs().max()),
-                "vector_min_cosine": float((vecs * bvecs).sum(1).min()),
-                "score_mean_abs_diff": float(diff.mean()), "score_max_abs_diff": float(diff.max()),
-                "top10_score_mean_abs_diff": float(top_diff.mean()), "top10_score_max_abs_diff": float(top_diff.max()),
-                "top10_overlap": float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(top, mine)])),
-                "top1_agreement": float(np.mean(top[:, 0] == mine[:, 0]))})
-        report["precisions"][precision] = row
-        print(precision, row, flush=True)
+        variants = [(precision, vecs, {"encode_seconds": round(seconds, 1),
+                                       "passages_per_s": round(len(docs) / seconds, 2)})]
+        if precision == "float32":  # the yardstick: float32 vectors rounded to float16, as an index stores them
+            variants.append(("float32 stored as float16", vecs.half().float(), {}))
+        for name, v, timing in variants:
+            row = compare(name, v, owner, timing, queries, relevant, len(docs), base)
+            scores = row.pop("_scores")
+            base = base or (v, scores)
+            report["precisions"][name] = row
+            print(name, row, flush=True)
     report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     write_report(args.out, report)
     return 0
+
+
+def compare(name, vecs, owner, timing, queries, relevant, ndocs, base):
+    """Quality of one set of document vectors, and (``base``: float32's vectors and scores) its deviation."""
+    scores = all_scores(queries, vecs, owner, ndocs)
+    row = {**timing, **{k: round(float(v), 4) for k, v in metrics(scores, relevant).items()}, "_scores": scores}
+    if base is None:
+        return row
+    bvecs, bscores = base
+    top = np.argsort(-bscores, axis=1, kind="stable")[:, :10]
+    mine = np.argsort(-scores, axis=1, kind="stable")[:, :10]
+    diff = np.abs(scores - bscores)
+    top_diff = np.take_along_axis(diff, top, axis=1)
+    row.update({
+        "vector_max_abs_diff": float((vecs - bvecs).abs().max()),
+        "vector_min_cosine": float((vecs * bvecs).sum(1).min()),
+        "score_mean_abs_diff": float(diff.mean()), "score_max_abs_diff": float(diff.max()),
+        "top10_score_mean_abs_diff": float(top_diff.mean()), "top10_score_max_abs_diff": float(top_diff.max()),
+        "top10_overlap": float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(top, mine)])),
+        "top1_agreement": float(np.mean(top[:, 0] == mine[:, 0]))})
+    return row
 
 
 if __name__ == "__main__":

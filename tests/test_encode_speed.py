@@ -78,12 +78,19 @@ def test_precision_is_part_of_encoder_equality_but_not_of_the_fingerprint(refere
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"cpu_precision": "fp16"}, "cpu_precision='fp16'; expected one of"),
+    ({"cpu_precision": "fp16"}, "cpu_precision='fp16'; expected one of .* or 'auto'"),
     ({"cpu_precision": "int8", "device": "cuda"}, "the device is cuda; there amp_dtype sets it"),
 ])
 def test_bad_precision_is_refused_naming_it(reference, kwargs, message):
     with pytest.raises(ValueError, match=message):
         pfc.ColBERT(reference.model, reference.tokenizer, **kwargs)
+
+
+def test_auto_precision_is_bfloat16_only_on_a_cpu_with_native_bf16(reference):
+    from pyterrier_fandom_colbert.model.colbert import native_bf16
+
+    auto = pfc.ColBERT(reference.model, reference.tokenizer, device="cpu", cpu_precision="auto")
+    assert auto.cpu_precision == ("bfloat16" if native_bf16() else "float32")
 
 
 class Clock:

@@ -49,9 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "ivfpq, ivfpq-fs")
     ix.add_argument("--batch-size", type=int, default=64,
                     help="passages per forward pass of the encoder (default 64)")
-    ix.add_argument("--precision", choices=CPU_PRECISIONS, default="float32",
-                    help="arithmetic of encoding on a CPU: float32 (default), bfloat16 (about 1.6x faster on CPUs "
-                         "with AVX512-BF16 or AMX), int8 (faster still, less accurate); docs/app.md has the figures")
+    ix.add_argument("--precision", choices=(*CPU_PRECISIONS, "auto"), default="float32",
+                    help="arithmetic of encoding on a CPU: float32 (default), bfloat16 (about 2x faster where the "
+                         "CPU has native bf16, AVX512-BF16 or AMX; quality within 0.001), auto (bfloat16 where "
+                         "native, else float32), int8 (less accurate); docs/app.md has the figures")
     ix.add_argument("--min-words", type=int, default=None, metavar="N",
                     help="a dump's pages with fewer than N words of text and infobox facts are skipped as stubs "
                          "(default 20; 0 keeps every page with text)")

@@ -21,8 +21,17 @@ DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "default"
 #: arithmetic of the forward pass on a CPU (``cpu_precision``): ``float32``; ``bfloat16`` autocast (about twice as
 #: fast on CPUs with native bf16 matrix instructions, AVX512-BF16 or AMX; slower elsewhere); ``int8``: the
 #: backbone's Linear layers dynamically quantized (fast where int8 dot products are, AVX512-VNNI / AVX-VNNI).
-#: Measured speed and quality: docs/app.md, "Encoding speed".
+#: Measured speed and quality: docs/app.md, "Encoding speed". ``"auto"`` is also accepted: bfloat16 on a CPU with
+#: native bf16 (:func:`native_bf16`), else float32.
 CPU_PRECISIONS = ("float32", "bfloat16", "int8")
+
+
+def native_bf16() -> bool:
+    """Whether this CPU has bf16 matrix instructions (AVX512-BF16 or AMX), which make bfloat16 encoding fast."""
+    import torch
+
+    checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(bool(check()) for check in checks if check is not None)
 
 
 @dataclass
@@ -51,8 +60,9 @@ class ColBERT:
 
     ``device``: ``None`` picks CUDA when available, else CPU. On CUDA, encoding runs under autocast
     (``amp_dtype``, bfloat16 by default); on CPU in ``cpu_precision`` (:data:`CPU_PRECISIONS`; float32 by default:
-    fp16 weights are several times slower there). ``cpu_precision`` is an encoding setting, not part of the
-    weights: the fingerprint (which an index checks against its queries' encoder) stays that of the weights.
+    fp16 weights are several times slower there; ``"auto"``: bfloat16 where the CPU has native bf16, else float32).
+    ``cpu_precision`` is an encoding setting, not part of the weights: the fingerprint (which an index checks
+    against its queries' encoder) stays that of the weights.
     """
 
     def __init__(self, model, tokenizer, *, device: Optional[str] = None, batch_size: int = 64,
@@ -60,9 +70,11 @@ class ColBERT:
         import torch
 
         positive_int("batch_size", batch_size, what="texts per batch")
-        if cpu_precision not in CPU_PRECISIONS:
-            raise ValueError(f"cpu_precision={cpu_precision!r}; expected one of {CPU_PRECISIONS}")
+        if cpu_precision not in (*CPU_PRECISIONS, "auto"):
+            raise ValueError(f"cpu_precision={cpu_precision!r}; expected one of {CPU_PRECISIONS} or 'auto'")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if cpu_precision == "auto":
+            cpu_precision = "bfloat16" if self.device.type == "cpu" and native_bf16() else "float32"
         if cpu_precision != "float32" and self.device.type != "cpu":
             raise ValueError(f"cpu_precision={cpu_precision!r} sets the arithmetic of encoding on a CPU, but the "
                              f"device is {self.device}; there amp_dtype sets it")
