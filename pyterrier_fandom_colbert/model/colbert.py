@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from .encoders import DocEncoder, EmbeddingScorer, QueryEncoder, TextScorer
+    from .network import ColBERTModel
 
 #: the trained checkpoint shipped with the package (used by ``from_pretrained()`` when present)
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "default"
@@ -79,7 +80,7 @@ class ColBERT:
             raise ValueError(f"cpu_precision={cpu_precision!r} sets the arithmetic of encoding on a CPU, but the "
                              f"device is {self.device}; there amp_dtype sets it")
         self.cpu_precision = cpu_precision
-        self._int8_model = None  # the int8 inference copy, made on first use
+        self._int8_model: Optional["ColBERTModel"] = None  # the int8 inference copy, made on first use
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.batch_size = batch_size
