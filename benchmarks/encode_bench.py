@@ -107,7 +107,8 @@ def indexing(args) -> None:
     pieces = tok.document_pieces(texts)
     parts = sum(len(windows(len(p), tok.max_doc_pieces, stride)) for p in pieces)
     print(f"threads={args.threads} passages={len(texts)} windows={parts} "
-          f"word pieces={sum(len(p) for p in pieces)} batch={args.batch_size} load average {os.getloadavg()}", flush=True)
+          f"word pieces={sum(len(p) for p in pieces)} batch={args.batch_size} load average {os.getloadavg()}",
+          flush=True)
     for window in sorted({VARIANTS[name][1] for name in args.variants}):
         real, padded = padding(pieces, window, args.batch_size, tok.max_doc_pieces, stride)
         print(f"read batches of {window}: {padded} tokens through the model for {real} "

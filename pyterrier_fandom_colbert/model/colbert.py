@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: the trained checkpoint shipped with the package (used by ``from_pretrained()`` when present)
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "default"
 #: arithmetic of the forward pass on a CPU (``cpu_precision``): ``float32``; ``bfloat16`` autocast (about twice as
-#: fast on CPUs with native bf16 matrix instructions, AVX512-BF16 or AMX; slower elsewhere); ``int8``: the
+#: fast on CPUs with native bf16 matrix instructions, AVX512-BF16 or AMX; emulated elsewhere); ``int8``: the
 #: backbone's Linear layers dynamically quantized (fast where int8 dot products are, AVX512-VNNI / AVX-VNNI).
 #: Measured speed and quality: docs/app.md, "Encoding speed". ``"auto"`` is also accepted: bfloat16 on a CPU with
 #: native bf16 (:func:`native_bf16`), else float32.
