@@ -300,17 +300,19 @@ def test_whole_texts_are_tokenised_past_the_models_maximum_length(backbone, tiny
     assert [tuple(o) for o in offsets] == [tuple(o) for o in want]
 
 
-def test_encoding_reports_each_text_when_its_last_window_is_encoded(colbert):
-    """The indexer's progress bar moves by this hook after every model batch, not once per 1,024 texts."""
+def test_encoding_reports_its_work_after_every_layer_of_every_batch(colbert):
+    """The indexer's progress bar moves by this hook after every encoder layer, not once per batch (nor per 1,024
+    texts): each call is one layer's share of a batch's texts (a window counts as its share of its text)."""
     all_pieces = colbert.tokenizer.document_pieces(TEXTS)
     size = colbert.tokenizer.max_doc_pieces
     windows = sum(len(spans(len(p), size, 5)) for p in all_pieces)
     assert windows > 2 * colbert.batch_size  # several batches, long texts spread over them
     calls = []
     reported = colbert.encode_pieces(all_pieces, 5, done=calls.append)
-    assert sum(calls) == len(TEXTS)
-    assert 1 < len(calls) <= -(-windows // colbert.batch_size)  # at most one report per batch, more than one
-    assert max(calls) <= colbert.batch_size
+    assert sum(calls) == pytest.approx(len(TEXTS))
+    layers = colbert.model.num_layers()
+    assert layers == 2 and len(calls) == layers * -(-windows // colbert.batch_size)
+    assert calls[0] == calls[1]  # a batch's layers report equal shares
     for (v, i, p), (v2, i2, p2) in zip(reported, colbert.encode_pieces(all_pieces, 5)):
         np.testing.assert_array_equal(v, v2)
         np.testing.assert_array_equal(i, i2)

@@ -26,6 +26,7 @@ DELEGATED = {"compare": ("pyterrier_fandom_colbert.__main__", "TF-IDF against Co
 
 def build_parser() -> argparse.ArgumentParser:
     from ..index.__main__ import add_build_ann_arguments
+    from ..model.colbert import CPU_PRECISIONS
     from .hybrid import METHODS
     from .queries import MAX_K, SYSTEMS
 
@@ -50,7 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--faiss", default="ivf", choices=("flat", "ivf", "ivfpq", "ivfpq-fs"),
                     help="ColBERT token neighbour search: ivf (default; above 4M tokens ivfpq-fs), flat (exact), "
                          "ivfpq, ivfpq-fs")
-    ix.add_argument("--batch-size", type=int, default=256, help="passages encoded per batch")
+    ix.add_argument("--batch-size", type=int, default=64,
+                    help="passages per forward pass of the encoder (default 64)")
+    ix.add_argument("--precision", choices=(*CPU_PRECISIONS, "auto"), default="float32",
+                    help="arithmetic of encoding on a CPU: float32 (default), bfloat16 (about 2x faster where the "
+                         "CPU has native bf16, AVX512-BF16 or AMX; quality within 0.001), auto (bfloat16 where "
+                         "native, else float32), int8 (less accurate); docs/app.md has the figures")
     ix.add_argument("--min-words", type=int, default=None, metavar="N",
                     help="a dump's pages with fewer than N words of text and infobox facts are skipped as stubs "
                          "(default 20; 0 keeps every page with text)")
@@ -320,7 +326,8 @@ def _index(args) -> int:
         ray = RayBuild(address=args.ray or None, shards=args.shards, workers=args.workers)
     report = build_folder(args.source, args.folder, checkpoint=args.checkpoint, settings=settings,
                           overwrite=args.overwrite, batch_size=args.batch_size, verbose=not args.quiet,
-                          passage_config=passage_config, ray=ray)
+                          passage_config=passage_config, ray=ray,
+                          cpu_precision=args.precision)
     print(report.summary())
     return 0
 

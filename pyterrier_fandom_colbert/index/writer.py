@@ -22,7 +22,7 @@ from ..checks import positive_int
 from ..frames import check_record
 from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..model.tokenization import LONG_DOCS, check_long_docs
-from ..progress import progress
+from ..progress import Ticker, progress
 from ..storage import (
     AtomicFolder,
     HashingFile,
@@ -262,12 +262,13 @@ class ColBERTIndexer(pt.Indexer):
     def index(self, inp: Union[Iterable[Dict[str, Any]], pd.DataFrame], *,  # type: ignore[override]
               total: Optional[int] = None) -> "ColBERTIndex":
         """Encode and write the documents of ``inp``. ``total``: how many there are, for the progress bar's ETA
-        when ``inp`` has no length (a generator). The bar moves after every model batch."""
+        when ``inp`` has no length (a generator). The bar moves after every encoder layer of every model batch."""
         if total is None and isinstance(inp, Sized):
             total = len(inp)
         if isinstance(inp, pd.DataFrame):
             inp = _records(inp)
         bar = progress(total=total, desc="indexing", unit="doc", enabled=self.verbose)
+        ticker = Ticker(bar)  # moves after every encoder layer of every model batch
         long_count = "windowed" if self.long_docs == "windows" else "truncated"
         try:
             with IndexWriter(artifact_path(self.index_ref), self.colbert.config, self.colbert.fingerprint(),
@@ -277,8 +278,9 @@ class ColBERTIndexer(pt.Indexer):
                 for docnos, texts in _batches(inp, self.text_field, self.batch_size):
                     pieces = self.colbert.tokenizer.document_pieces(texts)
                     long += sum(len(p) > self.colbert.tokenizer.max_doc_pieces for p in pieces)
-                    for docno, (vecs, ids, parts) in zip(docnos, self._encode(pieces, bar.update)):
+                    for docno, (vecs, ids, parts) in zip(docnos, self._encode(pieces, ticker.add)):
                         writer.add(docno, vecs, ids, parts)
+                    ticker.settle(writer.num_docs)
                     bar.set_postfix({long_count: long})
                 writer.truncated_docs = long if self.long_docs == "truncate" else 0
                 writer.windowed_docs = long if self.long_docs == "windows" else 0
@@ -291,10 +293,10 @@ class ColBERTIndexer(pt.Indexer):
             self.index_ref.build_ann(None if self.ann == "default" else self.ann, verbose=self.verbose)
         return self.index_ref
 
-    def _encode(self, pieces: List[List[int]], done: Optional[Callable[[int], None]] = None
+    def _encode(self, pieces: List[List[int]], done: Optional[Callable[[float], None]] = None
                 ) -> List[Tuple[np.ndarray, np.ndarray, Optional[List[int]]]]:
-        """(fp16 vectors, token ids, rows per window or None) per text, in input order; ``done(n)`` after each
-        model batch that completes n texts."""
+        """(fp16 vectors, token ids, rows per window or None) per text, in input order; ``done(x)`` after each
+        encoder layer with the texts' worth of work it did (``ColBERT.encode_pieces``)."""
         encoded = self.colbert.encode_pieces(pieces, self.stride, done)
         return [(vecs.astype(np.float16), ids, parts if self.long_docs == "windows" else None)
                 for vecs, ids, parts in encoded]

@@ -13,7 +13,7 @@ import pyterrier as pt
 from ..checks import positive_int
 from ..frames import EqualByKey, artifact_key, empty_output, usable_query_rows
 from ..params import Parameters
-from ..progress import progress
+from ..progress import paced_ranges, progress
 from ..ranking import stacked_hits
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,10 +65,11 @@ class TfidfRetriever(EqualByKey, Parameters, pt.Transformer):
         hits = []
         bar = progress(total=len(queries), desc="tf-idf retrieval", unit="query", enabled=self.verbose)
         try:
-            for start in range(0, len(queries), self.batch_size):
-                for qi, d, s in self.index.search(queries[start:start + self.batch_size], self.num_results):
+            # with a bar, batches shrink when one takes over half a second (a large index), so the bar moves
+            for start, stop in paced_ranges(len(queries), self.batch_size, enabled=self.verbose):
+                for qi, d, s in self.index.search(queries[start:stop], self.num_results):
                     hits.append((start + qi, d, s))
-                bar.update(min(self.batch_size, len(queries) - start))
+                bar.update(stop - start)
         finally:
             bar.close()
         if not hits:

@@ -15,9 +15,24 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from .encoders import DocEncoder, EmbeddingScorer, QueryEncoder, TextScorer
+    from .network import ColBERTModel
 
 #: the trained checkpoint shipped with the package (used by ``from_pretrained()`` when present)
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "default"
+#: arithmetic of the forward pass on a CPU (``cpu_precision``): ``float32``; ``bfloat16`` autocast (about twice as
+#: fast on CPUs with native bf16 matrix instructions, AVX512-BF16 or AMX; emulated elsewhere); ``int8``: the
+#: backbone's Linear layers dynamically quantized (fast where int8 dot products are, AVX512-VNNI / AVX-VNNI).
+#: Measured speed and quality: docs/app.md, "Encoding speed". ``"auto"`` is also accepted: bfloat16 on a CPU with
+#: native bf16 (:func:`native_bf16`), else float32.
+CPU_PRECISIONS = ("float32", "bfloat16", "int8")
+
+
+def native_bf16() -> bool:
+    """Whether this CPU has bf16 matrix instructions (AVX512-BF16 or AMX), which make bfloat16 encoding fast."""
+    import torch
+
+    checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(bool(check()) for check in checks if check is not None)
 
 
 @dataclass
@@ -45,15 +60,27 @@ class ColBERT:
     Explanations: ``pfc.Explainer(colbert)`` (the explain part builds on the model, not the other way round).
 
     ``device``: ``None`` picks CUDA when available, else CPU. On CUDA, encoding runs under autocast
-    (``amp_dtype``, bfloat16 by default); on CPU it stays fp32 (fp16 weights are several times slower there).
+    (``amp_dtype``, bfloat16 by default); on CPU in ``cpu_precision`` (:data:`CPU_PRECISIONS`; float32 by default:
+    fp16 weights are several times slower there; ``"auto"``: bfloat16 where the CPU has native bf16, else float32).
+    ``cpu_precision`` is an encoding setting, not part of the weights: the fingerprint (which an index checks
+    against its queries' encoder) stays that of the weights.
     """
 
     def __init__(self, model, tokenizer, *, device: Optional[str] = None, batch_size: int = 64,
-                 verbose: bool = False, amp_dtype: Optional[str] = "bfloat16"):
+                 verbose: bool = False, amp_dtype: Optional[str] = "bfloat16", cpu_precision: str = "float32"):
         import torch
 
         positive_int("batch_size", batch_size, what="texts per batch")
+        if cpu_precision not in (*CPU_PRECISIONS, "auto"):
+            raise ValueError(f"cpu_precision={cpu_precision!r}; expected one of {CPU_PRECISIONS} or 'auto'")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if cpu_precision == "auto":
+            cpu_precision = "bfloat16" if self.device.type == "cpu" and native_bf16() else "float32"
+        if cpu_precision != "float32" and self.device.type != "cpu":
+            raise ValueError(f"cpu_precision={cpu_precision!r} sets the arithmetic of encoding on a CPU, but the "
+                             f"device is {self.device}; there amp_dtype sets it")
+        self.cpu_precision = cpu_precision
+        self._int8_model: Optional["ColBERTModel"] = None  # the int8 inference copy, made on first use
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.batch_size = batch_size
@@ -132,16 +159,35 @@ class ColBERT:
     def weights_changed(self) -> None:
         """Say that the weights were modified in place (training does): the fingerprint is computed afresh."""
         self._fingerprint = None
+        self._int8_model = None
+
+    def encoding_key(self) -> Tuple[str, str]:
+        """What decides the vectors this encoder computes (for transformer equality and caching): the weights'
+        fingerprint and the CPU precision."""
+        return self.fingerprint(), self.cpu_precision
 
     # -- tensors -------------------------------------------------------------------------------------------
-    def _forward(self, batch) -> "torch.Tensor":
+    def _forward(self, batch, on_layer: Optional[Callable[[], None]] = None) -> "torch.Tensor":
+        """Token vectors ``[B, L, dim]`` of a tokenised batch; ``on_layer()`` after each encoder layer."""
         import torch
 
         ids = torch.as_tensor(batch.input_ids, device=self.device)
         attn = torch.as_tensor(batch.attention_mask, device=self.device)
+        if self.device.type == "cpu" and self.cpu_precision == "bfloat16":
+            with torch.inference_mode():
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    hidden = self.model.hidden(ids, attn, on_layer)
+                return self.model.head(hidden.float())  # the projection and normalisation in float32
+        model = self.model
+        if self.cpu_precision == "int8":
+            from .network import int8_copy
+
+            if self._int8_model is None:
+                self._int8_model = int8_copy(self.model)
+            model = self._int8_model
         with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.amp_dtype,
                                                     enabled=self.device.type == "cuda" and self.amp_dtype is not None):
-            return self.model(ids, attn)
+            return model(ids, attn, on_layer)
 
     def encode_queries(self, texts: Sequence[str], with_ids: bool = False) -> Tuple:
         """Query vectors ``[B, N_q, d]`` and their score mask ``[B, N_q]`` (False for unscored [MASK]s); with
@@ -183,15 +229,18 @@ class ColBERT:
         return self._encode_chunks(chunks, len(pieces), False)
 
     def encode_pieces(self, pieces: Sequence[Sequence[int]], stride: Optional[int] = None,
-                      done: Optional[Callable[[int], None]] = None) -> List[Tuple[np.ndarray, np.ndarray, List[int]]]:
+                      done: Optional[Callable[[float], None]] = None
+                      ) -> List[Tuple[np.ndarray, np.ndarray, List[int]]]:
         """``(vectors [n, d] float32, token ids [n], rows per window)`` of each text given as word pieces
         (``tokenizer.document_pieces``), in input order, scoring tokens only.
 
         ``stride=None``: a text's first ``doc_maxlen - 3`` pieces, one window. A stride: the whole text, as windows
         of ``doc_maxlen - 3`` pieces starting every ``stride`` pieces (:func:`~.tokenization.windows`), each
         encoded on its own as ``[CLS] [D] … [SEP]``, their rows back to back. All the windows are length-bucketed
-        at once, so hold a bounded number of texts per call. ``done(n)`` is called after each model batch with the
-        number of texts whose windows are then all encoded (for a progress bar that moves every batch).
+        at once, so hold a bounded number of texts per call. ``done(x)`` is called as the work goes, after each
+        encoder layer of each model batch, with the number of texts' worth of work that layer did (a fraction: a
+        text of three windows counts a third per window); the calls add up to ``len(pieces)``, so a progress bar
+        fed by them moves several times per batch (:class:`~pyterrier_fandom_colbert.progress.Ticker`).
         """
         from .tokenization import windows
 
@@ -201,17 +250,13 @@ class ColBERT:
         # every slot is filled by the batches below (each part is in one batch)
         encoded: List[Tuple[np.ndarray, np.ndarray]] = [None] * len(parts)  # type: ignore[list-item]
         bounds = np.cumsum([0] + [len(w) for w in spans])
-        text_of_part = np.repeat(np.arange(len(spans)), [len(w) for w in spans])
-        left = np.array([len(w) for w in spans], dtype=np.int64)  # windows of each text still to encode
-        for batch in self.piece_batches(parts, chunk=max(1, -(-len(parts) // self.batch_size))):
-            finished = 0
+        counts = np.array([len(w) for w in spans], dtype=np.int64)
+        weights = np.repeat(1.0 / np.maximum(counts, 1), counts)  # each window's share of its text
+        cut = self.tokenizer.max_doc_pieces
+        chunks = [(0, [list(p[:cut]) for p in parts], None)]  # all the windows length-sorted at once
+        for batch in self._encode_chunks(chunks, len(parts), False, step=done, weights=weights):
             for pos, vecs, ids in batch.per_document():
                 encoded[pos] = (vecs, ids)
-                t = text_of_part[pos]
-                left[t] -= 1
-                finished += int(left[t] == 0)
-            if done is not None and finished:
-                done(finished)
         out = []
         for start, end in itertools.pairwise(bounds):
             own = encoded[start:end]
@@ -220,14 +265,23 @@ class ColBERT:
                         [len(v) for v, _ in own]))
         return out
 
-    def _encode_chunks(self, chunks, total: int, offsets: bool) -> Iterator[DocBatch]:
-        """Encode ``(start, content ids, offsets)`` chunks in length-sorted batches (see :meth:`doc_batches`)."""
+    def _encode_chunks(self, chunks, total: int, offsets: bool, step: Optional[Callable[[float], None]] = None,
+                       weights: Optional[np.ndarray] = None) -> Iterator[DocBatch]:
+        """Encode ``(start, content ids, offsets)`` chunks in length-sorted batches (see :meth:`doc_batches`).
+
+        The bar (``verbose``) moves after every encoder layer, by the layer's share of the batch's documents, so
+        it updates several times per batch however long a batch takes. ``step(x)``, when given, is called at the
+        same moments with the layer's share of the batch's ``weights`` (one per text; None: 1 each), and the
+        calls of one batch add up to its weight."""
         import torch
 
-        from ..progress import progress
+        from ..progress import Ticker, progress
 
         bar = progress(total=total, desc="encoding documents", unit="doc", enabled=self.verbose)
+        ticker = Ticker(bar)
+        layers = max(1, self.model.num_layers())
         pending: Optional[DocBatch] = None
+        encoded = 0
         try:
             for start, content, offs in chunks:
                 order = np.argsort([len(c) for c in content], kind="stable")
@@ -235,15 +289,27 @@ class ColBERT:
                     sel = order[b:b + self.batch_size]
                     packed = self.tokenizer.pack_documents([content[i] for i in sel],
                                                            [offs[i] for i in sel] if offsets else None)
-                    embs = self._forward(packed)
+                    weight = float(len(sel) if weights is None else weights[sel + start].sum())
+                    reported = [0.0]
+
+                    def on_layer(n: int = len(sel), weight: float = weight, reported: List[float] = reported):
+                        ticker.add(n / layers)
+                        if step is not None and reported[0] < weight:
+                            share = min(weight / layers, weight - reported[0])
+                            reported[0] += share
+                            step(share)
+
+                    embs = self._forward(packed, on_layer)
+                    if step is not None and weight - reported[0] > 1e-9:  # a backbone whose layers are not seen
+                        step(weight - reported[0])
+                    encoded += len(sel)
+                    ticker.settle(encoded)
                     mask = torch.as_tensor(packed.score_mask, device=self.device)
                     if pending is not None:
                         yield pending
-                        bar.update(len(pending.positions))
                     pending = DocBatch(sel + start, embs, mask, packed.input_ids, packed.offsets)
             if pending is not None:
                 yield pending
-                bar.update(len(pending.positions))
         finally:
             bar.close()
 
@@ -300,4 +366,6 @@ class ColBERT:
         return EmbeddingScorer(self.config)
 
     def __repr__(self) -> str:
-        return f"ColBERT(dim={self.config.dim}, similarity={self.config.similarity!r}, device={self.device.type!r})"
+        precision = f", cpu_precision={self.cpu_precision!r}" if self.cpu_precision != "float32" else ""
+        return (f"ColBERT(dim={self.config.dim}, similarity={self.config.similarity!r}, device={self.device.type!r}"
+                f"{precision})")

@@ -110,7 +110,7 @@ class QueryEncoder(EqualByKey, Parameters, pt.Transformer):
         self.strict = strict
 
     def _key(self) -> Tuple[Any, ...]:
-        return (self.colbert.fingerprint(), self.strict)
+        return (*self.colbert.encoding_key(), self.strict)
 
     def _constructor_args(self) -> Dict[str, Any]:
         return {"colbert": self.colbert, "strict": self.strict}
@@ -139,7 +139,7 @@ class DocEncoder(EqualByKey, Parameters, pt.Transformer):
         self.text_field = text_field
 
     def _key(self) -> Tuple[Any, ...]:
-        return (self.colbert.fingerprint(), self.text_field)
+        return (*self.colbert.encoding_key(), self.text_field)
 
     def _constructor_args(self) -> Dict[str, Any]:
         return {"colbert": self.colbert, "text_field": self.text_field}
@@ -191,7 +191,7 @@ class TextScorer(EqualByKey, Parameters, pt.Transformer):
         self.long_docs = long_docs
 
     def _key(self) -> Tuple[Any, ...]:
-        return (self.colbert.fingerprint(), self.text_field, self.strict, self.long_docs, self.stride)
+        return (*self.colbert.encoding_key(), self.text_field, self.strict, self.long_docs, self.stride)
 
     def _constructor_args(self) -> Dict[str, Any]:
         from .tokenization import default_stride

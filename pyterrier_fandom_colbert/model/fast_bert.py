@@ -9,10 +9,12 @@ the module's weights, with the same results (``tests/test_colbert.py`` compares 
 It is used only where that is exactly BertModel's evaluation arithmetic: a ``BertModel`` whose configuration has
 absolute position embeddings, exact GELU and no decoder, outside training (no dropout). Every other backbone
 (RoBERTa, other position embeddings, training) goes through transformers as before; :func:`supports` says which.
+Queries and documents both take this path (``ColBERTModel.forward`` outside training), as does the int8 copy of
+the backbone (``cpu_precision="int8"``), whose Linear layers are torch's dynamically quantized ones.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -58,14 +60,18 @@ def _layer_norm(x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
     return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
 
 
-def _linear(x: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
-    return F.linear(x, layer.weight, layer.bias)
+def _linear(x: torch.Tensor, layer: nn.Module) -> torch.Tensor:
+    if type(layer) is nn.Linear:
+        return F.linear(x, layer.weight, layer.bias)
+    return layer(x)  # a replacement of the same shape (torch's dynamically quantized int8 Linear)
 
 
-def forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
+def forward(backbone: nn.Module, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor],
+            on_layer: Optional[Callable[[], None]] = None) -> torch.Tensor:
     """The last hidden states ``[B, L, hidden]`` of a :func:`supports`-ed BERT backbone (token type 0, positions
-    from 0; ``attention_mask`` 1 for tokens attended to, None or all ones for no masking)."""
-    return layers(backbone, embed(backbone, input_ids), attention_mask)
+    from 0; ``attention_mask`` 1 for tokens attended to, None or all ones for no masking). ``on_layer()`` is
+    called after each encoder layer (for progress bars that move within a batch)."""
+    return layers(backbone, embed(backbone, input_ids), attention_mask, on_layer=on_layer)
 
 
 def embed(backbone: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
@@ -79,12 +85,14 @@ def embed(backbone: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
 
 
 def layers(backbone: nn.Module, x: torch.Tensor, attention_mask: Optional[torch.Tensor], start: int = 0,
-           stop: Optional[int] = None, dropout: float = 0.0) -> torch.Tensor:
+           stop: Optional[int] = None, dropout: float = 0.0,
+           on_layer: Optional[Callable[[], None]] = None) -> torch.Tensor:
     """Encoder layers ``start … stop - 1`` applied to hidden states ``x [B, L, hidden]``.
 
     ``dropout > 0`` applies BERT's training-time dropouts (attention probabilities, and each sub-layer's output
     before its residual connection) with that probability; it is differentiable either way, so a training pass
-    can start from cached hidden states of the lower layers (:mod:`..training.frozen`)."""
+    can start from cached hidden states of the lower layers (:mod:`..training.frozen`). ``on_layer()``: called
+    after each layer."""
     batch, length, _ = x.shape
     mask = None
     if attention_mask is not None and not bool(attention_mask.all()):
@@ -104,6 +112,8 @@ def layers(backbone: nn.Module, x: torch.Tensor, attention_mask: Optional[torch.
         x = _layer_norm(_dropout(_linear(context, attention.output.dense), dropout) + x, attention.output.LayerNorm)
         hidden = F.gelu(_linear(x, layer.intermediate.dense))
         x = _layer_norm(_dropout(_linear(hidden, layer.output.dense), dropout) + x, layer.output.LayerNorm)
+        if on_layer is not None:
+            on_layer()
     return x
 
 

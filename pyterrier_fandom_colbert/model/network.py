@@ -18,8 +18,9 @@ import contextlib
 import hashlib
 import json
 import time
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union, cast
 
 import torch
 from torch import nn
@@ -79,12 +80,31 @@ class ColBERTModel(nn.Module):
         with torch.no_grad():
             self.projection.weight.copy_(w.to(self.projection.weight.dtype))
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                on_layer: Optional[Callable[[], None]] = None) -> torch.Tensor:
+        return self.head(self.hidden(input_ids, attention_mask, on_layer))
+
+    def hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+               on_layer: Optional[Callable[[], None]] = None) -> torch.Tensor:
+        """The backbone's last hidden states ``[B, L, hidden]``; ``on_layer()`` is called after each encoder layer
+        (transformers backbones: through forward hooks on ``encoder.layer``, removed after the pass)."""
         if self.fast_inference and not self.training:
-            hidden = fast_bert.forward(self.backbone, input_ids, attention_mask)
-        else:
-            hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return self.head(hidden)
+            return fast_bert.forward(self.backbone, input_ids, attention_mask, on_layer)
+        hooks = []
+        if on_layer is not None:
+            encoder: Any = getattr(self.backbone, "encoder", None)
+            hooks = [layer.register_forward_hook(lambda *_: on_layer()) for layer in getattr(encoder, "layer", ())]
+        try:
+            return self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        finally:
+            for hook in hooks:
+                hook.remove()
+
+    def num_layers(self) -> int:
+        """How many times :meth:`hidden` calls ``on_layer`` (the backbone's encoder layers; 0 when it has none
+        that can be seen)."""
+        encoder: Any = getattr(self.backbone, "encoder", None)
+        return len(getattr(encoder, "layer", ()))
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """The backbone's last hidden states ``[B, L, hidden]`` → token embeddings ``[B, L, dim]``."""
@@ -115,6 +135,27 @@ def check_positions(backbone: "PreTrainedModel", config: ColBERTConfig) -> None:
         raise ValueError(f"{' and '.join(too_long)} exceed the {type(backbone).__name__} backbone's {limit} positions "
                          f"(max_position_embeddings={backbone.config.max_position_embeddings}); expected at most "
                          f"{limit} tokens")
+
+
+def int8_copy(model: ColBERTModel) -> ColBERTModel:
+    """An inference copy of ``model`` whose backbone Linear layers are int8 (torch's dynamic quantization: int8
+    weights per output row, activations quantized per batch as they come); embeddings, layer norms, attention
+    and the projection stay float32. ``model`` is not changed.
+
+    torch marks its eager quantization API as deprecated (in favour of torchao, not a dependency here); it is still
+    in the pinned torch, and its deprecation warnings are silenced for this one call."""
+    import copy
+
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    clone = copy.deepcopy(model).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        clone.backbone = quantize_dynamic(clone.backbone, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8,
+                                        inplace=True)
+    clone.fast_inference = fast_bert.supports(clone.backbone)
+    return clone
 
 
 def build(backbone: Optional[str], config: ColBERTConfig, seed: int = 0) -> Tuple[ColBERTModel, ColBERTTokenizer]:
