@@ -38,14 +38,7 @@ import pyterrier as pt
 from ..frames import EqualByKey, artifact_key, empty_output, require_columns
 from ..params import Parameters
 from ..ranking import rank_by_score
-from ..storage import (
-    DamagedFileError,
-    artifact_path,
-    check_checksums,
-    check_sizes,
-    manifest_problems,
-    raise_damaged,
-)
+from ..storage import ArtifactIntegrity, DamagedFileError, artifact_path, raise_damaged
 from .layout import ARTIFACT_TYPE, META_FILE, PACKAGE_HINT
 from .shard_build import SHARDED_FORMAT, ShardedMeta, is_sharded_folder
 
@@ -60,6 +53,12 @@ if TYPE_CHECKING:  # pragma: no cover
 WHAT = "sharded ColBERT index"
 REMEDY = "rebuild the shard or the index (a sharded build resumes from the shards left intact)"
 __all__ = ["SHARDED_FORMAT", "ShardedColBERTIndex", "ShardedMeta", "is_sharded_folder", "merge_ranked"]
+
+
+def _integrity(folder: Path, meta: ShardedMeta) -> ArtifactIntegrity:
+    """The checks of the sharded index's own files (the codec and the shards' metadata; the shards check
+    their own files)."""
+    return ArtifactIntegrity(folder, meta.files, what=WHAT, remedy=REMEDY, source=folder / META_FILE)
 
 
 class ShardedColBERTIndex(pt.Artifact):
@@ -97,8 +96,7 @@ class ShardedColBERTIndex(pt.Artifact):
         from .artifact import ColBERTIndex
 
         folder, meta = artifact_path(self), self.meta
-        check_sizes(folder, meta.files, WHAT, REMEDY)
-        check_checksums(folder, meta.files, what=WHAT, remedy=REMEDY)
+        _integrity(folder, meta).check_open(whole=meta.files)
         shards = [ColBERTIndex(folder / s["name"], verbose=self.verbose) for s in meta.shards]
         raise_damaged(folder, _shard_problems(meta, shards), what=WHAT, remedy=REMEDY)
         return shards
@@ -118,7 +116,7 @@ class ShardedColBERTIndex(pt.Artifact):
         started = time.perf_counter()
         folder = artifact_path(self)
         meta = ShardedMeta.load(folder)  # afresh
-        problems = manifest_problems(folder, meta.files, folder / META_FILE, "its shards")
+        problems = _integrity(folder, meta).problems()
         files, size = list(meta.files), sum(e["size"] for e in meta.files.values())
         shards = []
         for entry in meta.shards:
