@@ -10,6 +10,12 @@ questions are left out instead (and listed on stderr). Negatives are questions o
 pages of the same split (train/dev/test as ``fandom-qa/sample`` splits them), drawn with a fixed seed, one per
 positive question. Each page also carries ``sections`` (parallel to ``text``) and ``answers`` (parallel to
 ``positive``: ``{"text", "start"}`` with ``start`` a character offset into the passage).
+
+``extra_judgements.tsv`` (``title<TAB>question<TAB>evidence``) corrects the judgements: a question of
+``questions.tsv`` that another passage answers too, judged by reading that passage (its infobox facts, say). The
+passage is the one of page ``title`` that holds the verbatim ``evidence``; pages with such passages carry
+``also_positive`` (parallel to ``text``: the questions each passage answers besides its own), which the reader
+turns into further relevance judgements of the same query.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import random
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Optional
 
 from pyterrier_fandom_colbert.data.irds import SAMPLE_DIR
 from pyterrier_fandom_colbert.data.passages import DumpStats, PassageConfig, dump_passages
@@ -39,8 +46,38 @@ def read_questions(path: Path) -> list[dict]:
     return rows
 
 
+def read_extra_judgements(path: Path) -> list[dict]:
+    """Rows of ``extra_judgements.tsv`` (none when the file is absent)."""
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        if reader.fieldnames != ["title", "question", "evidence"]:
+            raise SystemExit(f"{path}: header must be title<TAB>question<TAB>evidence, got {reader.fieldnames}")
+        return list(reader)
+
+
+def add_extra_judgements(pages: dict, rows: list[dict]) -> list[str]:
+    """Attach each extra judgement to the one passage of its page holding its evidence; the problems found."""
+    asked = {q for page in pages.values() for qs in page["positive"] for q in qs}
+    errors = []
+    for row in rows:
+        page = pages.get(row["title"])
+        hits = [] if page is None else [n for n, text in enumerate(page["text"]) if row["evidence"] in text]
+        if row["question"] not in asked:
+            errors.append(f"extra judgement for {row['question']!r}: no such question in questions.tsv")
+        elif len(hits) != 1:
+            where = "no such page" if page is None else ("in no passage" if not hits else f"in passages {hits}")
+            errors.append(f"{row['title']!r}: evidence {row['evidence']!r} of {row['question']!r}: {where}")
+        elif row["question"] in page["positive"][hits[0]]:
+            errors.append(f"{row['title']!r}: {row['question']!r} is already this passage's own question")
+        else:
+            page.setdefault("also_positive", [[] for _ in page["text"]])[hits[0]].append(row["question"])
+    return errors
+
+
 def build(xml: Path, questions: Path, seed: int = SPLIT_SEED, config: PassageConfig = PassageConfig(),
-          skip_unresolved: bool = False):
+          skip_unresolved: bool = False, extra: Optional[Path] = None):
     """Returns ``(pages, errors, skipped, stats)``; ``pages`` is the study-format list, empty when there are
     errors; ``skipped`` lists the questions left out under ``skip_unresolved``."""
     stats = DumpStats()
@@ -76,6 +113,9 @@ def build(xml: Path, questions: Path, seed: int = SPLIT_SEED, config: PassageCon
         page["answers"][n].append({"text": row["answer"], "start": page["text"][n].index(row["answer"])})
     if errors:
         return [], errors, skipped, stats
+    errors = add_extra_judgements(pages, read_extra_judgements(extra)) if extra is not None else []
+    if errors:
+        return [], errors, skipped, stats
 
     split_of = page_splits(p["id"] for p in pages.values())
     pool = defaultdict(list)  # split -> [(page id, question)]
@@ -91,14 +131,17 @@ def build(xml: Path, questions: Path, seed: int = SPLIT_SEED, config: PassageCon
                               f"other pages of split {split_of[page['id']]!r}")
                 qs = []
             page["negative"].append(rng.sample(others, len(qs)))
-    keys = ("id", "revid", "url", "title", "text", "sections", "positive", "negative", "answers")
-    return ([{k: page[k] for k in keys} for page in pages.values()] if not errors else []), errors, skipped, stats
+    keys = ("id", "revid", "url", "title", "text", "sections", "positive", "negative", "answers", "also_positive")
+    return ([{k: page[k] for k in keys if k in page} for page in pages.values()] if not errors else []), errors, \
+        skipped, stats
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--xml", type=Path, default=SAMPLE_DIR / "samplewiki_pages_current.xml")
     parser.add_argument("--questions", type=Path, default=SAMPLE_DIR / "questions.tsv")
+    parser.add_argument("--extra", type=Path, default=SAMPLE_DIR / "extra_judgements.tsv",
+                        help="further passages that answer a question, judged by reading them")
     parser.add_argument("--out", type=Path, default=SAMPLE_DIR / "samplewiki_qa.json")
     parser.add_argument("--seed", type=int, default=SPLIT_SEED)
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
@@ -106,7 +149,8 @@ def main(argv=None) -> int:
                         help="leave out questions whose answer is in no passage or in several (listed on stderr)")
     args = parser.parse_args(argv)
 
-    pages, errors, skipped, stats = build(args.xml, args.questions, args.seed, skip_unresolved=args.skip_unresolved)
+    pages, errors, skipped, stats = build(args.xml, args.questions, args.seed, skip_unresolved=args.skip_unresolved,
+                                          extra=args.extra)
     if skipped:
         print(f"{len(skipped)} question(s) left out (--skip-unresolved):", *skipped, sep="\n  ", file=sys.stderr)
     if errors:
@@ -121,7 +165,8 @@ def main(argv=None) -> int:
         per_split[s, "passages"] += len(page["text"])
         per_split[s, "questions"] += sum(map(len, page["positive"]))
     print(f"pages read {stats.pages}, articles {stats.articles}, skipped {dict(stats.skipped)}; "
-          f"passages {stats.passages}, questions {sum(per_split[s, 'questions'] for s in ('train', 'dev', 'test'))}")
+          f"passages {stats.passages}, questions {sum(per_split[s, 'questions'] for s in ('train', 'dev', 'test'))}, "
+          f"extra judgements {sum(len(qs) for page in pages for qs in page.get('also_positive', []))}")
     for s in ("train", "dev", "test"):
         print(f"  {s}: {per_split[s, 'pages']} pages, {per_split[s, 'passages']} passages, "
               f"{per_split[s, 'questions']} questions")

@@ -125,6 +125,25 @@ def test_qa_json_without_answers_and_bad_input(tmp_path):
         irds.qa_json_dataset(path, split="validation")
 
 
+def test_qa_json_also_positive_adds_judgements_of_the_same_query(tmp_path):
+    pages = qa_pages(3)
+    pages[2]["also_positive"] = [[], ["Where is key 1-0 number 0?"]]  # page 3's passage 1 answers it too
+    path = tmp_path / "also_qa.json"
+    path.write_text(json.dumps(pages))
+    ds = irds.qa_json_dataset(path)
+    judged = Counter(q.query_id for q in ds.qrels_iter())
+    assert sum(judged.values()) == 9 + 1 and judged["also-1-0-0"] == 2  # docnos are named after the file
+    qrels = {(q.query_id, q.doc_id) for q in ds.qrels_iter()}
+    assert {("also-1-0-0", "also-1-0"), ("also-1-0-0", "also-3-1")} <= qrels
+    assert len(list(ds.queries_iter())) == 9  # no new question
+    for bad, match in (([["Where is key 1-0 number 0?"]], "also_positive must be parallel to text"),
+                       ([[], ["Which key?"]], "names 'Which key\\?', which is not the question")):
+        pages[2]["also_positive"] = bad
+        path.write_text(json.dumps(pages))
+        with pytest.raises(ValueError, match=match):
+            list(irds.qa_json_dataset(path).qrels_iter())
+
+
 def test_tsv_release_layout(tmp_path):
     (tmp_path / "wiki.json").write_text(json.dumps({
         "7": {"revid": 70, "url": "https://x/wiki/A", "title": "A", "PIDs": [0, 1]},
@@ -326,9 +345,10 @@ def test_sample_topics_qrels_consistent(sample):
     for split in irds.SPLITS:
         topics, qrels = sample[split].get_topics("text"), sample[split].get_qrels()
         assert len(topics) > 0 and topics.qid.is_unique and topics["query"].str.len().min() > 0
-        assert sorted(topics.qid) == sorted(qrels.qid)  # exactly one relevant passage per question
-        assert set(qrels.docno) <= docnos
-        pages_by_split[split] = {d.rsplit("-", 1)[0] for d in qrels.docno}
+        assert set(topics.qid) == set(qrels.qid) and set(qrels.docno) <= docnos
+        own = qrels[[docno == qid.rsplit("-", 1)[0] for qid, docno in zip(qrels.qid, qrels.docno)]]
+        assert sorted(own.qid) == sorted(topics.qid)  # each question's own passage, plus the extra judgements
+        pages_by_split[split] = {d.rsplit("-", 1)[0] for d in own.docno}
     assert sum(len(sample[s].get_topics("text")) for s in irds.SPLITS) == len(sample[None].get_topics("text")) >= 150
     train, dev, test = (pages_by_split[s] for s in irds.SPLITS)
     assert not (train & dev) and not (dev & test) and not (train & test)
@@ -338,9 +358,8 @@ def test_sample_corpus_is_the_parsed_dump_and_answers_line_up(sample):
     ds = sample[None].irds_ref()
     assert list(ds.docs_iter()) == list(dump_passages(SAMPLE_XML))
     store = ds.docs_store()
-    qrels = {q.query_id: q.doc_id for q in ds.qrels_iter()}
-    for q in ds.queries_iter():
-        text = store.get(qrels[q.query_id]).text
+    for q in ds.queries_iter():  # in the question's own passage (its query id is the docno and a number)
+        text = store.get(q.query_id.rsplit("-", 1)[0]).text
         assert text[q.answer_starts[0]:q.answer_starts[0] + len(q.answers[0])] == q.answers[0]
 
 

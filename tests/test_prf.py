@@ -1,6 +1,7 @@
 """ColBERT-PRF (index/prf.py) against a brute-force reference written from the paper's definition: document
 frequencies counted with Python sets, IDF by hand, each centroid's token voted by plain sorting, the expanded
-MaxSim computed token by token; on an fp16 and a compressed index of one tiny corpus."""
+MaxSim computed token by token (the centroid as it is, against unit document vectors, as pyterrier_colbert scores
+it); on an fp16 and a compressed index of one tiny corpus, re-ranking and re-retrieving."""
 import dataclasses
 import math
 from collections import Counter
@@ -51,8 +52,14 @@ def _cos(a, b):
     return a @ b.T
 
 
-def reference(index, run, settings):
-    """{(qid, docno): score} and {qid: expansion token ids}, by hand (cosine similarity, mean reduction)."""
+def _unit_dot(centroid, d):
+    """max over the document's rows of the raw centroid against each unit-normalised row."""
+    return (d / np.linalg.norm(d, axis=-1, keepdims=True)) @ centroid
+
+
+def reference(index, run, settings, candidates=None):
+    """{(qid, docno): score} and {qid: expansion token ids}, by hand (cosine similarity, mean reduction), for the
+    documents of ``run`` (or, given, every docno of ``candidates``)."""
     assert index.config.similarity == "cosine" and index.config.reduction == "mean"
     docs = {index.docnos_of(np.array([i]))[0]: index.doc_vectors(i) for i in range(len(index))}
     df = Counter(t for _, tids in docs.values() for t in set(tids.tolist()))
@@ -75,10 +82,10 @@ def reference(index, run, settings):
             chosen.append((-math.log((n_docs + 1) / (df[token] + 1)), c, token))
         chosen = sorted(chosen)[:settings.fb_embs]
         tokens[qid] = [t for _, _, t in chosen]
-        for docno in rows["docno"]:
+        for docno in (rows["docno"] if candidates is None else candidates):
             d = docs[docno][0].astype(np.float64)
             original = sum(_cos(qi[None], d).max() for qi in q)
-            expansion = sum(-w * _cos(centroids[c][None].astype(np.float64), d).max() for w, c, _ in chosen)
+            expansion = sum(-w * _unit_dot(centroids[c].astype(np.float64), d).max() for w, c, _ in chosen)
             scores[qid, docno] = (original + settings.beta * expansion) / len(q)
     return scores, tokens
 
@@ -93,6 +100,55 @@ def test_scores_and_expansions_match_the_brute_force_reference(index, first_pass
         assert list(row.prf_toks) == tokens[row.qid]
     for _, rows in out.groupby("qid"):  # ranks follow the new scores
         assert rows.sort_values("rank")["score"].is_monotonic_decreasing
+
+
+def _everything(index):
+    """A retriever of ``index`` whose candidates are every document (exhaustive search)."""
+    if index.compressed:
+        return index.retriever(num_results=len(index), ncells=8, threshold=-1.0, ndocs=None)
+    return index.retriever(num_results=len(index), faiss="exact", k_hat=int(index.meta.num_tokens))
+
+
+@pytest.mark.parametrize("settings", [PrfSettings(), PrfSettings(fb_docs=2, fb_embs=3, beta=0.5, k=6, nn_tokens=1)])
+def test_re_retrieval_scores_every_document_the_retriever_finds_as_the_reference_does(index, first_pass, settings):
+    prf = index.prf(**dataclasses.asdict(settings), retriever=_everything(index))
+    out = prf(first_pass)
+    every = index.docnos_of(np.arange(len(index))).tolist()
+    expected, tokens = reference(index, first_pass, settings, candidates=every)
+    assert set(out.columns) == set(prf.transform_outputs(list(first_pass.columns)))
+    for qid, rows in out.groupby("qid"):
+        assert sorted(rows["docno"]) == sorted(every)  # beyond the 12 documents it was given
+        assert rows.sort_values("rank")["score"].is_monotonic_decreasing
+        assert list(rows["prf_toks"].iloc[0]) == tokens[qid]
+        q_given = first_pass[first_pass["qid"] == qid]["query_embs"].iloc[0]
+        np.testing.assert_array_equal(np.asarray(rows["query_embs"].iloc[0]), np.asarray(q_given))
+    for row in out.itertuples():
+        assert row.score == pytest.approx(expected[row.qid, row.docno], abs=1e-5)
+    # on the documents both hold, re-ranking gives the same scores: the retrieval only adds candidates
+    reranked = index.prf(**dataclasses.asdict(settings))(first_pass)
+    merged = reranked.merge(out, on=["qid", "docno"])
+    assert len(merged) == len(first_pass)
+    np.testing.assert_allclose(merged["score_x"], merged["score_y"], atol=1e-6)
+
+
+def test_re_retrieval_searches_with_the_expanded_query(index, first_pass):
+    import pyterrier as pt
+
+    seen = []
+
+    def spy(topics):
+        seen.append(topics)
+        return first_pass[first_pass["qid"] == topics["qid"].iloc[0]][["qid", "docno", "score", "rank"]] \
+            .merge(topics, on="qid")
+
+    prf = index.prf(fb_embs=4, k=6, retriever=pt.apply.by_query(spy, add_ranks=False))
+    prf(first_pass)
+    assert len(seen) == 2
+    for topics in seen:
+        own = first_pass[first_pass["qid"] == topics["qid"].iloc[0]]["query_embs"].iloc[0]
+        expanded = np.asarray(topics["query_embs"].iloc[0])
+        assert expanded.shape == (len(own) + 4, index.meta.dim)
+        np.testing.assert_allclose(expanded[:len(own)], np.asarray(own), atol=1e-6)
 
 
 def test_beta_zero_is_colberts_own_score(index, first_pass):
@@ -148,6 +204,14 @@ def test_empty_frame_equality_and_parameters(index, first_pass):
         index.prf(beta=-1)
     assert prf.get_parameter("beta") == 0.5  # a refused value leaves the settings as they were
     assert repr(index.prf(fb_docs=2)).endswith(".prf(fb_docs=2, fb_embs=10, beta=1.0, k=24, nn_tokens=10, seed=42)")
+    retrieving = index.prf(retriever=index.retriever(num_results=5))
+    assert retrieving != index.prf() and retrieving == index.prf(retriever=index.retriever(num_results=5))
+    assert retrieving != index.prf(retriever=index.retriever(num_results=6))
+    assert "retriever=" in repr(retrieving)
+    empty = retrieving(first_pass.iloc[:0])
+    assert len(empty) == 0 and list(empty.columns) == retrieving.transform_outputs(list(first_pass.columns))
+    with pytest.raises(TypeError, match="retriever='idx'"):
+        index.prf(retriever="idx")
 
 
 def test_missing_columns_are_named(index, first_pass):

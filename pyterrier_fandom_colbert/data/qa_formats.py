@@ -98,9 +98,30 @@ def _question_pairs(query_of: dict, negatives: list, query_doc: dict) -> list:
     return pairs
 
 
+def _also_positive(pages: list, wiki: str, unique: dict, path: Path) -> list:
+    """The further judgements of the pages' ``also_positive`` lists (see :func:`read_qa_json`)."""
+    qrels = []
+    for page in pages:
+        also = page.get("also_positive")
+        if also is None:
+            continue
+        if len(also) != len(page["text"]):
+            raise ValueError(f"{path}: page id={page.get('id')!r}: also_positive must be parallel to text "
+                             f"({len(page['text'])} passages), got {len(also)} lists")
+        for n, questions in enumerate(also):
+            for question in questions:
+                if question not in unique:
+                    raise ValueError(f"{path}: page id={page.get('id')!r}, passage {n}: also_positive names "
+                                     f"{question!r}, which is not the question of exactly one passage")
+                qrels.append(GenericQrel(unique[question], f"{wiki}-{page['id']}-{n}", 1))
+    return qrels
+
+
 def read_qa_json(path: Path, wiki: str) -> QARelease:
     """A study-format ``<wiki>_qa.json``: docnos ``f"{wiki}-{page_id}-{n}"``, query ids ``f"{docno}-{j}"``,
-    :class:`QAQuery` when every page has ``answers``; pages split by :func:`page_splits`."""
+    :class:`QAQuery` when every page has ``answers``; pages split by :func:`page_splits`. A page's optional
+    ``also_positive`` (parallel to ``text``) names questions of other passages that a passage answers too: each
+    adds a relevance judgement of that question's query for this passage (the bundled sample's corrections)."""
     with open(path, encoding="utf-8") as f:
         pages = json.load(f)
     if not isinstance(pages, list):
@@ -136,6 +157,7 @@ def read_qa_json(path: Path, wiki: str) -> QARelease:
                 if j < len(page["negative"][n]):
                     negatives.append((qid, page["negative"][n][j]))
     unique = {text: qids[0] for text, qids in by_text.items() if len(qids) == 1}
+    qrels += _also_positive(pages, wiki, unique, path)
     return QARelease(docs, queries, qrels, _question_pairs(unique, negatives, query_doc), query_page, doc_page,
                   page_splits(doc_page.values()))
 

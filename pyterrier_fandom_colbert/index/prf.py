@@ -7,17 +7,22 @@ nearest feedback-document vectors; centroids are ranked by that token's IDF in t
 (``log((N + 1) / (df + 1))``, ``df`` the documents holding the token), and the ``fb_embs`` best become expansion
 embeddings ``f`` with weights ``σ_f`` (the IDF). A document is then scored as in the paper
 
-    ``score(d) = Σ_i max_j sim(q_i, d_j) + β Σ_f σ_f max_j sim(f, d_j)``
+    ``score(d) = Σ_i max_j sim(q_i, d_j) + β Σ_f σ_f max_j sim'(f, d_j)``
 
 divided by the number of query vectors when the encoder's reduction is ``mean`` (so ``β = 0`` is exactly the
-ColBERT score, and the ranking is the paper's under either reduction).
+ColBERT score, and the ranking is the paper's under either reduction). ``sim'`` scores the centroid as it is, not
+unit-normalised: under cosine similarity ``sim'(f, d) = |f| · cos(f, d)``, the inner product of the raw centroid
+with the unit document vector, as pyterrier_colbert's scorer computes it (a k-means centroid of unit vectors is
+shorter than 1, the more so the more spread its cluster; :func:`expansion_scale`).
 
 Two choices differ from pyterrier_colbert's ``ColbertPRF``: the centroid's token is voted among the feedback
 documents' vectors (the paper searches the whole index's FAISS index), which needs no neighbour index and works
 the same on compressed indexes; the clustering is FAISS k-means (the paper used scikit-learn's).
 
 The maths are pure functions over arrays (doctested); :class:`ColBERTPRF` does the DataFrame plumbing. Built by
-``index.prf(...)``; it re-ranks the documents of its input (``colbert_retriever >> index.prf()``).
+``index.prf(...)``; it re-ranks the documents of its input (``colbert_retriever >> index.prf()``, the paper's
+"ReRanker"), or, given ``retriever=index.retriever(...)``, retrieves again with the expanded query through that
+retriever and scores its candidates (the paper's "Ranker").
 """
 from __future__ import annotations
 
@@ -53,6 +58,9 @@ if TYPE_CHECKING:  # pragma: no cover
 #: ``[m]``, and its score without expansion (ColBERT's), so that other ``β`` and shorter expansions can be scored
 #: without computing any similarity again (:func:`rescore`)
 PRF_COLUMNS = ["prf_embs", "prf_toks", "prf_weights", "prf_maxsim", "prf_query_score"]
+#: the input's document-level columns, not carried to the documents a re-retrieval finds
+DOC_LEVEL_COLUMNS = frozenset({"docno", "docid", "score", "rank", "text", "title", "url", "doc_embs", "doc_toks",
+                               *PRF_COLUMNS})
 #: documents gathered and scored at a time (bounds the similarity matrix to ~ this · 300 tokens · (n + m) floats)
 DOC_CHUNK = 256
 
@@ -147,6 +155,22 @@ def doc_maxima(sims: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.maximum.reduceat(np.asarray(sims), starts, axis=0)
 
 
+def expansion_scale(embs: np.ndarray, similarity: str) -> np.ndarray:
+    """``[m]`` factors turning the encoder's similarity of each expansion embedding into the one ColBERT-PRF
+    scores with: under ``cosine`` its norm (``|f| · cos(f, d) = f · d`` for a unit document vector ``d``: the raw
+    centroid, as pyterrier_colbert scores it), else 1 (``dot`` and the L2 kinds already use the vector as it is).
+
+    >>> expansion_scale(np.array([[3., 4.], [.6, .0]]), "cosine").round(3).tolist()
+    [5.0, 0.6]
+    >>> expansion_scale(np.array([[3., 4.]]), "dot").tolist()
+    [1.0]
+    """
+    embs = np.asarray(embs, dtype=np.float64)
+    if similarity == "cosine":
+        return np.linalg.norm(embs, axis=1)
+    return np.ones(len(embs))
+
+
 def prf_scores(query_maxima: np.ndarray, expansion_maxima: np.ndarray, weights: np.ndarray, beta: float,
                reduction: str = "mean") -> np.ndarray:
     """``Σ_i M[d, i] + β Σ_f σ_f E[d, f]`` per document, divided by the number of query vectors ``n`` when
@@ -213,32 +237,50 @@ def _similarities(tokens: np.ndarray, q: np.ndarray, similarity: str) -> np.ndar
 
 
 class ColBERTPRF(EqualByKey, Parameters, pt.Transformer):
-    """ColBERT-PRF re-ranker (see the module docstring): qid, query_embs, docno, rank → + ``score``, ``rank`` and
-    :data:`PRF_COLUMNS`; other columns kept.
+    """ColBERT-PRF (see the module docstring): qid, query_embs, docno, rank → + ``score``, ``rank`` and
+    :data:`PRF_COLUMNS`.
 
-    The feedback documents are each query's ``fb_docs`` best by the input's ``rank``; every input row is
-    re-scored. ``index.prf(fb_docs=3, fb_embs=10, beta=1.0, k=24)``; pipeline:
-    ``colbert.query_encoder() >> index.retriever() >> index.prf()``. The settings (a :class:`PrfSettings`) are
-    constructor arguments, read and changed through ``get_parameter``/``set_parameter`` (checked as in the
-    constructor).
+    The feedback documents are each query's ``fb_docs`` best by the input's ``rank``. Without ``retriever`` (the
+    paper's "ReRanker") every input row is re-scored and the other columns are kept. With ``retriever`` (the
+    paper's "Ranker"; ``index.retriever(...)`` of the same index, either format) each query's expanded vectors
+    (its own, then the expansion embeddings) are searched through that retriever, every vector weighted 1 there,
+    and the documents it returns are scored with the weights; the output is those documents (document-level
+    input columns such as ``text`` are not carried; query-level ones are), and ``query_embs`` stays the query's
+    own. ``index.prf(fb_docs=3, fb_embs=10, beta=1.0, k=24)``; pipelines:
+    ``colbert.query_encoder() >> index.retriever() >> index.prf()`` and
+    ``… >> index.prf(retriever=index.retriever(num_results=1000))``. The settings (a :class:`PrfSettings`) and
+    ``retriever`` are constructor arguments, read and changed through ``get_parameter``/``set_parameter``
+    (checked as in the constructor).
     """
 
     def __init__(self, index: "ColBERTIndex", *, fb_docs: int = 3, fb_embs: int = 10, beta: float = 1.0, k: int = 24,
-                 nn_tokens: int = 10, seed: int = 42, strict: bool = False, verbose: bool = False):
+                 nn_tokens: int = 10, seed: int = 42, retriever: Optional[pt.Transformer] = None,
+                 strict: bool = False, verbose: bool = False):
         self.index = index
         self.settings = PrfSettings(fb_docs=fb_docs, fb_embs=fb_embs, beta=beta, k=k, nn_tokens=nn_tokens, seed=seed)
+        if retriever is not None:
+            if not isinstance(retriever, pt.Transformer):
+                raise TypeError(f"retriever={retriever!r}; expected a transformer (qid, query_embs → docno, "
+                                "score, rank), e.g. index.retriever(num_results=1000), or None to re-rank")
+            own = getattr(retriever, "index", None)
+            if own is not None and artifact_key(own) != artifact_key(index):
+                raise ValueError(f"retriever={retriever!r} searches the index at {own.path}, but the expansions "
+                                 f"come from the index at {index.path}; give a retriever of the same index")
+        self.retriever = retriever
         self.strict = strict
         self.verbose = verbose
 
     def _constructor_args(self) -> Dict[str, Any]:
-        return {"index": self.index, **dataclasses.asdict(self.settings), "strict": self.strict,
-                "verbose": self.verbose}
+        return {"index": self.index, **dataclasses.asdict(self.settings), "retriever": self.retriever,
+                "strict": self.strict, "verbose": self.verbose}
 
     def _key(self) -> Tuple[Any, ...]:
-        return (artifact_key(self.index), self.settings, self.strict)
+        return (artifact_key(self.index), self.settings, self.retriever, self.strict)
 
     def __repr__(self) -> str:
         shown = [f"{f.name}={getattr(self.settings, f.name)!r}" for f in dataclasses.fields(PrfSettings)]
+        if self.retriever is not None:
+            shown.append(f"retriever={self.retriever!r}")
         return f"{self.index!r}.prf({', '.join(shown)}{', strict=True' if self.strict else ''})"
 
     # -- index statistics ----------------------------------------------------------------------------------
@@ -267,45 +309,99 @@ class ColBERTPRF(EqualByKey, Parameters, pt.Transformer):
             out[start:start + len(chunk)] = doc_maxima(_similarities(vectors, q, similarity), lengths)
         return out
 
+    def _score(self, q: np.ndarray, embs: np.ndarray, weights: np.ndarray,
+               docs: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(PRF scores, expansion maxima ``[docs, m]``, scores without expansion) of documents ``docs``."""
+        similarity = getattr(self.index.config.similarity, "name", self.index.config.similarity)
+        both = self.maxima(np.concatenate([q, embs]), docs)
+        query_part = both[:, :len(q)]
+        expansion_part = both[:, len(q):] * expansion_scale(embs, similarity)
+        reduction = self.index.config.reduction
+        return (prf_scores(query_part, expansion_part, weights, self.settings.beta, reduction), expansion_part,
+                prf_scores(query_part, expansion_part, weights, 0.0, reduction))
+
     # -- frames --------------------------------------------------------------------------------------------
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query_embs", "docno", "rank"], self)
-        return input_columns + [c for c in ["score", "rank", *PRF_COLUMNS] if c not in input_columns]
+        kept = input_columns if self.retriever is None \
+            else [c for c in input_columns if c not in DOC_LEVEL_COLUMNS] + ["docno"]
+        return kept + [c for c in ["score", "rank", *PRF_COLUMNS] if c not in kept]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, ["qid", "query_embs", "docno", "rank"], self)
         inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
-            return empty_output(inp, ["score", "rank", *PRF_COLUMNS])
+            out = empty_output(inp, ["score", "rank", *PRF_COLUMNS])
+            return out[self.transform_outputs(list(inp.columns))]
         inp = inp.reset_index(drop=True)
         doc_ids = self.index.doc_ids(inp["docno"].tolist())
         codes, queries = query_tensors(inp, self.index.meta.dim, self)
         rows_of_query = pd.Series(np.arange(len(inp))).groupby(codes).indices
         ranks = inp["rank"].to_numpy()
-        reduction = self.index.config.reduction
-        scores = np.empty(len(inp), dtype=np.float64)
-        new: Dict[str, List[Any]] = {c: [None] * len(inp) for c in PRF_COLUMNS}
+        feedback: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         bar = progress(total=len(queries), desc="ColBERT-PRF", unit="query", enabled=self.verbose)
         try:
-            for j, q in enumerate(queries):
+            for j in range(len(queries)):
                 rows = rows_of_query[j]
                 rows = rows[np.argsort(ranks[rows], kind="stable")]
-                feedback = list(dict.fromkeys(doc_ids[rows].tolist()))[:self.settings.fb_docs]
-                embs, toks, weights = self.expansions(np.asarray(feedback, dtype=np.int64))
-                docs, where = np.unique(doc_ids[rows], return_inverse=True)
-                q_np = q.numpy()
-                both = self.maxima(np.concatenate([q_np, embs]), docs)
-                query_part, expansion_part = both[:, :len(q_np)], both[:, len(q_np):]
-                scores[rows] = prf_scores(query_part, expansion_part, weights, self.settings.beta, reduction)[where]
-                query_score = prf_scores(query_part, expansion_part, weights, 0.0, reduction)
-                for r, d in zip(rows, where):
-                    new["prf_embs"][r], new["prf_toks"][r], new["prf_weights"][r] = embs, toks, weights
-                    new["prf_maxsim"][r] = expansion_part[d]
-                    new["prf_query_score"][r] = query_score[d]
-                bar.update(1)
+                best = list(dict.fromkeys(doc_ids[rows].tolist()))[:self.settings.fb_docs]
+                feedback.append(self.expansions(np.asarray(best, dtype=np.int64)))
+                if self.retriever is None:
+                    bar.update(1)
+            if self.retriever is None:
+                return self._rerank(inp, doc_ids, queries, rows_of_query, feedback)
+            return self._retrieve(inp, codes, queries, feedback, bar)
         finally:
             bar.close()
+
+    def _rerank(self, inp: pd.DataFrame, doc_ids: np.ndarray, queries: List[Any], rows_of_query: Dict[int, Any],
+                feedback: List[Tuple[np.ndarray, np.ndarray, np.ndarray]]) -> pd.DataFrame:
+        scores = np.empty(len(inp), dtype=np.float64)
+        new: Dict[str, List[Any]] = {c: [None] * len(inp) for c in PRF_COLUMNS}
+        for j, q in enumerate(queries):
+            rows = rows_of_query[j]
+            embs, toks, weights = feedback[j]
+            docs, where = np.unique(doc_ids[rows], return_inverse=True)
+            total, expansion_part, query_score = self._score(q.numpy(), embs, weights, docs)
+            scores[rows] = total[where]
+            for r, d in zip(rows, where):
+                new["prf_embs"][r], new["prf_toks"][r], new["prf_weights"][r] = embs, toks, weights
+                new["prf_maxsim"][r] = expansion_part[d]
+                new["prf_query_score"][r] = query_score[d]
         return rank_by_score(with_columns(inp, {"score": scores, **new}))
+
+    def _retrieve(self, inp: pd.DataFrame, codes: np.ndarray, queries: List[Any],
+                  feedback: List[Tuple[np.ndarray, np.ndarray, np.ndarray]], bar: Any) -> pd.DataFrame:
+        assert self.retriever is not None
+        first = np.unique(codes, return_index=True)[1]
+        query_level = [c for c in inp.columns if c not in DOC_LEVEL_COLUMNS]
+        topics = inp.iloc[first][query_level].reset_index(drop=True)
+        own_embs = topics["query_embs"].tolist()
+        topics["query_embs"] = [np.concatenate([q.numpy(), embs]).astype(np.float32)
+                                for q, (embs, _, _) in zip(queries, feedback)]
+        topics["_prf_query"] = np.arange(len(topics))
+        found = self.retriever.transform(topics)
+        frames = []
+        for j, rows in found.groupby("_prf_query", sort=False).indices.items():
+            embs, toks, weights = feedback[int(j)]
+            docs = self.index.doc_ids(found["docno"].iloc[rows].tolist())
+            total, expansion_part, query_score = self._score(queries[int(j)].numpy(), embs, weights, docs)
+            part = found.iloc[rows][[*query_level, "_prf_query", "docno"]].copy()
+            part["query_embs"] = [own_embs[int(j)]] * len(part)
+            part["score"] = total
+            part["prf_embs"] = [embs] * len(part)
+            part["prf_toks"] = [toks] * len(part)
+            part["prf_weights"] = [weights] * len(part)
+            part["prf_maxsim"] = list(expansion_part)
+            part["prf_query_score"] = query_score
+            frames.append(part)
+            bar.update(1)
+        if not frames:
+            out = empty_output(topics.drop(columns=["_prf_query"]).iloc[:0], ["docno", "score", "rank", *PRF_COLUMNS])
+            return out[self.transform_outputs(list(inp.columns))]
+        out = pd.concat(frames, ignore_index=True).drop(columns=["_prf_query"])
+        out["rank"] = 0
+        return rank_by_score(out)[self.transform_outputs(list(inp.columns))]
 
 
 def rescore(run: pd.DataFrame, beta: float, fb_embs: int, reduction: str = "mean") -> pd.DataFrame:
