@@ -48,6 +48,7 @@ from ..storage import (
     atomic_folder,
     build_manifest,
     is_artifact_folder,
+    move_into,
     parse_manifest,
     read_artifact_meta,
     read_json,
@@ -279,11 +280,11 @@ class ShardBuild:
                            replaceable=is_sharded_folder) as tmp:
             names: List[str] = []
             if self.codec_folder.is_dir():
-                os.replace(self.codec_folder, tmp / CODEC_DIR)
+                move_into(self.codec_folder, tmp / CODEC_DIR)
                 names += [f"{CODEC_DIR}/{n}" for n in CODEC_FILES]
             entries: List[Dict[str, Any]] = []
             for i, shard in enumerate(shards):
-                os.replace(self.shard_path(i), tmp / shard_name(i))
+                move_into(self.shard_path(i), tmp / shard_name(i))
                 entries.append({"name": shard_name(i), "num_docs": shard.meta.num_docs,
                                 "num_tokens": shard.meta.num_tokens})
                 names.append(f"{shard_name(i)}/{META_FILE}")

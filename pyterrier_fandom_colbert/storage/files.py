@@ -70,6 +70,13 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
             _remove(tmp)
 
 
+def move_into(source: PathLike, target: PathLike) -> Path:
+    """Move the finished file or folder ``source`` to ``target`` (a path inside a folder being built, on the same
+    file system: one rename, so it is never half there); returns ``target``."""
+    os.replace(source, target)
+    return Path(target)
+
+
 def write_text(path: PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     with atomic_path(path) as tmp:
