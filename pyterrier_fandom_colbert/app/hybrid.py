@@ -1,65 +1,82 @@
-"""The hybrid system of a search folder: the TF-IDF and ColBERT rankings of a query fused into one.
+"""The hybrid system of a search folder: the package's fusion, :class:`~pyterrier_fandom_colbert.fusion.Hybrid`,
+of the folder's TF-IDF and ColBERT rankings.
 
-:func:`hybrid_system` is the one place the app builds it, from the two systems and the folder's
-:class:`FusionSettings` (saved in the folder's manifest), with the package's fusion transformers
-(:class:`~pyterrier_fandom_colbert.fusion.LinearFusion`, :class:`~pyterrier_fandom_colbert.fusion.RRF`).
+:class:`FusionSettings` (saved in the folder's manifest) holds the ``Hybrid``'s settings and how many results each
+system hands it; :func:`hybrid_system` builds it. Folders written before ``pfc`` used ``pfc.Hybrid`` recorded
+another shape (``method``, ``weights``, ``rrf_k``, ``depth``: a min-max or RRF rule of its own):
+:func:`check_fusion_shape` recognises it so that loading such a folder says how to rebuild it (docs/app.md).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Any
 
 import numpy as np
 import pyterrier as pt
 
-from ..fusion import RRF, LinearFusion
+from ..fusion import DEFAULT_WEIGHT, Hybrid
 from ..storage import JsonConfig
 
-METHODS = ("linear", "rrf")
+NORMALISATIONS = ("zscore", "minmax")
+#: the keys of the fusion settings that folders recorded before the hybrid was ``pfc.Hybrid``
+FORMER_KEYS = frozenset({"method", "weights", "rrf_k"})
+
+
+class FormerFusionSettings(ValueError):
+    """A manifest records the fusion settings of the rule ``pfc`` used before ``pfc.Hybrid``."""
 
 
 @dataclass(frozen=True)
 class FusionSettings(JsonConfig):
-    """How the hybrid fuses TF-IDF and ColBERT; saved in the folder's manifest.
+    """How the hybrid fuses TF-IDF and ColBERT: ``pfc.Hybrid(tfidf % depth, colbert % depth, weight, normalise)``.
 
-    ``linear``: ``w_tfidf · minmax(tfidf) + w_colbert · minmax(colbert)`` per query, a document one system did not
-    return counting as that system's lowest (0 after min-max); ``rrf``: ``Σ w / (rrf_k + rank)`` (1-based ranks).
-    ``depth``: results each system contributes per query.
+    ``weight``: the lexical (TF-IDF) share, in [0, 1]; ``normalise``: per-query ``zscore`` (``Hybrid``'s default)
+    or ``minmax``; ``depth``: results each system contributes per query. The defaults are ``Hybrid``'s, with the
+    1,000-result lists its weight was measured with (docs/fusion.md, docs/app.md).
 
-    >>> FusionSettings(method="mean")
+    >>> FusionSettings()
+    FusionSettings(weight=0.2, normalise='zscore', depth=1000)
+    >>> FusionSettings(weight=1.5)
     Traceback (most recent call last):
     ...
-    ValueError: fusion method='mean'; expected one of ('linear', 'rrf')
+    ValueError: fusion weight=1.5; expected the lexical (TF-IDF) share, a number in [0, 1]
     """
 
-    method: str = "linear"
-    weights: Tuple[float, float] = (0.5, 0.5)  # (TF-IDF, ColBERT)
-    rrf_k: float = 60.0
-    depth: int = 100
+    weight: float = DEFAULT_WEIGHT
+    normalise: str = "zscore"
+    depth: int = 1000
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"fusion method={self.method!r}; expected one of {METHODS}")
-        weights = tuple(float(w) for w in self.weights)
-        if len(weights) != 2 or not all(np.isfinite(weights)) or min(weights) < 0 or sum(weights) <= 0:
-            raise ValueError(f"fusion weights={list(self.weights)}; expected two non-negative numbers "
-                             "(TF-IDF, ColBERT), not both 0")
-        object.__setattr__(self, "weights", weights)
-        if not (np.isfinite(self.rrf_k) and self.rrf_k >= 0):
-            raise ValueError(f"rrf_k={self.rrf_k!r}; expected a non-negative number (60 is usual)")
+        if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or \
+                not (np.isfinite(self.weight) and 0.0 <= self.weight <= 1.0):
+            raise ValueError(f"fusion weight={self.weight!r}; expected the lexical (TF-IDF) share, a number in "
+                             "[0, 1]")
+        object.__setattr__(self, "weight", float(self.weight))
+        if self.normalise not in NORMALISATIONS:
+            raise ValueError(f"fusion normalise={self.normalise!r}; expected one of {NORMALISATIONS}")
         if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 1:
-            raise ValueError(f"depth={self.depth!r}; expected a positive number of results per system")
+            raise ValueError(f"fusion depth={self.depth!r}; expected a positive number of results per system")
 
 
-def hybrid_system(tfidf: pt.Transformer, colbert: pt.Transformer, settings: FusionSettings) -> pt.Transformer:
-    """The hybrid of two retrievers (each: a query frame → docno, score, rank) as one retriever: each system's top
-    ``depth`` per query, fused by ``settings.method`` (the input's columns kept on every row).
+def check_fusion_shape(values: Any) -> None:
+    """Raise :class:`FormerFusionSettings` when ``values`` (a manifest's ``settings.fusion``) has the former shape.
 
-    ``linear`` is :class:`LinearFusion` with min-max scores and ``missing="zero"`` (a document one system did not
-    return counts as that system's lowest, 0 after min-max); ``rrf`` is :class:`RRF` with ``rrf_k`` and the
-    weights. Ranks go by fused score, docno breaking ties.
+    >>> check_fusion_shape({"weight": 0.2, "normalise": "zscore", "depth": 1000})
+    >>> check_fusion_shape({"method": "linear", "weights": [0.5, 0.5], "rrf_k": 60.0, "depth": 100})
+    Traceback (most recent call last):
+    ...
+    pyterrier_fandom_colbert.app.hybrid.FormerFusionSettings: fusion settings of the former rule (linear, weights \
+[0.5, 0.5])
     """
-    systems = [tfidf % settings.depth, colbert % settings.depth]
-    if settings.method == "linear":
-        return LinearFusion(systems, list(settings.weights), normalise="minmax", missing="zero")
-    return RRF(systems, settings.rrf_k, weights=list(settings.weights))
+    if isinstance(values, dict) and FORMER_KEYS & set(values):
+        raise FormerFusionSettings(f"fusion settings of the former rule ({values.get('method')}, weights "
+                                   f"{values.get('weights')})")
+
+
+def hybrid_system(tfidf: pt.Transformer, colbert: pt.Transformer, settings: FusionSettings) -> Hybrid:
+    """The hybrid of two retrievers (each: a query frame → docno, score, rank) as one retriever: each system's top
+    ``depth`` per query fused by ``pfc.Hybrid`` with the settings' weight and normalisation (a document one system
+    did not return gets that system's lowest normalised score; the input's columns kept on every row)."""
+    return Hybrid(tfidf % settings.depth, colbert % settings.depth, weight=settings.weight,
+                  normalise=settings.normalise)
+
