@@ -1,0 +1,178 @@
+"""A short answer and a calibrated confidence for an explained passage, as pure numpy functions.
+
+* **short answer**: the window of at most ``max_words`` consecutive words with the most evidence, where a word's
+  evidence is its KDE density (the density of the query vectors' matched positions, :mod:`.relevance`) minus a
+  penalty per word (``penalty`` × the passage's mean word density), so the window is only as long as the
+  evidence is dense (:func:`best_window`, :func:`short_answer_words`);
+* **confidence**: the probability that the passage answers the question, a logistic function of the passage's
+  mean MaxSim (each scoring query vector's best similarity in the passage, averaged: :func:`mean_maxsim`), fitted
+  on development questions (:class:`AnswerCalibration`, :data:`CALIBRATION`);
+* **nothing relevant**: when no result's confidence reaches the calibration's threshold
+  (:meth:`AnswerCalibration.nothing_relevant`).
+
+:data:`CALIBRATION` holds the shipped parameters with the data and command that fitted them; they belong to the
+default checkpoint (another encoder's similarities need their own fit). Measurements: docs/explain.md.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..storage import JsonConfig
+
+#: the longest short answer, in words
+MAX_ANSWER_WORDS = 12
+
+
+def best_window(scores: np.ndarray, max_words: int = MAX_ANSWER_WORDS,
+                penalty: float = 0.0) -> Optional[Tuple[int, int]]:
+    """Word span ``(start, end)`` (end exclusive) of at most ``max_words`` words with the largest
+    ``Σ (scores[i] − penalty)``; among equal sums the shortest, then the earliest. ``None`` for no words; NaN
+    scores count as 0. With ``penalty`` 0 and non-negative scores the window is as long as allowed.
+
+    >>> best_window(np.array([0., 1, 3, 1, 0, 2]), max_words=2)
+    (1, 3)
+    >>> best_window(np.array([0., 1, 3, 1, 0, 2]), max_words=3, penalty=1.5)
+    (2, 3)
+    >>> best_window(np.array([]), 3) is None
+    True
+    """
+    if isinstance(max_words, bool) or not isinstance(max_words, (int, np.integer)) or max_words < 1:
+        raise ValueError(f"max_words={max_words!r}; expected a positive number of words")
+    values = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0) - float(penalty)
+    n = len(values)
+    if n == 0:
+        return None
+    prefix = np.concatenate([[0.0], np.cumsum(values)])
+    best: Tuple[float, int, int] = (-math.inf, 0, 1)
+    for width in range(1, min(int(max_words), n) + 1):  # shortest first: a longer window must be strictly better
+        sums = prefix[width:] - prefix[:-width]
+        start = int(np.argmax(sums))  # earliest of the maxima
+        if sums[start] > best[0] + 1e-12:
+            best = (float(sums[start]), start, start + width)
+    return best[1], best[2]
+
+
+def short_answer_words(word_kde: np.ndarray, max_words: int = MAX_ANSWER_WORDS, penalty: float = 1.0,
+                       within: Optional[Tuple[int, int]] = None) -> Optional[Tuple[int, int]]:
+    """The short answer's word span: :func:`best_window` over the words' KDE density, less ``penalty`` × the mean
+    density of the passage's words per word; ``within``: a word range ``(start, end)`` the span must lie in (the
+    likely-answer region, so that the short answer sits inside the long highlight). ``None`` when no word there
+    has positive density.
+
+    >>> short_answer_words(np.array([0.1, 0.1, 0.9, 0.8, 0.1, 0.1]), max_words=4)
+    (2, 4)
+    >>> short_answer_words(np.array([0.1, 0.1, 0.9, 0.8, 0.1, 0.1]), max_words=4, within=(3, 6))
+    (3, 4)
+    >>> short_answer_words(np.zeros(3)) is None
+    True
+    """
+    density = np.nan_to_num(np.asarray(word_kde, dtype=np.float64), nan=0.0)
+    first, last = (0, len(density)) if within is None else (max(0, int(within[0])), min(len(density), int(within[1])))
+    if last <= first or not (density[first:last] > 0).any():
+        return None
+    span = best_window(density[first:last], max_words, penalty * float(density.mean()))
+    return None if span is None else (first + span[0], first + span[1])
+
+
+def mean_maxsim(sim: np.ndarray) -> float:
+    """Mean over the query vectors (rows) of their best similarity in the passage (NaN columns: tokens without a
+    scoring vector): the MaxSim score divided by the number of scoring query vectors. NaN for an empty matrix.
+
+    >>> mean_maxsim(np.array([[0.2, 0.9, np.nan], [0.5, 0.1, np.nan]]))
+    0.7
+    """
+    sim = np.asarray(sim, dtype=np.float64)
+    if sim.ndim != 2 or sim.size == 0 or np.isnan(sim).all(axis=1).any():
+        return math.nan
+    return round(float(np.nanmax(sim, axis=1).mean()), 12)
+
+
+def logistic(x: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(−x))`` without overflow.
+
+    >>> logistic(np.array([0.0, 800.0, -800.0])).tolist()
+    [0.5, 1.0, 0.0]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    return np.exp(-np.logaddexp(0.0, -x))
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, steps: int = 100) -> Tuple[float, float]:
+    """``(intercept, slope)`` of ``P(y = 1 | x) = logistic(intercept + slope · x)`` by Newton's method on the
+    log-likelihood with a small ridge ``l2`` on the slope (finite on separable data).
+
+    >>> a, b = fit_logistic(np.array([0., 0, 1, 1, 2, 2]), np.array([0, 0, 0, 1, 1, 1]))
+    >>> round(-a / b, 3)  # the 50% point lies between the classes
+    1.0
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
+        raise ValueError(f"x and y must be 1-D of the same length (at least 2); got {x.shape} and {y.shape}")
+    if not np.isin(y, (0.0, 1.0)).all() or y.min() == y.max():
+        raise ValueError("y must hold both labels 0 and 1, and nothing else")
+    design = np.stack([np.ones_like(x), x], axis=1)
+    w = np.zeros(2)
+    ridge = np.diag([0.0, l2 * len(x)])
+    for _ in range(steps):
+        p = logistic(design @ w)
+        gradient = design.T @ (y - p) - ridge @ w
+        hessian = design.T @ (design * (p * (1 - p))[:, None]) + ridge
+        step = np.linalg.solve(hessian + 1e-12 * np.eye(2), gradient)
+        w = w + step
+        if np.abs(step).max() < 1e-10:
+            break
+    return float(w[0]), float(w[1])
+
+
+@dataclass(frozen=True)
+class AnswerCalibration(JsonConfig):
+    """``confidence = logistic(intercept + slope · mean MaxSim)``: the probability that a passage answers the
+    question; below ``threshold`` for every result, nothing found seems to answer it. ``fitted_on`` and
+    ``command`` say where the numbers come from.
+
+    >>> c = AnswerCalibration(intercept=-8.0, slope=10.0, threshold=0.5)
+    >>> round(c.confidence(0.8), 3), c.nothing_relevant([0.1, 0.3]), c.nothing_relevant([0.1, 0.6])
+    (0.5, True, False)
+    """
+
+    intercept: float
+    slope: float
+    threshold: float
+    penalty: float = 1.0
+    max_words: int = MAX_ANSWER_WORDS
+    fitted_on: str = ""
+    command: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("intercept", "slope", "threshold", "penalty"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"AnswerCalibration {name}={value!r}; expected a finite number")
+            object.__setattr__(self, name, float(value))
+        if self.slope <= 0:
+            raise ValueError(f"AnswerCalibration slope={self.slope!r}; expected a positive number (a better match "
+                             "must not lower the confidence)")
+        if not 0.0 < self.threshold < 1.0:
+            raise ValueError(f"AnswerCalibration threshold={self.threshold!r}; expected a probability in (0, 1)")
+        if isinstance(self.max_words, bool) or not isinstance(self.max_words, int) or self.max_words < 1:
+            raise ValueError(f"AnswerCalibration max_words={self.max_words!r}; expected a positive number of words")
+
+    def confidence(self, mean_similarity: float) -> float:
+        """The calibrated probability for a passage of this mean MaxSim (0 for NaN: nothing was matched)."""
+        if not math.isfinite(mean_similarity):
+            return 0.0
+        return float(logistic(np.array(self.intercept + self.slope * mean_similarity)))
+
+    def nothing_relevant(self, confidences: Sequence[float]) -> bool:
+        """True when no confidence reaches the threshold (also for no results at all)."""
+        return not any(c >= self.threshold for c in confidences)
+
+
+#: the shipped calibration for the default checkpoint (refitted with the command it names)
+CALIBRATION = AnswerCalibration(intercept=-20.0, slope=30.0, threshold=0.5, penalty=1.0,
+                                fitted_on="placeholder", command="python benchmarks/short_answer_eval.py --fit")
