@@ -25,7 +25,10 @@ Question sets (the data folder beside the repository; each skipped with a messag
   passage in the folder are left out and counted.
 
 Prints one table per set (RR@10, R@1, R@10 on SQuAD and the fan set; nDCG@10, R@100 elsewhere) and writes
-``<out>/fusion-<set>.csv``.
+``<out>/fusion-<set>-<part>.csv``. ``--latency N``: also the hybrid's time per query (query encoding, both
+retrievals and the fusion; no explanations) at 100 and at 1,000 results per system, one query at a time, on the
+first N questions of each set, the two depths interleaved query by query. ``--sample report=400``: a seeded
+sample of a part's questions (the shared machine is slow; say so with the figures).
 """
 from __future__ import annotations
 
@@ -110,6 +113,27 @@ def candidates(lexical, neural) -> List[Tuple[str, int, object]]:
     return out
 
 
+def latency(searcher, topics, n: int) -> Dict[int, float]:
+    """Median seconds per query of the folder's hybrid at 100 and 1,000 results per system, interleaved."""
+    import numpy as np
+
+    from pyterrier_fandom_colbert.app.hybrid import FusionSettings, hybrid_system
+
+    s = searcher.manifest.settings
+    encoder = searcher.colbert.query_encoder()
+    tfidf = searcher.tfidf.retriever(num_results=1000)
+    dense = searcher.index.retriever(num_results=1000, k_hat=s.k_hat, faiss=s.faiss, refine=s.refine)
+    pipelines = {d: encoder >> hybrid_system(tfidf, dense, FusionSettings(depth=d)) for d in (100, 1000)}
+    times: Dict[int, List[float]] = {d: [] for d in pipelines}
+    for i in range(min(n, len(topics))):
+        one = topics.iloc[i:i + 1][["qid", "query"]]
+        for d, pipeline in pipelines.items():
+            started = time.perf_counter()
+            pipeline(one)
+            times[d].append(time.perf_counter() - started)
+    return {d: float(np.median(t[1:] if len(t) > 1 else t)) for d, t in times.items()}  # the first warms up
+
+
 def measured(label: str, depth: int, frame, judged, measures) -> Dict[str, object]:
     """One table row: the run's measures against ``judged`` (ir_measures columns)."""
     from ir_measures import calc_aggregate
@@ -127,6 +151,9 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--data-root", type=Path, default=ev.DATA)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--latency", type=int, default=0, metavar="N", help="time the hybrid on N questions per set")
+    ap.add_argument("--sample", nargs="*", default=[], metavar="PART=N",
+                    help="ask N questions of PART (e.g. report=400), drawn with seed 0; default: all")
     args = ap.parse_args(argv)
 
     import pandas as pd
@@ -137,6 +164,7 @@ def main(argv=None) -> int:
     from pyterrier_fandom_colbert.app.search import Searcher
 
     ev.set_threads(args.threads)
+    sample = {part: int(n) for part, n in (item.split("=") for item in args.sample)}
     for name in args.data:
         if not ev.data_folder(args.data_root, "squad" if name == "fan" else name).exists() or \
                 (name == "fan" and not (args.data_root / "wikis" / DUMP.name).exists()):
@@ -152,6 +180,10 @@ def main(argv=None) -> int:
         lexical, neural = searcher.pipelines["tfidf"], searcher.pipelines["colbert"]
         measures = [RR @ 10, R @ 1, R @ 10] if name in ("squad", "fan") else [nDCG @ 10, R @ 100, RR @ 10]
         for part, (topics, qrels) in parts.items():
+            if part in sample:
+                topics = topics.sample(n=min(sample[part], len(topics)), random_state=0).sort_index()
+                topics = topics.reset_index(drop=True)
+                part = f"{part}{len(topics)}"
             if qrels is None:
                 qrels = fan_qrels(folder, topics)
                 print(f"{name}: {qrels['qid'].nunique()} of {len(topics)} questions have a relevant passage")
@@ -181,6 +213,10 @@ def main(argv=None) -> int:
             print(table.to_string(index=False))
             table.to_csv(args.out / f"fusion-{name}-{part}.csv", index=False)
             (args.out / f"fusion-{name}-{part}.json").write_text(json.dumps({"note": note, "rows": rows}, indent=1))
+            if args.latency:
+                median = latency(searcher, topics, args.latency)
+                print(f"hybrid, median per query over {min(args.latency, len(topics)) - 1} queries: "
+                      + ", ".join(f"{d} results per system {1000 * t:.0f} ms" for d, t in median.items()))
     return 0
 
 

@@ -109,7 +109,7 @@ def _overlaps(span, gold) -> bool:
     return span is not None and any(span[0] < g1 and g0 < span[1] for g0, g1 in gold)
 
 
-def short_span(result: Dict[str, Any], penalty: float, max_words: int):
+def short_span(result: Dict[str, Any], penalty: float, max_words: int, skip_matched: bool):
     """(character span, words) of a result's short answer at ``penalty``, recomputed from its words' KDE."""
     import numpy as np
 
@@ -119,34 +119,45 @@ def short_span(result: Dict[str, Any], penalty: float, max_words: int):
     if not answer:
         return None, 0
     inside = [i for i, w in enumerate(words) if answer[0] <= w[0] and w[1] <= answer[1]]
+    matched = np.array([bool(w[5]) for w in words], dtype=bool) if skip_matched else None
     span = short_answer_words(np.array([w[4] for w in words], dtype=float), max_words, penalty,
-                              within=(inside[0], inside[-1] + 1)) if inside else None
+                              within=(inside[0], inside[-1] + 1), matched=matched) if inside else None
     if span is None:
         return None, 0
     return (words[span[0]][0], words[span[1] - 1][1]), span[1] - span[0]
 
 
-def span_table(responses, questions, penalties: Sequence[float], max_words: int) -> List[Dict[str, Any]]:
-    """Per penalty: over results that are the gold paragraph, the share of short answers overlapping a gold
-    answer and their mean length in words; and the same for the first result of every question."""
+def span_table(responses, questions, penalties: Sequence[float], max_words: int,
+               skips: Sequence[bool] = (False, True)) -> List[Dict[str, Any]]:
+    """Per penalty and way of counting the question's own words: over results that are the gold paragraph, the
+    share of short answers overlapping a gold answer and their mean length in words; and the same for the first
+    result of every question."""
     rows = []
-    for penalty in penalties:
+    for skip, penalty in itertools.product(skips, penalties):
         gold_hits, gold_lengths, first_hits, first_lengths = [], [], [], []
         for q in questions:
             results = responses[q["qid"]]["results"]
             for r in results:
                 if r["docno"] == q["docno"]:
-                    span, n = short_span(r, penalty, max_words)
+                    span, n = short_span(r, penalty, max_words, skip)
                     gold_hits.append(_overlaps(span, q["gold"]))
                     gold_lengths.append(n)
             if results:
-                span, n = short_span(results[0], penalty, max_words)
+                span, n = short_span(results[0], penalty, max_words, skip)
                 first_hits.append(results[0]["docno"] == q["docno"] and _overlaps(span, q["gold"]))
                 first_lengths.append(n)
-        rows.append({"penalty": penalty, "gold passage found": len(gold_hits),
+        rows.append({"question words skipped": skip, "penalty": penalty, "gold passage found": len(gold_hits),
                      "overlap (gold passage)": _mean(gold_hits), "words (gold passage)": _mean(gold_lengths),
                      "overlap (first result)": _mean(first_hits), "words (first result)": _mean(first_lengths)})
     return rows
+
+
+def _sample(questions: List[Dict[str, Any]], n: int) -> List[Dict[str, Any]]:
+    """``n`` of ``questions`` drawn with seed 0, in their order."""
+    import numpy as np
+
+    picked = np.random.default_rng(0).permutation(len(questions))[:n]
+    return [questions[i] for i in sorted(picked)]
 
 
 def _mean(values) -> float:
@@ -191,6 +202,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--data-root", type=Path, default=ev.DATA)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--sample", type=int, default=0, metavar="N",
+                    help="ask N questions of each set (drawn with seed 0); default: all")
     args = ap.parse_args(argv)
     if not ev.data_folder(args.data_root, "squad").exists():
         print(f"skipped: {ev.data_folder(args.data_root, 'squad')} not found")
@@ -204,6 +217,8 @@ def main(argv=None) -> int:
 
     ev.set_threads(args.threads)
     docs, parts = squad_questions(args.data_root)
+    if args.sample:
+        parts = {part: _sample(questions, args.sample) for part, questions in parts.items()}
     full = args.out / "folder-squad"
     ensure_folder(full, docs, args.quiet)
     searcher = Searcher(full, warm=False)
@@ -212,16 +227,16 @@ def main(argv=None) -> int:
         selection = parts["selection"]
         dev_only = args.out / "folder-squad-dev"
         ensure_folder(dev_only, [d for d in docs if d["file"] == "dev"], args.quiet)
-        on_full = answers(searcher, selection, args.out / "answers" / "selection-full.json.gz")
+        n = len(selection)
+        on_full = answers(searcher, selection, args.out / "answers" / f"selection{n}-full.json.gz")
         on_dev = answers(Searcher(dev_only, warm=False, colbert=searcher.colbert), selection,
-                         args.out / "answers" / "selection-devonly.json.gz")
+                         args.out / "answers" / f"selection{n}-devonly.json.gz")
         print(f"\nshort answers, selection part ({len(selection)} questions; at most {cal.max_words} words)")
         print(pd.DataFrame(span_table(on_full, selection, args.penalties, cal.max_words)).to_string(index=False))
         x1, y1 = features(on_full, selection, True)
         x0, y0 = features(on_dev, selection, False)
         intercept, slope = fit_logistic(np.array(x1 + x0), np.array(y1 + y0))
-        fitted = AnswerCalibration(intercept=round(intercept, 4), slope=round(slope, 4), threshold=0.5,
-                                   penalty=cal.penalty, max_words=cal.max_words)
+        fitted = AnswerCalibration(intercept=round(intercept, 4), slope=round(slope, 4), threshold=0.5)
         answerable = np.array(top_confidences(on_full, selection, fitted))
         unanswerable = np.array(top_confidences(on_dev, selection, fitted))
         print(f"\ncalibration: {len(x1) + len(x0)} results ({sum(y1)} gold), intercept {intercept:.4f}, slope "
@@ -235,14 +250,15 @@ def main(argv=None) -> int:
         threshold = float(allowed["threshold"].max()) if len(allowed) else float(grid[0])
         print(f"\nthreshold (false nothing <= {args.max_false_nothing:.0%} on the selection part): {threshold}")
         print(f"AnswerCalibration(intercept={intercept:.4f}, slope={slope:.4f}, threshold={threshold}, "
-              f"penalty={cal.penalty}, max_words={cal.max_words})")
+              "penalty=..., max_words=..., skip_matched=...)  (penalty and skip_matched from the table above)")
         return 0
 
     report = parts["report"]
-    on_full = answers(searcher, report, args.out / "answers" / "report-full.json.gz")
+    on_full = answers(searcher, report, args.out / "answers" / f"report{len(report)}-full.json.gz")
     print(f"\nshort answers, report part ({len(report)} questions; shipped penalty {cal.penalty}, at most "
           f"{cal.max_words} words)")
-    print(pd.DataFrame(span_table(on_full, report, [cal.penalty], cal.max_words)).to_string(index=False))
+    print(pd.DataFrame(span_table(on_full, report, [cal.penalty], cal.max_words, [cal.skip_matched]))
+          .to_string(index=False))
     answerable = np.array(top_confidences(on_full, report, cal))
     print(f"\nfalse 'nothing relevant' on the report questions: {(answerable < cal.threshold).mean():.4f} "
           f"(threshold {cal.threshold})")
@@ -253,7 +269,8 @@ def main(argv=None) -> int:
             print(f"{name}: not found, skipped")
             continue
         questions = other_questions(args.data_root, name)
-        responses = answers(searcher, questions, args.out / "answers" / f"{name}-on-squad.json.gz")
+        questions = _sample(questions, args.sample) if args.sample else questions
+        responses = answers(searcher, questions, args.out / "answers" / f"{name}{len(questions)}-on-squad.json.gz")
         rate = float((np.array(top_confidences(responses, questions, cal)) < cal.threshold).mean())
         print(f"'nothing relevant' on {len(questions)} {name} questions against the SQuAD passages: {rate:.4f}")
     return 0

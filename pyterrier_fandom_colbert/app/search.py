@@ -258,10 +258,10 @@ class Searcher:
                        _round(row["word_r_acc"], 3), _round(row["word_kde"], 4), matched)
             out["words"] = [[s, e, a, c, d, m if m and is_word(text[s:e]) else ""]
                             for (s, e), a, c, d, m in zip(*columns)]
-            out.update(self._short_answer(row, spans))
+            out.update(self._short_answer(row, spans, np.array([bool(w[5]) for w in out["words"]], dtype=bool)))
         return out
 
-    def _short_answer(self, row: Dict[str, Any], spans: np.ndarray) -> Dict[str, Any]:
+    def _short_answer(self, row: Dict[str, Any], spans: np.ndarray, matched: np.ndarray) -> Dict[str, Any]:
         """``short_answer`` (character offsets of at most ``max_words`` words inside the likely-answer region, or
         None), ``similarity`` (the passage's mean MaxSim) and ``confidence`` (calibrated) of one explained row."""
         cal = self.calibration
@@ -271,7 +271,8 @@ class Searcher:
         if isinstance(tokens, (tuple, list)) and len(tokens) == 2:
             word_of = np.asarray(row["expl_words"])
             region = (int(word_of[tokens[0]]), int(word_of[tokens[1] - 1]) + 1)
-        words = short_answer_words(row["word_kde"], cal.max_words, cal.penalty, within=region) if region else None
+        words = short_answer_words(row["word_kde"], cal.max_words, cal.penalty, within=region,
+                                   matched=matched if cal.skip_matched else None) if region else None
         span = None if words is None else [int(spans[words[0], 0]), int(spans[words[1] - 1, 1])]
         return {"short_answer": span, "similarity": _round([similarity], 4)[0],
                 "confidence": round(cal.confidence(similarity), 3)}

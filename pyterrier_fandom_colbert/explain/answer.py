@@ -57,24 +57,37 @@ def best_window(scores: np.ndarray, max_words: int = MAX_ANSWER_WORDS,
 
 
 def short_answer_words(word_kde: np.ndarray, max_words: int = MAX_ANSWER_WORDS, penalty: float = 1.0,
-                       within: Optional[Tuple[int, int]] = None) -> Optional[Tuple[int, int]]:
+                       within: Optional[Tuple[int, int]] = None,
+                       matched: Optional[np.ndarray] = None) -> Optional[Tuple[int, int]]:
     """The short answer's word span: :func:`best_window` over the words' KDE density, less ``penalty`` × the mean
-    density of the passage's words per word; ``within``: a word range ``(start, end)`` the span must lie in (the
-    likely-answer region, so that the short answer sits inside the long highlight). ``None`` when no word there
-    has positive density.
+    density of the passage's words per word. ``within``: a word range ``(start, end)`` the span must lie in (the
+    likely-answer region, so that the short answer sits inside the long highlight); ``matched``: words that count
+    no evidence of their own (a boolean per word: the question's own words found in the passage, which surround
+    an answer rather than being it), unless no other word there has any. ``None`` when no word there has positive
+    density.
 
     >>> short_answer_words(np.array([0.1, 0.1, 0.9, 0.8, 0.1, 0.1]), max_words=4)
     (2, 4)
     >>> short_answer_words(np.array([0.1, 0.1, 0.9, 0.8, 0.1, 0.1]), max_words=4, within=(3, 6))
     (3, 4)
+    >>> short_answer_words(np.array([0.1, 0.1, 0.9, 0.8, 0.1, 0.1]), max_words=4,
+    ...                    matched=np.array([0, 0, 1, 0, 0, 0], bool))
+    (3, 4)
+    >>> short_answer_words(np.array([0.1, 0.9, 0.8]), max_words=4, within=(1, 3), matched=np.ones(3, bool))
+    (1, 3)
     >>> short_answer_words(np.zeros(3)) is None
     True
     """
     density = np.nan_to_num(np.asarray(word_kde, dtype=np.float64), nan=0.0)
+    cost = penalty * float(density.mean()) if len(density) else 0.0
     first, last = (0, len(density)) if within is None else (max(0, int(within[0])), min(len(density), int(within[1])))
     if last <= first or not (density[first:last] > 0).any():
         return None
-    span = best_window(density[first:last], max_words, penalty * float(density.mean()))
+    if matched is not None:
+        unmatched = np.where(np.asarray(matched, dtype=bool), 0.0, density)
+        if (unmatched[first:last] > 0).any():
+            density = unmatched
+    span = best_window(density[first:last], max_words, cost)
     return None if span is None else (first + span[0], first + span[1])
 
 
@@ -145,6 +158,8 @@ class AnswerCalibration(JsonConfig):
     threshold: float
     penalty: float = 1.0
     max_words: int = MAX_ANSWER_WORDS
+    #: the question's own words (each query word piece's best match) count no evidence for the short answer
+    skip_matched: bool = True
     fitted_on: str = ""
     command: str = ""
 
