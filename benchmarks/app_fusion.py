@@ -181,8 +181,10 @@ def main(argv=None) -> int:
         measures = [RR @ 10, R @ 1, R @ 10] if name in ("squad", "fan") else [nDCG @ 10, R @ 100, RR @ 10]
         for part, (topics, qrels) in parts.items():
             if part in sample:
-                topics = topics.sample(n=min(sample[part], len(topics)), random_state=0).sort_index()
-                topics = topics.reset_index(drop=True)
+                import numpy as np  # the same draw as short_answer_eval.py's --sample: the same questions
+
+                picked = sorted(np.random.default_rng(0).permutation(len(topics))[:sample[part]])
+                topics = topics.iloc[picked].reset_index(drop=True)
                 part = f"{part}{len(topics)}"
             if qrels is None:
                 qrels = fan_qrels(folder, topics)

@@ -13,8 +13,9 @@ search folders built under ``--out`` (reused when they exist; ``benchmarks/app_f
 
 ``--fit`` (the protocol's *selection* questions only; never the report part): for every result that is the gold
 paragraph, the short answer at each ``--penalties`` value (the share that overlaps a gold answer, the mean length
-in words); then a logistic calibration of "this result is the gold paragraph" on the results' mean MaxSim, over
-the selection questions against ``folder-squad`` (answerable) and against ``folder-squad-dev`` (unanswerable);
+in words); then a logistic calibration of "this passage answers the question" on the mean MaxSim of each
+question's best-matching result (label: it is the gold paragraph), over the selection questions against
+``folder-squad`` (answerable) and against ``folder-squad-dev`` (unanswerable), half and half;
 then the threshold: the highest confidence threshold whose false "nothing relevant" rate on the answerable
 selection questions stays within ``--max-false-nothing``. Prints the :class:`AnswerCalibration` to ship.
 
@@ -165,12 +166,14 @@ def _mean(values) -> float:
 
 
 def features(responses, questions, answerable: bool):
-    """(mean MaxSim of every result, is it the gold paragraph) over the questions' results."""
+    """Per question, of its result with the highest mean MaxSim: (that similarity, is it the gold paragraph)."""
     x, y = [], []
     for q in questions:
-        for r in responses[q["qid"]]["results"]:
-            x.append(r["similarity"])
-            y.append(int(answerable and r["docno"] == q["docno"]))
+        results = responses[q["qid"]]["results"]
+        if results:
+            best = max(results, key=lambda r: r["similarity"])
+            x.append(best["similarity"])
+            y.append(int(answerable and best["docno"] == q["docno"]))
     return x, y
 
 
@@ -239,8 +242,8 @@ def main(argv=None) -> int:
         fitted = AnswerCalibration(intercept=round(intercept, 4), slope=round(slope, 4), threshold=0.5)
         answerable = np.array(top_confidences(on_full, selection, fitted))
         unanswerable = np.array(top_confidences(on_dev, selection, fitted))
-        print(f"\ncalibration: {len(x1) + len(x0)} results ({sum(y1)} gold), intercept {intercept:.4f}, slope "
-              f"{slope:.4f}")
+        print(f"\ncalibration: {len(x1) + len(x0)} questions' best results ({sum(y1)} gold), intercept "
+              f"{intercept:.4f}, slope {slope:.4f}")
         grid = np.round(np.arange(0.02, 0.99, 0.02), 2)
         table = pd.DataFrame({"threshold": grid,
                               "false nothing (answerable)": [(answerable < t).mean() for t in grid],
