@@ -20,9 +20,10 @@ Question sets (the data folder beside the repository; each skipped with a messag
 * ``scifact``: the 809 train claims over a subset of the abstracts: every judged abstract plus ``--scifact-docs``
   minus that many others drawn with seed 0 (the whole corpus is 5,183 abstracts; the subset keeps the encoding
   within minutes on two cores);
-* ``fan``: ``benchmarks/fact_questions.jsonl`` over the PokéClicker dump; a passage is relevant when it is on the
-  question's page and contains one of its answers (``fact_questions.contains_answer``); questions without such a
-  passage in the folder are left out and counted.
+* ``fan``: ``benchmarks/fact_questions.jsonl`` over the PokéClicker dump (with ``--fan-pages N``: the questions'
+  pages plus N other article pages drawn with seed 0, as ``fact_questions.py --pages``); a passage is relevant
+  when it is on the question's page and contains one of its answers (``fact_questions.contains_answer``);
+  questions without such a passage in the folder are left out and counted.
 
 Prints one table per set (RR@10, R@1, R@10 on SQuAD and the fan set; nDCG@10, R@100 elsewhere) and writes
 ``<out>/fusion-<set>-<part>.csv``. ``--latency N``: also the hybrid's time per query (query encoding, both
@@ -49,7 +50,7 @@ DUMP = ev.DATA / "wikis" / "pokeclickerwiki_pages_current.xml.bz2"
 SETS = ("squad", "wikiqa", "scifact", "fan")
 
 
-def question_set(name: str, root: Path, scifact_docs: int):
+def question_set(name: str, root: Path, scifact_docs: int, fan_pages=None, folder=None):
     """(source for build_folder, {part: (topics, qrels or None)}, note); qrels None: made from the folder (fan)."""
     import numpy as np
 
@@ -62,7 +63,10 @@ def question_set(name: str, root: Path, scifact_docs: int):
 
         questions = fq.load_questions(fq.DEFAULT_QUESTIONS)
         topics = pd.DataFrame({"qid": [q["qid"] for q in questions], "query": [q["question"] for q in questions]})
-        return root / "wikis" / DUMP.name, {"all": (topics, None)}, "the PokéClicker dump"
+        source, subset = fq.source_for(root / "wikis" / DUMP.name, folder, questions, fan_pages, 0)
+        note = "the PokéClicker dump" if subset is None else \
+            f"the PokéClicker dump's {subset['question_pages']} question pages and {subset['distractor_pages']} others"
+        return source, {"all": (topics, None)}, note
     docs, parts = ev.load_beir(name, root)
     if name == "scifact" and scifact_docs < len(docs):
         topics, qrels = parts["all"]
@@ -147,6 +151,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", nargs="+", default=list(SETS), choices=SETS)
     ap.add_argument("--out", type=Path, default=Path("runs/app_quality"))
+    ap.add_argument("--fan-pages", type=int, default=None, metavar="N",
+                    help="fan: the question pages plus N other pages (default: the whole dump)")
     ap.add_argument("--scifact-docs", type=int, default=1500, help="abstracts in the SciFact subset")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--data-root", type=Path, default=ev.DATA)
@@ -170,8 +176,9 @@ def main(argv=None) -> int:
                 (name == "fan" and not (args.data_root / "wikis" / DUMP.name).exists()):
             print(f"{name}: data not found under {args.data_root}, skipped")
             continue
-        source, parts, note = question_set(name, args.data_root, args.scifact_docs)
-        folder = args.out / f"folder-{name}"
+        folder = args.out / (f"folder-{name}" if name != "fan" or args.fan_pages is None else
+                             f"folder-fan{args.fan_pages}")
+        source, parts, note = question_set(name, args.data_root, args.scifact_docs, args.fan_pages, folder)
         if not is_search_folder(folder):
             started = time.perf_counter()
             build_folder(source, folder, verbose=not args.quiet)

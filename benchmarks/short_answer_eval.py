@@ -13,9 +13,9 @@ search folders built under ``--out`` (reused when they exist; ``benchmarks/app_f
 
 ``--fit`` (the protocol's *selection* questions only; never the report part): for every result that is the gold
 paragraph, the short answer at each ``--penalties`` value (the share that overlaps a gold answer, the mean length
-in words); then a logistic calibration of "this passage answers the question" on the mean MaxSim of each
-question's best-matching result (label: it is the gold paragraph), over the selection questions against
-``folder-squad`` (answerable) and against ``folder-squad-dev`` (unanswerable), half and half;
+in words); then a logistic calibration of "this passage answers the question" (label: it is the gold paragraph)
+on every result's mean MaxSim and its gap to the question's best-matching result, over the selection questions
+against ``folder-squad`` (answerable) and against ``folder-squad-dev`` (unanswerable), half and half;
 then the threshold: the highest confidence threshold whose false "nothing relevant" rate on the answerable
 selection questions stays within ``--max-false-nothing``. Prints the :class:`AnswerCalibration` to ship.
 
@@ -31,6 +31,7 @@ Responses are cached under ``<out>/answers/`` (delete to recompute). Skips (exit
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import itertools
 import json
@@ -166,28 +167,33 @@ def _mean(values) -> float:
 
 
 def features(responses, questions, answerable: bool):
-    """Per question, of its result with the highest mean MaxSim: (that similarity, is it the gold paragraph)."""
+    """Over every result: ([its mean MaxSim, its gap to the question's best], is it the gold paragraph)."""
     x, y = [], []
     for q in questions:
         results = responses[q["qid"]]["results"]
-        if results:
-            best = max(results, key=lambda r: r["similarity"])
-            x.append(best["similarity"])
-            y.append(int(answerable and best["docno"] == q["docno"]))
+        best = max((r["similarity"] for r in results), default=0.0)
+        for r in results:
+            x.append([r["similarity"], r["similarity"] - best])
+            y.append(int(answerable and r["docno"] == q["docno"]))
     return x, y
+
+
+def confidences(calibration, results) -> List[float]:
+    """Each result's confidence given the question's best-matching result (as the ``Searcher`` computes it)."""
+    best = max((r["similarity"] for r in results), default=float("nan"))
+    return [calibration.confidence(r["similarity"], best) for r in results]
 
 
 def top_confidences(responses, questions, calibration) -> List[float]:
     """Per question: the highest confidence among its results under ``calibration``."""
-    return [max([calibration.confidence(r["similarity"]) for r in responses[q["qid"]]["results"]], default=0.0)
-            for q in questions]
+    return [max(confidences(calibration, responses[q["qid"]]["results"]), default=0.0) for q in questions]
 
 
 def reliability(responses, questions, calibration, bins=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0001)) -> List[Dict[str, Any]]:
     """Per confidence bin of the results: how many, their mean confidence, the share that is the gold paragraph."""
     rows = []
-    pairs = [(calibration.confidence(r["similarity"]), r["docno"] == q["docno"])
-             for q in questions for r in responses[q["qid"]]["results"]]
+    pairs = [(c, r["docno"] == q["docno"]) for q in questions
+             for r, c in zip(responses[q["qid"]]["results"], confidences(calibration, responses[q["qid"]]["results"]))]
     for lo, hi in itertools.pairwise(bins):
         inside = [(c, g) for c, g in pairs if lo <= c < hi]
         rows.append({"confidence": f"{lo:.1f}-{min(hi, 1):.1f}", "results": len(inside),
@@ -238,12 +244,13 @@ def main(argv=None) -> int:
         print(pd.DataFrame(span_table(on_full, selection, args.penalties, cal.max_words)).to_string(index=False))
         x1, y1 = features(on_full, selection, True)
         x0, y0 = features(on_dev, selection, False)
-        intercept, slope = fit_logistic(np.array(x1 + x0), np.array(y1 + y0))
-        fitted = AnswerCalibration(intercept=round(intercept, 4), slope=round(slope, 4), threshold=0.5)
+        intercept, slope, gap_slope = fit_logistic(np.array(x1 + x0), np.array(y1 + y0))
+        fitted = AnswerCalibration(intercept=round(intercept, 4), slope=round(slope, 4),
+                                   gap_slope=round(max(gap_slope, 0.0), 4), threshold=0.5)
         answerable = np.array(top_confidences(on_full, selection, fitted))
         unanswerable = np.array(top_confidences(on_dev, selection, fitted))
-        print(f"\ncalibration: {len(x1) + len(x0)} questions' best results ({sum(y1)} gold), intercept "
-              f"{intercept:.4f}, slope {slope:.4f}")
+        print(f"\ncalibration: {len(x1) + len(x0)} results ({sum(y1)} gold), intercept {intercept:.4f}, slope "
+              f"{slope:.4f}, gap slope {gap_slope:.4f}")
         grid = np.round(np.arange(0.02, 0.99, 0.02), 2)
         table = pd.DataFrame({"threshold": grid,
                               "false nothing (answerable)": [(answerable < t).mean() for t in grid],
@@ -252,7 +259,13 @@ def main(argv=None) -> int:
         allowed = table[table["false nothing (answerable)"] <= args.max_false_nothing]
         threshold = float(allowed["threshold"].max()) if len(allowed) else float(grid[0])
         print(f"\nthreshold (false nothing <= {args.max_false_nothing:.0%} on the selection part): {threshold}")
-        print(f"AnswerCalibration(intercept={intercept:.4f}, slope={slope:.4f}, threshold={threshold}, "
+        print("reliability on the selection part (every result, answerable and unanswerable questions):")
+        fitted = dataclasses.replace(fitted, threshold=threshold)
+        both = {**on_full, **{f"{k}-unanswerable": v for k, v in on_dev.items()}}
+        pooled = selection + [{**q, "qid": f"{q['qid']}-unanswerable", "docno": None} for q in selection]
+        print(pd.DataFrame(reliability(both, pooled, fitted)).to_string(index=False))
+        print(f"AnswerCalibration(intercept={intercept:.4f}, slope={slope:.4f}, gap_slope={gap_slope:.4f}, "
+              f"threshold={threshold}, "
               "penalty=..., max_words=..., skip_matched=...)  (penalty and skip_matched from the table above)")
         return 0
 

@@ -76,21 +76,30 @@ def test_fit_logistic_recovers_the_parameters_that_generated_the_labels():
     y = (rng.random(x.size) < logistic(-12.0 + 18.0 * x)).astype(int)
     intercept, slope = fit_logistic(x, y, l2=0.0)
     assert intercept == pytest.approx(-12.0, rel=0.08) and slope == pytest.approx(18.0, rel=0.08)
+    gap = -rng.exponential(0.1, size=x.size)  # two features, as the shipped calibration has
+    y2 = (rng.random(x.size) < logistic(-12.0 + 18.0 * x + 30.0 * gap)).astype(int)
+    fitted = fit_logistic(np.stack([x, gap], axis=1), y2, l2=0.0)
+    assert fitted == pytest.approx((-12.0, 18.0, 30.0), rel=0.12)
     with pytest.raises(ValueError, match="both labels"):
         fit_logistic(x, np.zeros_like(y))
 
 
 def test_confidence_is_monotone_and_the_threshold_decides_nothing_relevant():
-    for calibration in (CALIBRATION, AnswerCalibration(intercept=-3.0, slope=5.0, threshold=0.3)):
+    for calibration in (CALIBRATION, AnswerCalibration(intercept=-3.0, slope=5.0, gap_slope=2.0, threshold=0.3)):
         grid = np.linspace(-1.0, 1.0, 401)
         confidences = [calibration.confidence(s) for s in grid]
         assert all(a <= b for a, b in itertools.pairwise(confidences))
         assert all(0.0 <= c <= 1.0 for c in confidences) and confidences[0] < confidences[-1]
         assert calibration.confidence(float("nan")) == 0.0
+        # a passage further below the question's best match never gains confidence
+        gaps = [calibration.confidence(0.6, best) for best in np.linspace(0.6, 1.0, 41)]
+        assert all(a >= b for a, b in itertools.pairwise(gaps))
         t = calibration.threshold
         assert calibration.nothing_relevant([]) and calibration.nothing_relevant([t - 1e-6, 0.0])
         assert not calibration.nothing_relevant([0.0, t])
     with pytest.raises(ValueError, match="slope"):
         AnswerCalibration(intercept=0.0, slope=-1.0, threshold=0.5)
+    with pytest.raises(ValueError, match="gap_slope"):
+        AnswerCalibration(intercept=0.0, slope=1.0, gap_slope=-1.0, threshold=0.5)
     with pytest.raises(ValueError, match="threshold"):
         AnswerCalibration(intercept=0.0, slope=1.0, threshold=1.0)

@@ -182,6 +182,10 @@ class Searcher:
                 self._run(batch)
         if job.error is not None:
             raise job.error
+        if job.explain:  # each result's confidence given the question's best-matching result
+            best = max((r["similarity"] for r in job.results), default=math.nan)
+            for r in job.results:
+                r["confidence"] = round(self.calibration.confidence(r["similarity"], best), 3)
         nothing = self.calibration.nothing_relevant([r["confidence"] for r in job.results]) if job.explain else None
         return {"query": job.query, "system": job.system, "k": job.k, "nothing_relevant": nothing,
                 "results": job.results,
@@ -263,7 +267,8 @@ class Searcher:
 
     def _short_answer(self, row: Dict[str, Any], spans: np.ndarray, matched: np.ndarray) -> Dict[str, Any]:
         """``short_answer`` (character offsets of at most ``max_words`` words inside the likely-answer region, or
-        None), ``similarity`` (the passage's mean MaxSim) and ``confidence`` (calibrated) of one explained row."""
+        None) and ``similarity`` (the passage's mean MaxSim) of one explained row; :meth:`search` adds the calibrated
+        ``confidence``, which depends on the question's other results."""
         cal = self.calibration
         similarity = mean_maxsim(row["expl_sim"])
         tokens = row.get("answer_tokens")
@@ -274,8 +279,7 @@ class Searcher:
         words = short_answer_words(row["word_kde"], cal.max_words, cal.penalty, within=region,
                                    matched=matched if cal.skip_matched else None) if region else None
         span = None if words is None else [int(spans[words[0], 0]), int(spans[words[1] - 1, 1])]
-        return {"short_answer": span, "similarity": _round([similarity], 4)[0],
-                "confidence": round(cal.confidence(similarity), 3)}
+        return {"short_answer": span, "similarity": _round([similarity], 4)[0]}
 
 
 def matched_by(sim: np.ndarray, query_tokens: List[str], word_of_token: np.ndarray, num_words: int, k_tilde: int,
