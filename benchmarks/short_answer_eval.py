@@ -136,7 +136,7 @@ def span_table(responses, questions, penalties: Sequence[float], max_words: int,
     result of every question."""
     rows = []
     for skip, penalty in itertools.product(skips, penalties):
-        gold_hits, gold_lengths, first_hits, first_lengths = [], [], [], []
+        gold_hits, gold_lengths, first_hits, first_lengths, chance, region, region_words = [], [], [], [], [], [], []
         for q in questions:
             results = responses[q["qid"]]["results"]
             for r in results:
@@ -144,12 +144,22 @@ def span_table(responses, questions, penalties: Sequence[float], max_words: int,
                     span, n = short_span(r, penalty, max_words, skip)
                     gold_hits.append(_overlaps(span, q["gold"]))
                     gold_lengths.append(n)
+                    answer = r.get("answer")
+                    region.append(_overlaps(answer, q["gold"]))
+                    region_words.append(sum(answer[0] <= w[0] and w[1] <= answer[1] for w in r["words"])
+                                        if answer else 0)
+                    if n:  # a window of as many words anywhere in the passage: the exact average over placements
+                        w = r["words"]
+                        chance.append(sum(_overlaps((w[i][0], w[i + n - 1][1]), q["gold"])
+                                          for i in range(len(w) - n + 1)) / (len(w) - n + 1))
             if results:
                 span, n = short_span(results[0], penalty, max_words, skip)
                 first_hits.append(results[0]["docno"] == q["docno"] and _overlaps(span, q["gold"]))
                 first_lengths.append(n)
         rows.append({"question words skipped": skip, "penalty": penalty, "gold passage found": len(gold_hits),
                      "overlap (gold passage)": _mean(gold_hits), "words (gold passage)": _mean(gold_lengths),
+                     "same length, anywhere": _mean(chance), "KDE region overlaps": _mean(region),
+                     "KDE region words": _mean(region_words),
                      "overlap (first result)": _mean(first_hits), "words (first result)": _mean(first_lengths)})
     return rows
 
