@@ -209,7 +209,8 @@ def main(argv=None) -> int:
                     runs[system].to_pickle(path, compression="gzip")
                     print(f"{name} {part}: {system} run in {time.perf_counter() - started:.0f} s")
             rows: List[Dict[str, object]] = []
-            judged = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
+            judged = qrels[qrels["qid"].isin(set(topics["qid"]))]  # only the questions asked (a sample: its own)
+            judged = judged.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
 
             rows.append(measured("TF-IDF", 1000, runs["tfidf"], judged, measures))
             rows.append(measured("ColBERT end to end", 1000, runs["colbert"], judged, measures))

@@ -100,8 +100,9 @@ def answers(searcher, questions: Sequence[Dict[str, Any]], cache: Path, k: int =
     with ThreadPoolExecutor(16) as pool:
         responses = list(pool.map(lambda q: searcher.search(q["query"], k=k), questions))
     out = {q["qid"]: r for q, r in zip(questions, responses)}
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(cache, "wt") as f:
+    from pyterrier_fandom_colbert.storage import atomic_path
+
+    with atomic_path(cache) as tmp, gzip.open(tmp, "wt") as f:  # a killed run leaves no half-written cache
         json.dump(out, f)
     print(f"{len(questions)} questions answered in {time.perf_counter() - started:.0f} s -> {cache}", flush=True)
     return out

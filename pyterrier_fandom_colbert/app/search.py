@@ -338,8 +338,8 @@ def format_passage(result: Dict[str, Any], color: bool) -> str:
     cuts = sorted(b for b in bounds if 0 <= b <= len(text))
     for start, end in itertools.pairwise(cuts):
         piece = terminal_text(text[start:end])
-        in_answer = bool(answer) and answer[0] <= start and end <= answer[1]
-        in_short = bool(short) and short[0] <= start and end <= short[1]
+        in_answer = answer is not None and answer[0] <= start and end <= answer[1]
+        in_short = short is not None and short[0] <= start and end <= short[1]
         if not color:
             if answer and start == answer[0]:
                 out.append("«")
