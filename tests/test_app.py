@@ -153,7 +153,7 @@ def test_a_folder_with_the_former_fusion_settings_is_refused_with_the_rebuild_co
 
     manifest = Manifest(source="irds:fandom-qa/sample", name="sample", checkpoint=None, fingerprint="f", pages=1,
                         articles=1, passages=1, tokens=1, seconds={}, bytes=1).to_dict()
-    assert manifest["settings"]["fusion"] == {"weight": 0.2, "normalise": "zscore", "depth": 1000}
+    assert manifest["settings"]["fusion"] == {"weight": 0.2, "normalise": "zscore", "depth": 100}
     assert (manifest["format"], manifest["version"]) == (FORMAT, VERSION)
     (tmp_path / "new").mkdir()
     (tmp_path / "new" / MANIFEST).write_text(json.dumps(manifest))
@@ -242,8 +242,9 @@ def test_hybrid_is_pfc_hybrid_of_both_systems(searcher):
 
     frame = pd.DataFrame({"qid": ["q"], "query": [QUESTION]})
     fusion = searcher.manifest.settings.fusion
-    assert (fusion.weight, fusion.normalise, fusion.depth) == (DEFAULT_WEIGHT, "zscore", 1000)
-    runs = [pt.Transformer.from_df(searcher.pipelines[name](frame)) for name in ("tfidf", "colbert")]
+    assert (fusion.weight, fusion.normalise, fusion.depth) == (DEFAULT_WEIGHT, "zscore", 100)
+    runs = [pt.Transformer.from_df(run[run["rank"] < fusion.depth])  # each system's top 100
+            for run in (searcher.pipelines[name](frame) for name in ("tfidf", "colbert"))]
     expected = pfc.Hybrid(*runs, weight=fusion.weight)(frame).sort_values("rank").head(10)
     got = searcher.search(QUESTION, system="hybrid", k=10, explain=False)["results"]
     assert [r["docno"] for r in got] == expected["docno"].tolist()
