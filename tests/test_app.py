@@ -1,6 +1,7 @@
 """The `pfc` search engine: the CLI end to end on the bundled sample wiki, the search folder's build guarantees,
 the hybrid against a hand-made fusion, the JSON API over HTTP on 127.0.0.1, escaping of hostile text, and the
 page in a real headless Chromium (skipped when none is installed)."""
+import contextlib
 import itertools
 import json
 import os
@@ -105,29 +106,66 @@ def _fixed_run(rows):
     return pt.Transformer.from_df(frame)
 
 
-def test_hybrid_system_linear_and_rrf_by_hand():
+def test_hybrid_system_is_pfc_hybrid_with_the_folders_settings():
     from pyterrier_fandom_colbert.app.hybrid import FusionSettings, hybrid_system
 
     a = _fixed_run([("1", "x", 9.0), ("1", "y", 5.0), ("1", "z", 1.0), ("2", "x", 2.0)])
     b = _fixed_run([("1", "z", 0.9), ("1", "w", 0.7), ("1", "y", 0.5), ("2", "w", 0.3)])
     queries = pd.DataFrame({"qid": ["1", "2", "3"], "query": ["one", "two", "three"], "extra": [1, 2, 3]})
-    linear = hybrid_system(a, b, FusionSettings(weights=(0.25, 0.75)))(queries)
-    got = {(q, d): s for q, d, s in zip(linear["qid"], linear["docno"], linear["score"])}
-    # query 1: a min-max = x 1, y .5, z 0; b = z 1, w .5, y 0; query 2: single results normalise to 1
-    assert got == pytest.approx({("1", "x"): 0.25, ("1", "y"): 0.125, ("1", "z"): 0.75, ("1", "w"): 0.375,
-                                 ("2", "x"): 0.25, ("2", "w"): 0.75})
-    assert linear[linear["qid"] == "1"].sort_values("rank")["docno"].tolist() == ["z", "w", "x", "y"]
-    assert sorted(linear["extra"].tolist()) == [1] * 4 + [2] * 2  # query columns kept; query 3 matched nothing
-    rrf = hybrid_system(a, b, FusionSettings(method="rrf", weights=(1, 1), rrf_k=0))(queries)
-    got = {(q, d): s for q, d, s in zip(rrf["qid"], rrf["docno"], rrf["score"])}
-    assert got[("1", "z")] == pytest.approx(1 / 3 + 1 / 1) and got[("1", "y")] == pytest.approx(1 / 2 + 1 / 3)
-    shallow = hybrid_system(a, b, FusionSettings(weights=(0.5, 0.5), depth=1))(queries)  # top 1 of each system
+    hybrid = hybrid_system(a, b, FusionSettings(weight=0.25))
+    assert isinstance(hybrid, pfc.Hybrid) and hybrid.weight == 0.25 and hybrid.normalise == "zscore"
+    got = hybrid(queries)
+    scores = {(q, d): s for q, d, s in zip(got["qid"], got["docno"], got["score"])}
+    # query 1: z-scores (population std) a = x +c, y 0, z -c; b = z +c, w 0, y -c, c = sqrt(3/2); a document one
+    # system did not return gets that system's lowest z (-c); query 2: one result each, z 0
+    c = np.sqrt(1.5)
+    assert scores == pytest.approx({("1", "x"): 0.25 * c - 0.75 * c, ("1", "y"): -0.75 * c,
+                                    ("1", "z"): -0.25 * c + 0.75 * c, ("1", "w"): -0.25 * c,
+                                    ("2", "x"): 0.0, ("2", "w"): 0.0})
+    assert got[got["qid"] == "1"].sort_values("rank")["docno"].tolist() == ["z", "w", "x", "y"]
+    assert sorted(got["extra"].tolist()) == [1] * 4 + [2] * 2  # query columns kept; query 3 matched nothing
+    reference = pfc.Hybrid(a, b, weight=0.25)(queries)  # the package's fusion, called directly
+    pd.testing.assert_frame_equal(got.sort_values(["qid", "docno"]).reset_index(drop=True),
+                                  reference.sort_values(["qid", "docno"]).reset_index(drop=True))
+    shallow = hybrid_system(a, b, FusionSettings(depth=1))(queries)  # top 1 of each system
     assert set(zip(shallow["qid"], shallow["docno"])) == {("1", "x"), ("1", "z"), ("2", "x"), ("2", "w")}
+    minmax = hybrid_system(a, b, FusionSettings(weight=0.5, normalise="minmax"))(queries)
+    assert dict(zip(minmax[minmax["qid"] == "1"]["docno"], minmax[minmax["qid"] == "1"]["score"])) == \
+        pytest.approx({"x": 0.5, "y": 0.25, "z": 0.5, "w": 0.25})
     empty = hybrid_system(a, b, FusionSettings())(queries.iloc[:0])
     assert len(empty) == 0 and {"docno", "score", "rank", "extra"} <= set(empty.columns)
     settings = FusionSettings()
     assert hybrid_system(a, b, settings) == hybrid_system(a, b, settings)
     assert hybrid_system(a, b, settings) != hybrid_system(b, a, settings)
+
+
+@pytest.mark.parametrize("bad, message", [({"weight": -0.1}, "weight=-0.1"), ({"normalise": "rank"}, "normalise"),
+                                          ({"depth": 0}, "depth=0")])
+def test_fusion_settings_refuse_bad_values(bad, message):
+    from pyterrier_fandom_colbert.app.hybrid import FusionSettings
+
+    with pytest.raises(ValueError, match=message):
+        FusionSettings(**bad)
+
+
+def test_a_folder_with_the_former_fusion_settings_is_refused_with_the_rebuild_command(tmp_path):
+    from pyterrier_fandom_colbert.app.folder import FORMAT, MANIFEST, VERSION, Manifest
+
+    manifest = Manifest(source="irds:fandom-qa/sample", name="sample", checkpoint=None, fingerprint="f", pages=1,
+                        articles=1, passages=1, tokens=1, seconds={}, bytes=1).to_dict()
+    assert manifest["settings"]["fusion"] == {"weight": 0.2, "normalise": "zscore", "depth": 100}
+    assert (manifest["format"], manifest["version"]) == (FORMAT, VERSION)
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / MANIFEST).write_text(json.dumps(manifest))
+    assert load_manifest(tmp_path / "new").settings.fusion.weight == 0.2
+    manifest["settings"]["fusion"] = {"method": "linear", "weights": [0.5, 0.5], "rrf_k": 60.0, "depth": 100}
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ValueError) as err:
+        load_manifest(tmp_path / "old")
+    message = str(err.value)
+    assert "former rule (linear, weights [0.5, 0.5])" in message and "pfc.Hybrid" in message
+    assert f"pfc index irds:fandom-qa/sample {tmp_path / 'old'} --overwrite" in message
 
 
 # -- building a folder ---------------------------------------------------------------------------------------------
@@ -197,20 +235,60 @@ def test_pt_get_text_reads_a_folders_passages_from_its_tfidf_index(folder):
     assert out["text"].tolist() == [given[d] for d in docnos]
 
 
-def test_hybrid_is_the_minmax_fusion_of_both_systems(searcher):
+def test_hybrid_is_pfc_hybrid_of_both_systems(searcher):
+    import pyterrier as pt
+
+    from pyterrier_fandom_colbert.fusion import DEFAULT_WEIGHT
+
     frame = pd.DataFrame({"qid": ["q"], "query": [QUESTION]})
-    depth = searcher.manifest.settings.fusion.depth
-    fused = {}
-    for name, weight in zip(("tfidf", "colbert"), searcher.manifest.settings.fusion.weights):
-        run = searcher.pipelines[name](frame)
-        run = run[run["rank"] < depth]
-        s = run["score"].to_numpy()
-        for docno, value in zip(run["docno"], (s - s.min()) / (s.max() - s.min())):
-            fused[docno] = fused.get(docno, 0.0) + weight * value
-    expected = sorted(fused, key=lambda d: (-fused[d], d))[:10]
+    fusion = searcher.manifest.settings.fusion
+    assert (fusion.weight, fusion.normalise, fusion.depth) == (DEFAULT_WEIGHT, "zscore", 100)
+    runs = [pt.Transformer.from_df(run[run["rank"] < fusion.depth])  # each system's top 100
+            for run in (searcher.pipelines[name](frame) for name in ("tfidf", "colbert"))]
+    expected = pfc.Hybrid(*runs, weight=fusion.weight)(frame).sort_values("rank").head(10)
     got = searcher.search(QUESTION, system="hybrid", k=10, explain=False)["results"]
-    assert [r["docno"] for r in got] == expected
-    assert np.allclose([r["score"] for r in got], [fused[d] for d in expected], atol=1e-4)
+    assert [r["docno"] for r in got] == expected["docno"].tolist()
+    assert np.allclose([r["score"] for r in got], expected["score"], atol=1e-4)
+
+
+def test_results_carry_a_short_answer_inside_the_highlight_and_a_calibrated_confidence(searcher):
+    from pyterrier_fandom_colbert.explain.answer import MAX_ANSWER_WORDS
+
+    response = searcher.search(QUESTION, system="colbert", k=5)
+    assert response["nothing_relevant"] == searcher.calibration.nothing_relevant(
+        [r["confidence"] for r in response["results"]])
+    for r in response["results"]:
+        start, end = r["short_answer"]
+        assert r["answer"][0] <= start < end <= r["answer"][1]  # inside the long highlight
+        inside = [w for w in r["words"] if start <= w[0] and w[1] <= end]
+        assert 1 <= len(inside) <= MAX_ANSWER_WORDS
+        assert inside[0][0] == start and inside[-1][1] == end  # whole words
+        # the similarity is the ColBERT score (MaxSim over the stored vectors) per scoring query vector
+        per_vector = r["score"] if searcher.colbert.config.reduction == "mean" else r["score"] / len(r["query_tokens"])
+        assert r["similarity"] == pytest.approx(per_vector, abs=2e-3)
+        best = max(other["similarity"] for other in response["results"])
+        assert r["confidence"] == pytest.approx(searcher.calibration.confidence(r["similarity"], best), abs=1e-3)
+
+
+def test_nothing_relevant_follows_the_calibration_threshold(folder, searcher):
+    from pyterrier_fandom_colbert.app.search import NOTHING_RELEVANT
+    from pyterrier_fandom_colbert.explain.answer import AnswerCalibration
+
+    best = max(r["similarity"] for r in searcher.search(QUESTION, k=3)["results"])
+    for threshold, nothing in ((0.6, True), (0.4, False)):
+        # the best result's confidence is exactly 0.5 under this calibration
+        calibration = AnswerCalibration(intercept=-10.0 * best, slope=10.0, threshold=threshold)
+        other = Searcher(folder, colbert=searcher.colbert, warm=False, calibration=calibration)
+        response = other.search(QUESTION, k=3)
+        assert response["nothing_relevant"] is nothing
+        assert len(response["results"]) == 3  # the results are still there
+        assert max(r["confidence"] for r in response["results"]) == pytest.approx(0.5, abs=2e-3)
+        assert (NOTHING_RELEVANT in format_results(response)) is nothing
+        assert other.search(QUESTION, k=3, explain=False)["nothing_relevant"] is None
+    plain = format_results(response)  # the last: answered; each result's short answer on its own line
+    for r in response["results"]:
+        start, end = r["short_answer"]
+        assert f"answer: {terminal_text(r['text'][start:end])}  confidence {r['confidence']:.0%}" in plain
 
 
 def test_each_system_returns_its_own_ranking(searcher):
@@ -268,8 +346,9 @@ def test_terminal_output_strips_control_characters(searcher):
 
 # -- the HTTP API --------------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def server(searcher):
+@contextlib.contextmanager
+def _serving(searcher):
+    """``pfc serve`` of ``searcher`` on a free port of 127.0.0.1, in a thread: yields its base URL."""
     from pyterrier_fandom_colbert.app.server import make_server
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -282,10 +361,18 @@ def server(searcher):
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the test server did not start")
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    srv.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def server(searcher):
+    with _serving(searcher) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -492,6 +579,27 @@ def test_browser_shows_hostile_text_as_text(browser, server):
     assert card["title"] == HOSTILE[0]["title"] and card["href"] is None and card["elements"] == 0
     assert "<script>" in card["text"] and "<img src=x" in card["text"]
     assert browser.js("typeof window.__pwned") == "undefined"
+
+
+def test_browser_says_plainly_when_nothing_seems_to_answer(browser, server, folder, searcher):
+    from pyterrier_fandom_colbert.app.search import NOTHING_RELEVANT
+    from pyterrier_fandom_colbert.explain.answer import AnswerCalibration
+
+    _open(browser, server + "/?q=" + QUESTION.replace(" ", "+"))
+    browser.wait_for("document.querySelectorAll('#results .card').length")
+    expected = searcher.search(QUESTION, k=10)
+    assert browser.js("document.getElementById('nothing').hidden") is not expected["nothing_relevant"]
+    shorts = browser.js("[...document.querySelectorAll('#results .card')].map(c => "
+                        "(c.querySelector('.passage mark.answer mark.short') || {}).textContent || null)")
+    assert shorts == [r["text"][r["short_answer"][0]:r["short_answer"][1]] for r in expected["results"]]
+
+    never = AnswerCalibration(intercept=-50.0, slope=1.0, threshold=0.99)  # no passage reaches the threshold
+    with _serving(Searcher(folder, colbert=searcher.colbert, warm=False, calibration=never)) as other:
+        _open(browser, other + "/?q=" + QUESTION.replace(" ", "+"))
+        shown = browser.wait_for("!document.getElementById('nothing').hidden && "
+                                 "document.getElementById('nothing').textContent")
+        assert " ".join(shown.split()).startswith(NOTHING_RELEVANT)
+        assert browser.js("document.querySelectorAll('#results .card').length") == 10  # results still below
 
 
 def test_browser_shows_a_clear_message_for_a_bad_query(browser, server):

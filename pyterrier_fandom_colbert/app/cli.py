@@ -27,7 +27,7 @@ DELEGATED = {"compare": ("pyterrier_fandom_colbert.__main__", "TF-IDF against Co
 def build_parser() -> argparse.ArgumentParser:
     from ..index.__main__ import add_build_ann_arguments
     from ..model.colbert import CPU_PRECISIONS
-    from .hybrid import METHODS
+    from .hybrid import NORMALISATIONS, FusionSettings
     from .queries import MAX_K, SYSTEMS
 
     ap = argparse.ArgumentParser(prog="pfc", description="Build a search folder from a wiki dump, search it in the "
@@ -44,10 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--checkpoint", default=None,
                     help="ColBERT checkpoint (or backbone) folder; default: the package's trained checkpoint")
     ix.add_argument("--overwrite", action="store_true", help="replace an existing search folder")
-    ix.add_argument("--fusion", choices=METHODS, default="linear", help="how the hybrid fuses (default linear)")
-    ix.add_argument("--weights", type=float, nargs=2, metavar=("TFIDF", "COLBERT"), default=(0.5, 0.5),
-                    help="hybrid weights (default 0.5 0.5)")
-    ix.add_argument("--depth", type=int, default=100, help="results per system fused by the hybrid (default 100)")
+    fusion = FusionSettings()
+    ix.add_argument("--weight", type=float, default=fusion.weight, metavar="W",
+                    help=f"the hybrid's TF-IDF share, 0 to 1 (pfc.Hybrid; default {fusion.weight:g})")
+    ix.add_argument("--normalise", choices=NORMALISATIONS, default=fusion.normalise,
+                    help=f"per-query score normalisation of the hybrid (default {fusion.normalise})")
+    ix.add_argument("--depth", type=int, default=fusion.depth,
+                    help=f"results per system fused by the hybrid (default {fusion.depth})")
     ix.add_argument("--faiss", default="ivf", choices=("flat", "ivf", "ivfpq", "ivfpq-fs"),
                     help="ColBERT token neighbour search: ivf (default; above 4M tokens ivfpq-fs), flat (exact), "
                          "ivfpq, ivfpq-fs")
@@ -211,7 +214,7 @@ def _check_index(args: argparse.Namespace) -> None:
     int_in_range("--depth", args.depth, 1, what="results per system")
     if args.min_words is not None:
         int_in_range("--min-words", args.min_words, 0)
-    FusionSettings(method=args.fusion, weights=tuple(args.weights), depth=args.depth)
+    FusionSettings(weight=args.weight, normalise=args.normalise, depth=args.depth)
     source = Path(args.source)
     if source.suffix.lower() in DUMP_SUFFIXES or source.exists():
         if not source.is_file():
@@ -312,7 +315,7 @@ def _index(args) -> int:
     from .folder import SearchSettings, build_folder
     from .hybrid import FusionSettings
 
-    settings = SearchSettings(fusion=FusionSettings(method=args.fusion, weights=tuple(args.weights),
+    settings = SearchSettings(fusion=FusionSettings(weight=args.weight, normalise=args.normalise,
                                                     depth=args.depth), faiss=args.faiss)
     passage_config = None
     if args.min_words is not None:

@@ -52,7 +52,7 @@ from ..storage import (
     read_json,
     write_json,
 )
-from .hybrid import FusionSettings
+from .hybrid import FormerFusionSettings, FusionSettings, check_fusion_shape
 
 MANIFEST = "manifest.json"
 PASSAGES = "passages.jsonl"
@@ -90,13 +90,10 @@ class SearchSettings(JsonConfig):
 
     def __post_init__(self) -> None:
         if isinstance(self.fusion, dict):
+            check_fusion_shape(self.fusion)
             object.__setattr__(self, "fusion", FusionSettings.from_dict(self.fusion))
         positive_int("k_hat", self.k_hat, none=True, what="token neighbours")
 
-    def to_dict(self) -> Dict[str, Any]:
-        values = dataclasses.asdict(self)
-        values["fusion"]["weights"] = list(values["fusion"]["weights"])
-        return values
 
 
 @dataclass(frozen=True)
@@ -165,6 +162,16 @@ def load_manifest(path: Union[str, Path]) -> Manifest:
             raise ValueError(f"{path} was built by an older dump reader (version {values.get('reader', 1)}; this "
                              f"package's is {READER_VERSION}, which also reads infoboxes, fact templates and "
                              f"tables): rebuild it with `pfc index {source} {path} --overwrite`")
+    settings = values.get("settings")
+    try:
+        check_fusion_shape(settings.get("fusion") if isinstance(settings, dict) else None)
+    except FormerFusionSettings as err:
+        rebuild = f"pfc index {source} {path} --overwrite" if source and source != "records" else \
+            f"pfc index SOURCE {path} --overwrite"
+        default = FusionSettings()
+        raise ValueError(f"{path} records {err}, which pfc no longer has: its hybrid is now pfc.Hybrid (z-scores, "
+                         f"TF-IDF weight {default.weight:g}, {default.depth:,} results per system); rebuild the "
+                         f"folder with `{rebuild}`") from None
     if values.get("files") is not None:
         parse_manifest(values["files"], path / MANIFEST)
     return Manifest.from_dict(values, source=path / MANIFEST)

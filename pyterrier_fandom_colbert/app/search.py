@@ -1,9 +1,11 @@
 """Searching a search folder: :class:`Searcher` loads it once and answers queries with explained results.
 
 Systems: ``tfidf`` (the TF-IDF index), ``colbert`` (ColBERT end to end over the token index) and ``hybrid`` (the
-two fused, :mod:`.hybrid`). Each result carries its page title and URL, the passage, the likely answer span
-and per-word relevance (``R_abs``, ``R_acc``, KDE) from :class:`~pyterrier_fandom_colbert.Explainer`, which reads
-the passage vectors from the ColBERT index and reuses the query vectors the ColBERT stage computed.
+two fused by ``pfc.Hybrid``, :mod:`.hybrid`). Each result carries its page title and URL, the passage, the likely
+answer region and per-word relevance (``R_abs``, ``R_acc``, KDE) from :class:`~pyterrier_fandom_colbert.Explainer`,
+which reads the passage vectors from the ColBERT index and reuses the query vectors the ColBERT stage computed,
+and a short answer (at most 12 words) with a calibrated confidence (:mod:`~pyterrier_fandom_colbert.explain.answer`);
+a response says ``nothing_relevant`` when no result's confidence reaches the calibration's threshold.
 
 A :class:`Searcher` is safe to share between threads: the model work runs under a lock (the tokenizer and the
 lazily loaded index structures are not thread-safe, and on a few CPU cores parallel queries would only compete
@@ -12,6 +14,7 @@ for them), and queries that arrive together are answered as one batch (:meth:`Se
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import threading
 import time
@@ -23,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..display import terminal_text
+from ..explain.answer import CALIBRATION, AnswerCalibration, mean_maxsim, short_answer_words
 from .folder import COLBERT_DIR, TFIDF_DIR, Manifest, PassageTable, load_manifest
 from .hybrid import hybrid_system
 from .queries import MAX_K, MAX_QUERY_CHARS, SYSTEMS, QueryError, check_k, check_query, check_system
@@ -30,8 +34,10 @@ from .queries import MAX_K, MAX_QUERY_CHARS, SYSTEMS, QueryError, check_k, check
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
 
-__all__ = ["MAX_K", "MAX_QUERY_CHARS", "SYSTEMS", "QueryError", "Searcher", "check_k", "check_query", "check_system",
-           "format_results"]
+__all__ = ["MAX_K", "MAX_QUERY_CHARS", "NOTHING_RELEVANT", "SYSTEMS", "QueryError", "Searcher", "check_k",
+           "check_query", "check_system", "format_results"]
+#: what the CLI and the page say when no result's confidence reaches the calibration's threshold
+NOTHING_RELEVANT = "Nothing in this wiki seems to answer the question."
 
 
 def safe_url(url: Any) -> str:
@@ -75,7 +81,7 @@ class Searcher:
     """A loaded search folder. ``search(query)`` → a JSON-ready dict of explained results."""
 
     def __init__(self, folder: Union[str, Path], *, colbert: Optional["ColBERT"] = None, warm: bool = True,
-                 ray: Optional[str] = None):
+                 ray: Optional[str] = None, calibration: AnswerCalibration = CALIBRATION):
         from ..lexical.tfidf import TfidfIndex
         from .sharded import open_colbert
 
@@ -98,6 +104,8 @@ class Searcher:
         self._systems: Dict[str, Any] = {}
         self._explainer: Any = None
         self._load_lock = threading.RLock()  # guards the lazily made parts
+        #: short answers and confidences (the shipped calibration belongs to the default checkpoint)
+        self.calibration = calibration
         self._lock = threading.Lock()  # held while a batch runs
         self._pending_lock = threading.Lock()  # guards the list of waiting queries
         self._pending: List[_Job] = []
@@ -177,7 +185,13 @@ class Searcher:
                 self._run(batch)
         if job.error is not None:
             raise job.error
-        return {"query": job.query, "system": job.system, "k": job.k, "results": job.results,
+        if job.explain:  # each result's confidence given the question's best-matching result
+            best = max((r["similarity"] for r in job.results), default=math.nan)
+            for r in job.results:
+                r["confidence"] = round(self.calibration.confidence(r["similarity"], best), 3)
+        nothing = self.calibration.nothing_relevant([r["confidence"] for r in job.results]) if job.explain else None
+        return {"query": job.query, "system": job.system, "k": job.k, "nothing_relevant": nothing,
+                "results": job.results,
                 "took_ms": round(1000 * (time.perf_counter() - job.started), 1)}
 
     def _run(self, jobs: List["_Job"]) -> None:
@@ -254,7 +268,24 @@ class Searcher:
                        _round(row["word_r_acc"], 3), _round(row["word_kde"], 4), matched)
             out["words"] = [[s, e, a, c, d, m if m and is_word(text[s:e]) else ""]
                             for (s, e), a, c, d, m in zip(*columns)]
+            out.update(self._short_answer(row, spans, np.array([bool(w[5]) for w in out["words"]], dtype=bool)))
         return out
+
+    def _short_answer(self, row: Dict[str, Any], spans: np.ndarray, matched: np.ndarray) -> Dict[str, Any]:
+        """``short_answer`` (character offsets of at most ``max_words`` words inside the likely-answer region, or
+        None) and ``similarity`` (the passage's mean MaxSim) of one explained row; :meth:`search` adds the calibrated
+        ``confidence``, which depends on the question's other results."""
+        cal = self.calibration
+        similarity = mean_maxsim(row["expl_sim"])
+        tokens = row.get("answer_tokens")
+        region = None
+        if isinstance(tokens, (tuple, list)) and len(tokens) == 2:
+            word_of = np.asarray(row["expl_words"])
+            region = (int(word_of[tokens[0]]), int(word_of[tokens[1] - 1]) + 1)
+        words = short_answer_words(row["word_kde"], cal.max_words, cal.penalty, within=region,
+                                   matched=matched if cal.skip_matched else None) if region else None
+        span = None if words is None else [int(spans[words[0], 0]), int(spans[words[1] - 1, 1])]
+        return {"short_answer": span, "similarity": _round([similarity], 4)[0]}
 
 
 def matched_by(sim: np.ndarray, query_tokens: List[str], word_of_token: np.ndarray, num_words: int, k_tilde: int,
@@ -288,7 +319,8 @@ def matched_by(sim: np.ndarray, query_tokens: List[str], word_of_token: np.ndarr
 
 # -- terminal ---------------------------------------------------------------------------------------------------
 
-_BOLD, _UNDERLINE, _ANSWER, _DIM, _RESET = "\x1b[1m", "\x1b[4m", "\x1b[1;30;43m", "\x1b[2m", "\x1b[0m"
+_BOLD, _UNDERLINE, _ANSWER, _SHORT, _DIM, _RESET = "\x1b[1m", "\x1b[4m", "\x1b[30;43m", "\x1b[1;30;43m", "\x1b[2m", \
+    "\x1b[0m"
 
 
 def is_word(text: str) -> bool:
@@ -297,46 +329,56 @@ def is_word(text: str) -> bool:
 
 
 def format_passage(result: Dict[str, Any], color: bool) -> str:
-    """The passage with the answer span highlighted (``«…»`` without colour) and, with colour, the matched words
-    underlined."""
+    """The passage with the likely answer region highlighted (``«…»`` without colour; with colour a yellow
+    background, the short answer in bold on it) and, with colour, the matched words underlined."""
     text = result["text"]
-    answer = result.get("answer")
-    marks = []  # (start, end, kind)
-    if answer:
-        marks.append((answer[0], answer[1], "answer"))
-    if color:
-        for start, end, *_, by in result.get("words", []):
-            if by and not (answer and answer[0] <= start and end <= answer[1]):
-                marks.append((start, end, "match"))
-    marks.sort()
-    out, pos = [], 0
-    for start, end, kind in marks:
-        if start < pos:
+    answer, short = result.get("answer"), result.get("short_answer") if color else None
+    bounds = {0, len(text)}
+    for span in (answer, short):
+        if span:
+            bounds.update(span)
+    matched = [(start, end) for start, end, *_, by in result.get("words", []) if by] if color else []
+    for start, end in matched:
+        bounds.update((start, end))
+    out = []
+    cuts = sorted(b for b in bounds if 0 <= b <= len(text))
+    for start, end in itertools.pairwise(cuts):
+        piece = terminal_text(text[start:end])
+        in_answer = answer is not None and answer[0] <= start and end <= answer[1]
+        in_short = short is not None and short[0] <= start and end <= short[1]
+        if not color:
+            if answer and start == answer[0]:
+                out.append("«")
+            out.append(piece)
+            if answer and end == answer[1]:
+                out.append("»")
             continue
-        out.append(terminal_text(text[pos:start]))
-        inner = terminal_text(text[start:end])
-        if kind == "answer":
-            out.append(f"{_ANSWER}{inner}{_RESET}" if color else f"«{inner}»")
-        else:
-            out.append(f"{_UNDERLINE}{inner}{_RESET}")
-        pos = end
-    out.append(terminal_text(text[pos:]))
+        is_match = any(s <= start and end <= e for s, e in matched)
+        style = _SHORT if in_short else _ANSWER if in_answer else _UNDERLINE if is_match else ""
+        out.append(f"{style}{piece}{_RESET}" if style else piece)
     return "".join(out)
 
 
 def format_results(response: Dict[str, Any], color: bool = False) -> str:
-    """A search response as terminal text: one block per result."""
+    """A search response as terminal text: a line saying so when nothing seems to answer the question, then one
+    block per result with its short answer and confidence."""
     bold = (lambda s: f"{_BOLD}{s}{_RESET}") if color else (lambda s: s)
     dim = (lambda s: f"{_DIM}{s}{_RESET}") if color else (lambda s: s)
-    count = len(response["results"])
-    lines = [dim(f"{count} result{'' if count == 1 else 's'} for {terminal_text(response['query'])!r} "
+    n = len(response["results"])
+    lines = [dim(f"{n} result{'' if n == 1 else 's'} for {terminal_text(response['query'])!r} "
                  f"({response['system']}, {response['took_ms']:.0f} ms)"), ""]
+    if response.get("nothing_relevant"):
+        lines += [bold(NOTHING_RELEVANT) + (" The closest passages:" if n else ""), ""]
     for r in response["results"]:
         section = f" › {terminal_text(r['section'])}" if r["section"] else ""
         score = dim(f"score {r['score']:.3f}")
         lines.append(f"{r['rank']:>2}. {bold(terminal_text(r['title']))}{section}  {score}")
         if r["url"]:
             lines.append(f"    {dim(terminal_text(r['url']))}")
+        if r.get("short_answer"):
+            start, end = r["short_answer"]
+            confidence = dim(f"confidence {r['confidence']:.0%}")
+            lines.append(f"    answer: {bold(terminal_text(r['text'][start:end]))}  {confidence}")
         lines.append(f"    {format_passage(r, color)}")
         lines.append("")
     if not response["results"]:

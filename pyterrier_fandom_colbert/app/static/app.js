@@ -9,6 +9,7 @@
   const results = document.getElementById("results");
   const status = document.getElementById("status");
   const errorBox = document.getElementById("error");
+  const nothing = document.getElementById("nothing");
   const cardTemplate = document.getElementById("card");
   const baseTitle = document.title.replace(/^.* · /, "");
   const COLORS = { r_abs: [31, 119, 180], r_acc: [44, 160, 44], token: [148, 103, 189] };
@@ -28,15 +29,17 @@
     errorBox.hidden = !message;
   }
 
-  // The passage as text nodes, with the answer span in <mark class="answer"> and matched words in <span class="m">
-  // (mode "answer"), or every word shaded by a score (mode "shade": values[i] per word, rgb colour).
-  function renderPassage(target, text, words, answer, shade) {
+  // The passage as text nodes, with the likely answer region in <mark class="answer">, the short answer (inside
+  // it) in <mark class="short"> and matched words in <span class="m"> (mode "answer"), or every word shaded by a
+  // score (mode "shade": values[i] per word, rgb colour).
+  function renderPassage(target, text, words, answer, shade, short) {
     target.replaceChildren();
     let pos = 0;
     let answerNode = null;
+    let shortNode = null;
     const top = shade ? Math.max(0, ...shade.values.filter(Number.isFinite)) : 0;
     const floor = shade && shade.floor ? Math.min(shade.floor, top) : 0; // shading starts above this value
-    const append = (node) => (answerNode || target).appendChild(node);
+    const append = (node) => (shortNode || answerNode || target).appendChild(node);
     words.forEach((w, i) => {
       const [start, end, , , , by] = w;
       if (start > pos) append(document.createTextNode(text.slice(pos, start)));
@@ -44,6 +47,11 @@
         answerNode = document.createElement("mark");
         answerNode.className = "answer";
         target.appendChild(answerNode);
+      }
+      if (!shade && answerNode && short && start === short[0]) {
+        shortNode = document.createElement("mark");
+        shortNode.className = "short";
+        answerNode.appendChild(shortNode);
       }
       const word = text.slice(start, end);
       let node;
@@ -65,6 +73,7 @@
         node = document.createTextNode(word);
       }
       append(node);
+      if (shortNode && end === short[1]) shortNode = null;
       if (!shade && answerNode && end === answer[1]) answerNode = null;
       pos = end;
     });
@@ -86,8 +95,13 @@
     else title.removeAttribute("href");
     node.querySelector(".section").textContent = result.section ? ` › ${result.section}` : "";
     node.querySelector(".score").textContent = result.score.toFixed(3);
+    const confidence = node.querySelector(".confidence");
+    if (typeof result.confidence === "number") {
+      confidence.textContent = `${Math.round(100 * result.confidence)}% sure`;
+      confidence.title = "calibrated confidence that this passage answers the question";
+    } else confidence.remove();
     const words = result.words || [];
-    renderPassage(node.querySelector(".passage"), result.text, words, result.answer, null);
+    renderPassage(node.querySelector(".passage"), result.text, words, result.answer, null, result.short_answer);
     const why = node.querySelector(".why");
     if (!result.words) {
       why.remove();
@@ -161,6 +175,7 @@
   async function run(query, system, push) {
     const mine = ++current;
     showError("");
+    nothing.hidden = true;
     if (push) {
       const params = new URLSearchParams({ q: query, system });
       history.pushState({ q: query, system }, "", `?${params}`);
@@ -179,6 +194,7 @@
       const data = await getJson(`/api/search?${params}`);
       if (mine !== current) return;
       results.replaceChildren(...data.results.map((r) => card(r, data.query)));
+      nothing.hidden = !data.nothing_relevant;
       const n = data.results.length;
       status.textContent = n
         ? `${n} result${n === 1 ? "" : "s"} · ${systemSelect.selectedOptions[0].textContent} · ${Math.round(data.took_ms)} ms`
