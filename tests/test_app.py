@@ -608,3 +608,13 @@ def test_browser_shows_a_clear_message_for_a_bad_query(browser, server):
                                "document.getElementById('error').textContent")
     assert "limit is 500" in message
     assert browser.js("document.querySelectorAll('#results .card').length") == 0
+
+
+def test_folder_default_weight_is_the_fusions_default():
+    import pyterrier as pt
+
+    from pyterrier_fandom_colbert.app import hybrid
+    from pyterrier_fandom_colbert.fusion import DEFAULT_WEIGHT, Hybrid
+
+    assert hybrid.DEFAULT_WEIGHT == DEFAULT_WEIGHT == hybrid.FusionSettings().weight
+    assert Hybrid(pt.Transformer.identity(), pt.Transformer.identity()).weight == DEFAULT_WEIGHT
