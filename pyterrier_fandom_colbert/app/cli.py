@@ -1,6 +1,7 @@
 """``pfc``: build a search folder from a wiki dump, search it in the terminal, or serve it as a local web page.
 
     pfc index starwars_pages_current.xml.7z starwars/        # dump (.xml/.bz2/.gz/.7z) or ir_datasets id
+    pfc index --update newer_pages_current.xml.7z starwars/  # re-encode only the pages new or changed since
     pfc search starwars/ "who trained Luke?"                  # --json for scripts, --system tfidf|colbert|hybrid
     pfc serve starwars/                                       # http://127.0.0.1:8000/
     pfc build-ann starwars/colbert --faiss ivf                # a ColBERT index's neighbour index, ahead of time
@@ -22,6 +23,7 @@ DELEGATED = {"compare": ("pyterrier_fandom_colbert.__main__", "TF-IDF against Co
 
 def build_parser() -> argparse.ArgumentParser:
     from ..index.__main__ import add_build_ann_arguments
+    from ..index.layout import FORMATS
     from .hybrid import METHODS
     from .search import MAX_K, SYSTEMS
 
@@ -33,19 +35,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     ix = sub.add_parser("index", help="build a search folder from a wiki dump or an ir_datasets id",
                         description="Build everything a search needs in FOLDER: passages with page titles and "
-                                    "URLs, a TF-IDF index, a ColBERT index and the fusion settings.")
+                                    "URLs, a TF-IDF index, a ColBERT index and the fusion settings. With --update, "
+                                    "bring a folder built from a dump up to date with a newer dump of that wiki.")
     ix.add_argument("source", help="MediaWiki dump (.xml, .bz2, .gz, .7z) or ir_datasets id (e.g. fandom-qa/sample)")
     ix.add_argument("folder", type=Path, help="the search folder to create")
     ix.add_argument("--checkpoint", default=None,
                     help="ColBERT checkpoint (or backbone) folder; default: the package's trained checkpoint")
     ix.add_argument("--overwrite", action="store_true", help="replace an existing search folder")
+    ix.add_argument("--update", action="store_true",
+                    help="update FOLDER (built from a dump) from the newer dump SOURCE: only pages new or changed "
+                         "since are parsed and encoded, pages gone are dropped; the folder's settings, encoder and "
+                         "codec are kept (after large changes, rebuild with --overwrite)")
+    ix.add_argument("--compression", choices=FORMATS, default=None,
+                    help="how the ColBERT index stores vectors: residual2 (default: 2 bits per dimension, searched "
+                         "by centroids), residual1, residual4, or fp16 (exact vectors and a FAISS neighbour index)")
     ix.add_argument("--fusion", choices=METHODS, default="linear", help="how the hybrid fuses (default linear)")
     ix.add_argument("--weights", type=float, nargs=2, metavar=("TFIDF", "COLBERT"), default=(0.5, 0.5),
                     help="hybrid weights (default 0.5 0.5)")
     ix.add_argument("--depth", type=int, default=100, help="results per system fused by the hybrid (default 100)")
-    ix.add_argument("--faiss", default="ivf", choices=("flat", "ivf", "ivfpq", "ivfpq-fs"),
-                    help="ColBERT token neighbour search: ivf (default; above 4M tokens ivfpq-fs), flat (exact), "
-                         "ivfpq, ivfpq-fs")
+    ix.add_argument("--faiss", default=None, choices=("flat", "ivf", "ivfpq", "ivfpq-fs"),
+                    help="with --compression fp16: the token neighbour search: ivf (default; above 4M tokens "
+                         "ivfpq-fs), flat (exact), ivfpq, ivfpq-fs")
     ix.add_argument("--batch-size", type=int, default=256, help="passages encoded per batch")
     ix.add_argument("--min-words", type=int, default=None, metavar="N",
                     help="a dump's pages with fewer than N words of text and infobox facts are skipped as stubs "
@@ -125,7 +135,10 @@ def artifacts_in(path: Path) -> List[Tuple[str, Path]]:
             from ..storage import read_json
 
             values = read_json(meta, "artifact metadata")
-            kinds: Dict[Tuple[Any, Any], str] = {("colbert", "fp16"): "colbert", ("sparse_index", "tfidf"): "tfidf"}
+            from ..index.layout import FORMATS
+
+            kinds: Dict[Tuple[Any, Any], str] = {("colbert", f): "colbert" for f in FORMATS}
+            kinds[("sparse_index", "tfidf")] = "tfidf"
             return kinds.get((values.get("type"), values.get("format"))) if isinstance(values, dict) else None
         if (folder / "colbert_config.json").is_file():
             return "checkpoint"
@@ -163,11 +176,30 @@ def _build_ann(args) -> int:
 
 
 def _index(args) -> int:
-    from .folder import SearchSettings, build_folder
+    from .folder import SearchSettings, build_folder, update_folder
     from .hybrid import FusionSettings
 
+    if args.update:
+        given = [name for name, value in (("--overwrite", args.overwrite), ("--checkpoint", args.checkpoint),
+                                          ("--compression", args.compression), ("--faiss", args.faiss),
+                                          ("--min-words", args.min_words)) if value]
+        if given:
+            raise ValueError(f"--update keeps the folder's own settings; leave out {', '.join(given)} (or rebuild "
+                             "with --overwrite)")
+        try:
+            report = update_folder(args.source, args.folder, batch_size=args.batch_size, verbose=not args.quiet)
+        except KeyboardInterrupt:
+            print(f"pfc index: interrupted; {args.folder} was left as it was", file=sys.stderr)
+            return 130
+        print(report.summary())
+        return 0
+    compression = args.compression or "residual2"
+    if args.faiss is not None and compression != "fp16":
+        raise ValueError(f"--faiss {args.faiss} needs --compression fp16: a {compression} index is searched by its "
+                         "centroids, with no neighbour index")
     settings = SearchSettings(fusion=FusionSettings(method=args.fusion, weights=tuple(args.weights),
-                                                    depth=args.depth), faiss=args.faiss)
+                                                    depth=args.depth), compression=compression,
+                              faiss=args.faiss or "ivf")
     passage_config = None
     if args.min_words is not None:
         from ..data.passages import PassageConfig

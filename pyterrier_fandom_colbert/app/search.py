@@ -142,8 +142,7 @@ class Searcher:
         s = self.manifest.settings
         encoder = colbert.query_encoder()
         tfidf = self.tfidf.retriever(num_results=max(MAX_K, s.fusion.depth))
-        dense = self.index.retriever(num_results=max(MAX_K, s.fusion.depth), k_hat=s.k_hat, faiss=s.faiss,
-                                     refine=s.refine)
+        dense = self.index.retriever(num_results=max(MAX_K, s.fusion.depth), **s.dense_options())
         self.pipelines = {"tfidf": tfidf, "colbert": encoder >> dense,
                           "hybrid": encoder >> hybrid_system(tfidf, dense, s.fusion)}
         self.explainer = Explainer(colbert, k_tilde=s.k_tilde, index=self.index)
