@@ -588,7 +588,7 @@ def _build(source, folder: Path, *, checkpoint: Optional[str], colbert, settings
         colbert_seconds = time.perf_counter() - colbert_started
         (tmp / _OWNER).unlink()
         encoded = int((reuse < 0).sum())
-        codec_info = None
+        codec_info: Optional[Dict[str, Any]] = None
         if index.compressed:
             if previous is None and codec is None:
                 codec_info = {"trained_on": count, "encoded_since": 0}
@@ -635,6 +635,7 @@ def _assemble(index, colbert, tfidf, reuse: np.ndarray, settings: SearchSettings
     import shutil
 
     from ..index.artifact import ColBERTIndex
+    from ..index.stores import ResidualStore
     from ..index.writer import IndexWriter
     from ..model.tokenization import check_long_docs
 
@@ -668,7 +669,9 @@ def _assemble(index, colbert, tfidf, reuse: np.ndarray, settings: SearchSettings
             windowed += len(parts) > 1
             ids = np.asarray(source.token_ids[start:end])
             if source is old and codec is not None:
-                arrays = old.store.arrays
+                store = old.store
+                assert isinstance(store, ResidualStore)
+                arrays = store.arrays
                 writer.add_coded(str(docno), np.asarray(arrays.codes[start:end]),
                                  np.asarray(arrays.residuals[start:end]), ids, parts)
             else:
