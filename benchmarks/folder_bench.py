@@ -136,6 +136,8 @@ def quality(args) -> Dict[str, Any]:
     if topics is not None and args.queries:
         topics = topics.head(args.queries)
         report["questions_asked"] = f"the first {len(topics)}"
+    if topics is not None:  # (measures average over the judged questions: only those asked)
+        qrels = qrels[qrels["query_id"].isin(set(topics["qid"]))]
     if not fp16.exists():
         started = time.perf_counter()
         build_folder(source, fp16, colbert=colbert, checkpoint=args.checkpoint,
