@@ -224,13 +224,13 @@ def test_source_of_a_dump_with_nothing_to_index_raises_the_counted_error(tmp_pat
 
 
 def test_search_folder_from_an_older_reader_asks_for_a_rebuild(tmp_path):
-    from pyterrier_fandom_colbert.app.folder import MANIFEST, load_manifest
+    from pyterrier_fandom_colbert.app.folder import MANIFEST, VERSION, load_manifest
 
     folder = tmp_path / "wiki"
     folder.mkdir()
     values = {"source": "/data/x_pages_current.xml", "name": "x", "checkpoint": None, "fingerprint": "f",
               "pages": 1, "articles": 1, "passages": 1, "tokens": 1, "seconds": {}, "bytes": 1,
-              "format": "pfc-search-folder", "version": 1}
+              "format": "pfc-search-folder", "version": VERSION}
     (folder / MANIFEST).write_text(json.dumps(values))
     with pytest.raises(ValueError, match=r"older dump reader.*pfc index /data/x_pages_current.xml .*--overwrite"):
         load_manifest(folder)
