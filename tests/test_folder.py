@@ -192,3 +192,17 @@ def test_update_refuses_what_it_cannot_do(sample_folder, tmp_path, colbert, tiny
     assert "--update keeps the folder's own settings; leave out --overwrite" in capsys.readouterr().err
     assert main(["index", str(SAMPLE), str(tmp_path / "x"), "--faiss", "ivf", "--quiet"]) == 2
     assert "--faiss ivf needs --compression fp16" in capsys.readouterr().err
+
+
+def test_search_settings_give_each_format_its_own_retriever_options():
+    from pyterrier_fandom_colbert.app.folder import SearchSettings
+
+    assert SearchSettings().dense_options() == {}
+    assert SearchSettings(ndocs=4096, nscore=1024).dense_options() == {"ndocs": 4096, "nscore": 1024}
+    assert SearchSettings(compression="fp16", k_hat=32).dense_options() == {"k_hat": 32, "faiss": "ivf", "refine": 1}
+    with pytest.raises(ValueError, match="compression='residual3'"):
+        SearchSettings(compression="residual3")
+    with pytest.raises(ValueError, match="nscore=0"):
+        SearchSettings(nscore=0)
+    # the manifest round trip keeps them
+    assert SearchSettings.from_dict(SearchSettings(ndocs=512).to_dict()) == SearchSettings(ndocs=512)

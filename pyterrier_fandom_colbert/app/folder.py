@@ -83,6 +83,10 @@ class SearchSettings(JsonConfig):
     #: the hybrid's latency on a 1,000-page wiki with the same top 10 (docs/app.md)
     faiss: str = "ivf"
     refine: int = 1
+    #: compressed only: centroid search's documents kept after the pruned centroid interaction and documents scored
+    #: exactly (None: the retriever's defaults for the depth asked, docs/index.md)
+    ndocs: Optional[int] = None
+    nscore: Optional[int] = None
     #: explanation settings (Explainer): matches per query vector
     k_tilde: int = 2
 
@@ -90,6 +94,8 @@ class SearchSettings(JsonConfig):
         if isinstance(self.fusion, dict):
             object.__setattr__(self, "fusion", FusionSettings.from_dict(self.fusion))
         positive_int("k_hat", self.k_hat, none=True, what="token neighbours")
+        positive_int("ndocs", self.ndocs, none=True, what="documents kept by centroid pruning")
+        positive_int("nscore", self.nscore, none=True, what="documents scored exactly")
         from ..index.layout import FORMATS
 
         if self.compression not in FORMATS:
@@ -100,7 +106,7 @@ class SearchSettings(JsonConfig):
         compressed index's centroid search takes its defaults for the depth asked)."""
         if self.compression == "fp16":
             return {"k_hat": self.k_hat, "faiss": self.faiss, "refine": self.refine}
-        return {}
+        return {name: value for name, value in (("ndocs", self.ndocs), ("nscore", self.nscore)) if value is not None}
 
     def to_dict(self) -> Dict[str, Any]:
         values = dataclasses.asdict(self)
