@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import pyterrier_fandom_colbert as pfc
@@ -206,3 +207,27 @@ def test_search_settings_give_each_format_its_own_retriever_options():
         SearchSettings(nscore=0)
     # the manifest round trip keeps them
     assert SearchSettings.from_dict(SearchSettings(ndocs=512).to_dict()) == SearchSettings(ndocs=512)
+
+
+def test_an_fp16_folder_updates_to_what_a_fresh_build_makes(tmp_path, colbert, tiny_bert_dir):
+    from pyterrier_fandom_colbert.app.folder import SearchSettings
+
+    settings = SearchSettings(compression="fp16")
+    (tmp_path / "first").mkdir()
+    folder = tmp_path / "wiki"
+    build_folder(small_dump(tmp_path / "first" / "small.xml"), folder, colbert=colbert, checkpoint=tiny_bert_dir,
+                 settings=settings)
+    dump = edited_dump(tmp_path)
+    report = update_folder(dump, folder, colbert=colbert)
+    assert report.manifest.update["pages_parsed"] == 2 and report.manifest.codec is None
+    # a plain fresh build encodes in batches, whose padding changes the vectors' last bits: equal up to that
+    build_folder(dump, tmp_path / "fresh", colbert=colbert, checkpoint=tiny_bert_dir, settings=settings)
+    for name in ("token_ids.i32", "offsets.i64", "parts.i64"):
+        assert (folder / COLBERT_DIR / name).read_bytes() == (tmp_path / "fresh" / COLBERT_DIR / name).read_bytes()
+    mine, theirs = (np.fromfile(f / COLBERT_DIR / "vectors.f16", dtype=np.float16).astype(np.float32)
+                    for f in (folder, tmp_path / "fresh"))
+    np.testing.assert_allclose(mine, theirs, atol=2e-3)
+    assert not list(folder.rglob("*.lock"))
+    for got, expected in zip(results(folder, colbert), results(tmp_path / "fresh", colbert)):
+        assert [d for d, _ in got] == [d for d, _ in expected]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=2e-3)
