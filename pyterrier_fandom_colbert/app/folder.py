@@ -649,7 +649,7 @@ def _assemble(index, colbert, tfidf, reuse: np.ndarray, settings: SearchSettings
     fresh = np.flatnonzero(reuse < 0)
     encoded = ColBERTIndex(encoded_path)
     if len(fresh):
-        encoded.indexer(_one_at_a_time(colbert), batch_size=batch_size, verbose=verbose, ann=None).index(
+        encoded.indexer(colbert, batch_size=batch_size, verbose=verbose, ann=None).index(
             _stored_passages(tfidf, count, fresh), total=len(fresh))
     stride = check_long_docs("windows", None, colbert.tokenizer.max_doc_pieces, colbert.config.doc_maxlen)
     old = previous.index if previous is not None else None
@@ -686,19 +686,6 @@ def _assemble(index, colbert, tfidf, reuse: np.ndarray, settings: SearchSettings
     index._forget()
     encoded._forget()
     shutil.rmtree(encoded_path, ignore_errors=True)
-
-
-def _one_at_a_time(colbert):
-    """The same encoder (its model and tokenizer, shared) encoding one text per model batch. A passage's vectors
-    then do not depend on which passages were encoded with it: in a batch they are padded to the batch's longest,
-    and the padded shapes change the last bits of the results (an fp16 vector in an update differed by one unit in
-    the last place from the same passage's in a full build). So an update and a build with ``codec_from=`` give the
-    same vectors, and codes, for every passage they encode."""
-    from ..model.colbert import ColBERT
-
-    amp = str(colbert.amp_dtype).removeprefix("torch.") if colbert.amp_dtype is not None else None
-    return ColBERT(colbert.model, colbert.tokenizer, device=str(colbert.device), batch_size=1,
-                   verbose=colbert.verbose, amp_dtype=amp)
 
 
 def _parts_of(index, doc: int) -> List[int]:
