@@ -528,3 +528,58 @@ def test_set_parameter_rebuilds_the_centroid_retriever_as_its_constructor(both, 
     with pytest.raises(ValueError, match="ndocs='many'"):
         retriever.set_parameter("ndocs", "many")
     assert retriever.get_parameter("ndocs") is None
+
+
+# -- writing with a known codec ------------------------------------------------------------------------------------
+def test_a_writer_with_a_known_codec_codes_each_document_alone_and_copies_coded_ones(tmp_path):
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+    from pyterrier_fandom_colbert.index.writer import IndexWriter
+    from pyterrier_fandom_colbert.model.config import ColBERTConfig
+
+    rng = np.random.default_rng(5)
+    vectors = clustered(600, seed=5)
+    lengths = rng.integers(1, 30, 40)
+    lengths[-1] = 600 - lengths[:-1].sum()
+    assert lengths[-1] > 0
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    docs = [(f"d{i}", vectors[bounds[i]:bounds[i + 1]], np.arange(bounds[i], bounds[i + 1]) % 97)
+            for i in range(len(lengths))]
+    config = ColBERTConfig(dim=DIM)
+    trained = ColBERTIndex(tmp_path / "trained")
+    with trained.writer(config, "synthetic", compression="residual2") as w:
+        for docno, v, ids in docs:
+            w.add(docno, v, ids)
+    codec = trained.codec
+
+    given = tmp_path / "given"
+    with IndexWriter(given, config, "synthetic", compression="residual2", codec=codec) as w:
+        for docno, v, ids in docs:
+            w.add(docno, v, ids)
+    index = ColBERTIndex(given)
+    for docno, v, ids in docs:  # each document's codes: the codec's, of that document alone
+        codes, packed = codec.compress(v.astype(np.float16).astype(np.float32))
+        got, got_ids = index.doc_vectors(docno)
+        np.testing.assert_allclose(got, codec.decompress(codes, packed), atol=1e-6)
+        np.testing.assert_array_equal(got_ids, ids)
+    assert (tmp_path / "given" / "codes.u16").read_bytes() == (tmp_path / "trained" / "codes.u16").read_bytes()
+
+    # a copy made of coded rows (and one re-encoded document) is the same index, file for file
+    copy = tmp_path / "copy"
+    arrays = index.store.arrays
+    with IndexWriter(copy, config, "synthetic", compression="residual2", codec=codec) as w:
+        for i, (docno, v, ids) in enumerate(docs):
+            start, end = bounds[i], bounds[i + 1]
+            if i == 7:
+                w.add(docno, v, ids)
+            else:
+                w.add_coded(docno, arrays.codes[start:end], arrays.residuals[start:end], ids)
+    for name in ("codes.u16", "residuals.u8", "ivf_offsets.i64", "ivf_docs.i32", "token_ids.u16", "offsets.i64"):
+        assert (copy / name).read_bytes() == (given / name).read_bytes(), name
+    assert not (copy / "vectors.f16").exists()
+
+    with pytest.raises(ValueError, match="needs a writer opened with the codec"), \
+            IndexWriter(tmp_path / "x", config, "synthetic", compression="residual2") as w:
+        w.add_coded("d0", arrays.codes[:2], arrays.residuals[:2], np.zeros(2))
+    with pytest.raises(ValueError, match="cannot write a residual4 index"):
+        IndexWriter(tmp_path / "y", config, "synthetic", compression="residual4", codec=codec)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

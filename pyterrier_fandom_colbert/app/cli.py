@@ -1,6 +1,7 @@
 """``pfc``: build a search folder from a wiki dump, search it in the terminal, or serve it as a local web page.
 
     pfc index starwars_pages_current.xml.7z starwars/        # dump (.xml/.bz2/.gz/.7z) or ir_datasets id
+    pfc index --update newer_pages_current.xml.7z starwars/  # re-encode only the pages new or changed since
     pfc search starwars/ "who trained Luke?"                  # --json for scripts, --system tfidf|colbert|hybrid
     pfc serve starwars/                                       # http://127.0.0.1:8000/
     pfc build-ann starwars/colbert --faiss ivf                # a ColBERT index's neighbour index, ahead of time
@@ -26,6 +27,7 @@ DELEGATED = {"compare": ("pyterrier_fandom_colbert.__main__", "TF-IDF against Co
 
 def build_parser() -> argparse.ArgumentParser:
     from ..index.__main__ import add_build_ann_arguments
+    from ..index.layout import FORMATS
     from ..model.colbert import CPU_PRECISIONS
     from .hybrid import NORMALISATIONS, FusionSettings
     from .queries import MAX_K, SYSTEMS
@@ -38,12 +40,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     ix = sub.add_parser("index", help="build a search folder from a wiki dump or an ir_datasets id",
                         description="Build everything a search needs in FOLDER: passages with page titles and "
-                                    "URLs, a TF-IDF index, a ColBERT index and the fusion settings.")
+                                    "URLs, a TF-IDF index, a ColBERT index and the fusion settings. With --update, "
+                                    "bring a folder built from a dump up to date with a newer dump of that wiki.")
     ix.add_argument("source", help="MediaWiki dump (.xml, .bz2, .gz, .7z) or ir_datasets id (e.g. fandom-qa/sample)")
     ix.add_argument("folder", type=Path, help="the search folder to create")
     ix.add_argument("--checkpoint", default=None,
                     help="ColBERT checkpoint (or backbone) folder; default: the package's trained checkpoint")
     ix.add_argument("--overwrite", action="store_true", help="replace an existing search folder")
+    ix.add_argument("--update", action="store_true",
+                    help="update FOLDER (built from a dump) from the newer dump SOURCE: only pages new or changed "
+                         "since are parsed and encoded, pages gone are dropped; the folder's settings, encoder and "
+                         "codec are kept (after large changes, rebuild with --overwrite)")
+    ix.add_argument("--compression", choices=FORMATS, default=None,
+                    help="how the ColBERT index stores vectors: residual2 (default: 2 bits per dimension, searched "
+                         "by centroids), residual1, residual4, or fp16 (exact vectors and a FAISS neighbour index)")
     fusion = FusionSettings()
     ix.add_argument("--weight", type=float, default=fusion.weight, metavar="W",
                     help=f"the hybrid's TF-IDF share, 0 to 1 (pfc.Hybrid; default {fusion.weight:g})")
@@ -51,9 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"per-query score normalisation of the hybrid (default {fusion.normalise})")
     ix.add_argument("--depth", type=int, default=fusion.depth,
                     help=f"results per system fused by the hybrid (default {fusion.depth})")
-    ix.add_argument("--faiss", default="ivf", choices=("flat", "ivf", "ivfpq", "ivfpq-fs"),
-                    help="ColBERT token neighbour search: ivf (default; above 4M tokens ivfpq-fs), flat (exact), "
-                         "ivfpq, ivfpq-fs")
+    ix.add_argument("--faiss", default=None, choices=("flat", "ivf", "ivfpq", "ivfpq-fs"),
+                    help="with --compression fp16: the token neighbour search: ivf (default; above 4M tokens "
+                         "ivfpq-fs), flat (exact), ivfpq, ivfpq-fs")
     ix.add_argument("--batch-size", type=int, default=64,
                     help="passages per forward pass of the encoder (default 64)")
     ix.add_argument("--precision", choices=(*CPU_PRECISIONS, "auto"), default="float32",
@@ -227,6 +237,21 @@ def _check_index(args: argparse.Namespace) -> None:
     require_model_path(args.checkpoint, "--checkpoint", "a ColBERT checkpoint (or backbone) folder, or leave "
                                                         "--checkpoint out for the package's own")
     folder = Path(args.folder)
+    if args.update:
+        given = [name for name, value in (("--overwrite", args.overwrite), ("--checkpoint", args.checkpoint),
+                                          ("--compression", args.compression), ("--faiss", args.faiss),
+                                          ("--min-words", args.min_words), ("--ray", args.ray is not None))
+                 if value]
+        if given:
+            raise ValueError(f"--update keeps the folder's own settings; leave out {', '.join(given)} (or rebuild "
+                             "with --overwrite)")
+        if not is_search_folder(folder):
+            raise FileNotFoundError(f"{folder} is not a search folder to update; build one with `pfc index "
+                                    f"{args.source} {folder}`")
+        return
+    if args.faiss is not None and (args.compression or "residual2") != "fp16":
+        raise ValueError(f"--faiss {args.faiss} needs --compression fp16: a {args.compression or 'residual2'} index "
+                         "is searched by its centroids, with no neighbour index")
     if folder.exists() and not (folder.is_dir() and not any(folder.iterdir())):
         if not folder.is_dir():
             raise FileExistsError(f"{folder} is a file; give a folder for the search folder")
@@ -312,11 +337,17 @@ def _build_ann(args) -> int:
 
 
 def _index(args) -> int:
-    from .folder import SearchSettings, build_folder
+    from .folder import SearchSettings, build_folder, update_folder
     from .hybrid import FusionSettings
 
+    if args.update:
+        report = update_folder(args.source, args.folder, batch_size=args.batch_size, verbose=not args.quiet)
+        print(report.summary())
+        return 0
+    compression = args.compression or "residual2"
     settings = SearchSettings(fusion=FusionSettings(weight=args.weight, normalise=args.normalise,
-                                                    depth=args.depth), faiss=args.faiss)
+                                                    depth=args.depth), compression=compression,
+                              faiss=args.faiss or "ivf")
     passage_config = None
     if args.min_words is not None:
         from ..data.passages import PassageConfig

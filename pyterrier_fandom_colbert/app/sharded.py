@@ -74,8 +74,7 @@ def dense_retriever(index: Any, settings: "SearchSettings", num_results: int,
         if ray is not None:
             raise ValueError(f"--ray serves a sharded ColBERT index, but {index.path} is a single index; build the "
                              "folder with `pfc index --ray`")
-        return index.retriever(num_results=num_results, k_hat=settings.k_hat, faiss=settings.faiss,
-                               refine=settings.refine)
+        return index.retriever(num_results=num_results, **settings.dense_options())
     if ray is None:
         return index.retriever(num_results=num_results)
     from ..distributed.search import RayShardedRetriever

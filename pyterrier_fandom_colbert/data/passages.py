@@ -64,6 +64,7 @@ __all__ = [
     "dump_passages",
     "facts_passages",
     "page_passages",
+    "read_article",
     "section_paragraphs",
     "split_sentences",
     "text_passages",
@@ -420,6 +421,34 @@ def _prose_words(clean_text: str) -> int:
     return sum(_words(line) for line in clean_text.split("\n") if not (line[:1] == "=" and _HEADING_RE.match(line)))
 
 
+def read_article(site: SiteInfo, page: WikiPage, config: PassageConfig = PassageConfig(),
+                 stats: Optional[DumpStats] = None) -> tuple[Optional[str], list[Passage]]:
+    """One page of :func:`dump_passages`: (why it is left out, or None for an article; its passages, none when left
+    out). ``stats``: its ``articles``, ``skipped``, ``guarded`` and facts counts are updated (not ``pages``,
+    ``passages`` or ``bytes_read``, which the caller counts). A page's passages depend on the page, its site and
+    ``config`` only, never on the other pages of the dump."""
+    stats = stats if stats is not None else DumpStats()
+    reason = skip_reason(page, config.namespaces, config.skip_translations)
+    clean, facts, fallback = "", (), None
+    if reason is None:
+        clean, facts, fallback, disambiguation = _read(page, config)
+        words = _prose_words(clean) + sum(_words(k) + _words(v) for k, v in facts)
+        reason = ("disambiguation" if disambiguation else "empty" if words == 0 else
+                  "stub" if words < config.min_page_words else None)
+    if reason is not None:
+        stats.skipped[reason] += 1
+        return reason, []
+    stats.articles += 1
+    if fallback is not None:
+        stats.guarded[fallback] += 1
+        if len(stats.guarded_titles) < stats.MAX_TITLES:
+            stats.guarded_titles.append(page.title)
+    if config.infobox_passage and facts:
+        stats.facts += len(facts)
+        stats.facts_passages += len(facts_passages(page.title, facts, config))
+    return None, page_passages(site, page, config, clean, facts)
+
+
 def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional[DumpStats] = None,
                   verbose: bool = False) -> Iterator[Passage]:
     """Stream the passages of every article of a MediaWiki export (``.xml``, ``.bz2``, ``.gz`` or ``.7z``).
@@ -440,25 +469,7 @@ def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional
     for site, page in iterator:
         stats.pages += 1
         stats.bytes_read = pages.bytes_read
-        reason = skip_reason(page, config.namespaces, config.skip_translations)
-        clean, facts, fallback = "", (), None
-        if reason is None:
-            clean, facts, fallback, disambiguation = _read(page, config)
-            words = _prose_words(clean) + sum(_words(k) + _words(v) for k, v in facts)
-            reason = ("disambiguation" if disambiguation else "empty" if words == 0 else
-                      "stub" if words < config.min_page_words else None)
-        if reason is not None:
-            stats.skipped[reason] += 1
-            continue
-        stats.articles += 1
-        if fallback is not None:
-            stats.guarded[fallback] += 1
-            if len(stats.guarded_titles) < stats.MAX_TITLES:
-                stats.guarded_titles.append(page.title)
-        if config.infobox_passage and facts:
-            stats.facts += len(facts)
-            stats.facts_passages += len(facts_passages(page.title, facts, config))
-        for passage in page_passages(site, page, config, clean, facts):
+        for passage in read_article(site, page, config, stats)[1]:
             stats.passages += 1
             yield passage
     stats.bytes_read = pages.bytes_read

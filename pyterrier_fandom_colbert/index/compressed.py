@@ -164,76 +164,116 @@ def doc_chunks(offsets: np.ndarray, chunk_tokens: int) -> Iterator[Tuple[int, in
 
 def compress_spill(folder: Path, num_tokens: int, dim: int, spec: CompressionSpec, *, vectors_file: str,
                    token_ids_file_i32: str, offsets_file: str, verbose: bool = False,
-                   chunk_tokens: int = CHUNK_TOKENS, codec: Optional[ResidualCodec] = None) -> Dict[str, Any]:
+                   chunk_tokens: int = CHUNK_TOKENS) -> Dict[str, Any]:
     """Replace the fp16 spill ``folder/vectors_file`` (``[num_tokens, dim]``) by the compressed files; returns the
-    codec description written to ``codec.json``.
-
-    ``codec``: a codec trained beforehand (e.g. once for all shards of a sharded index, so that their codes are
-    comparable) used as it is; None trains one on a sample of the spill (``spec``'s centroids, sample, seed)."""
+    codec description written to ``codec.json``. (A writer given a codec trained beforehand, e.g. one shared by
+    the shards of a sharded index, codes each document as it arrives instead: :class:`CodedLists`.)"""
     nbits = spec.nbits
     check_nbits(nbits, dim)
     folder = Path(folder)
     started = time.perf_counter()
     vectors = np.memmap(folder / vectors_file, dtype=np.float16, mode="r", shape=(num_tokens, dim))
     offsets = np.fromfile(folder / offsets_file, dtype=np.int64)
-    if codec is None:
-        num_centroids, sample_size = spec.resolve(num_tokens)
-        rng = np.random.default_rng(spec.seed)
-        rows = np.sort(rng.choice(num_tokens, size=sample_size, replace=False))
-        sample = np.asarray(vectors[rows], dtype=np.float32)
-        codec = ResidualCodec.train(sample, nbits, num_centroids, niter=spec.niter, seed=spec.seed)
-        del sample
-    else:
-        check_shared_codec(codec, nbits, dim)
-        num_centroids, sample_size = codec.num_centroids, 0
+    num_centroids, sample_size = spec.resolve(num_tokens)
+    rng = np.random.default_rng(spec.seed)
+    rows = np.sort(rng.choice(num_tokens, size=sample_size, replace=False))
+    sample = np.asarray(vectors[rows], dtype=np.float32)
+    codec = ResidualCodec.train(sample, nbits, num_centroids, niter=spec.niter, seed=spec.seed)
+    del sample
     trained = time.perf_counter()
 
-    cdtype = code_dtype(num_centroids)
-    counts = np.zeros(num_centroids, dtype=np.int64)
+    lists = CodedLists(folder, codec)
     bar = progress(total=num_tokens, desc=f"compressing ({spec.format})", unit="tok", enabled=verbose)
     try:
-        with open(folder / codes_file(cdtype), "wb") as codes_out, open(folder / RESIDUALS_FILE, "wb") as res_out, \
-                open(folder / _PAIRS_SPILL, "wb") as pairs_out:
-            for first, end in doc_chunks(offsets, chunk_tokens):
-                lo, hi = int(offsets[first]), int(offsets[end])
-                codes, packed = codec.compress(np.asarray(vectors[lo:hi], dtype=np.float32))
-                codes_out.write(codes.astype(cdtype).tobytes())
-                res_out.write(packed.tobytes())
-                doc_of_row = np.repeat(np.arange(first, end), np.diff(offsets[first:end + 1]))
-                cents, docs = doc_code_pairs(codes, doc_of_row)
-                counts += np.bincount(cents, minlength=num_centroids)
-                pairs_out.write(np.stack([cents, docs], 1).astype(np.int32).tobytes())
-                bar.update(hi - lo)
+        for first, end in doc_chunks(offsets, chunk_tokens):
+            lo, hi = int(offsets[first]), int(offsets[end])
+            codes, packed = codec.compress(np.asarray(vectors[lo:hi], dtype=np.float32))
+            lists.add(codes, packed, np.repeat(np.arange(first, end), np.diff(offsets[first:end + 1])))
+            bar.update(hi - lo)
+    except BaseException:
+        lists.close()
+        raise
     finally:
         bar.close()
     del vectors
     (folder / vectors_file).unlink()
     quantised = time.perf_counter()
-
-    num_pairs = int(counts.sum())
-    ivf_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    ivf_offsets.tofile(folder / IVF_OFFSETS_FILE)
-    _fill_lists(folder / _PAIRS_SPILL, folder / IVF_DOCS_FILE, ivf_offsets, num_pairs, chunk_tokens)
-    (folder / _PAIRS_SPILL).unlink()
-    id_dtype = _narrow_token_ids(folder, token_ids_file_i32, num_tokens, chunk_tokens)
-
-    codec.centroids.astype(np.float16).tofile(folder / CENTROIDS_FILE)
-    codec.cutoffs.tofile(folder / CUTOFFS_FILE)
-    codec.weights.tofile(folder / WEIGHTS_FILE)
-    # "sample": 0 marks a codec trained elsewhere (shared by the shards of a sharded index)
-    info = {"spec": spec.to_dict(), "nbits": nbits, "num_centroids": num_centroids, "sample": sample_size,
-            "code_dtype": cdtype.name, "token_id_dtype": id_dtype.name, "num_pairs": num_pairs,
-            "seconds": {"train": round(trained - started, 3), "quantise": round(quantised - trained, 3),
-                        "lists": round(time.perf_counter() - quantised, 3)}}
-    write_json(folder / CODEC_FILE, info)
-    return info
+    return lists.finish(spec, num_tokens, token_ids_file_i32, chunk_tokens, sample=sample_size,
+                        seconds={"train": round(trained - started, 3), "quantise": round(quantised - trained, 3)})
 
 
-def check_shared_codec(codec: ResidualCodec, nbits: int, dim: int) -> None:
-    """Refuse a codec given to the writer whose bit width or dimension is not the index's."""
-    if codec.nbits != nbits or codec.dim != dim:
-        raise ValueError(f"the given codec has nbits={codec.nbits}, dim={codec.dim}; the index needs nbits={nbits}, "
-                         f"dim={dim}")
+class CodedLists:
+    """The coded files of a compressed index being written with a known ``codec``: each document's centroid ids and
+    packed residuals are appended as the document arrives (:meth:`add_vectors` compresses a document's vectors,
+    :meth:`add` takes codes made earlier, e.g. copied from another index with the same codec), the (centroid,
+    document) pairs are spilled, and :meth:`finish` scatters them into the inverted lists and writes the codec.
+
+    Documents must arrive in document-id order (the inverted lists come out ascending).
+    """
+
+    def __init__(self, folder: Path, codec: ResidualCodec):
+        self.folder = Path(folder)
+        self.codec = codec
+        self.code_dtype = code_dtype(codec.num_centroids)
+        self.counts = np.zeros(codec.num_centroids, dtype=np.int64)
+        self.num_tokens = 0
+        self._codes = open(self.folder / codes_file(self.code_dtype), "wb")  # noqa: SIM115 (close/finish close them)
+        self._residuals = open(self.folder / RESIDUALS_FILE, "wb")  # noqa: SIM115
+        self._pairs = open(self.folder / _PAIRS_SPILL, "wb")  # noqa: SIM115
+
+    def add_vectors(self, doc_id: int, vectors: np.ndarray) -> None:
+        """Compress one document's vectors ``[n, d]`` with the codec and append them."""
+        codes, packed = self.codec.compress(np.asarray(vectors, dtype=np.float32))
+        self.add(codes, packed, np.full(len(codes), doc_id, dtype=np.int64))
+
+    def add(self, codes: np.ndarray, packed: np.ndarray, doc_of_row: np.ndarray) -> None:
+        """Append coded rows (centroid ids ``[n]``, packed residuals ``[n, packed_bytes]``) of the documents
+        ``doc_of_row [n]`` (ascending, after every document added before)."""
+        codes = np.asarray(codes)
+        packed = np.asarray(packed, dtype=np.uint8)
+        if packed.shape != (len(codes), self.codec.packed_bytes):
+            raise ValueError(f"packed residuals of shape {packed.shape}; expected ({len(codes)}, "
+                             f"{self.codec.packed_bytes}) for this codec")
+        if len(codes) and (int(codes.min()) < 0 or int(codes.max()) >= self.codec.num_centroids):
+            raise ValueError(f"centroid ids outside 0..{self.codec.num_centroids - 1}: the codes were not made by "
+                             "this codec")
+        self._codes.write(codes.astype(self.code_dtype).tobytes())
+        self._residuals.write(packed.tobytes())
+        cents, docs = doc_code_pairs(codes, doc_of_row)
+        self.counts += np.bincount(cents, minlength=self.codec.num_centroids)
+        self._pairs.write(np.stack([cents, docs], 1).astype(np.int32).tobytes())
+        self.num_tokens += len(codes)
+
+    def close(self) -> None:
+        for f in (self._codes, self._residuals, self._pairs):
+            f.close()
+
+    def finish(self, spec: CompressionSpec, num_tokens: int, token_ids_file_i32: str, chunk_tokens: int = CHUNK_TOKENS,
+               *, sample: Optional[int] = None, seconds: Optional[Dict[str, float]] = None,
+               extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Write the inverted lists, the narrowed token ids, the codec and ``codec.json`` (returned)."""
+        started = time.perf_counter()
+        self.close()
+        if self.num_tokens != num_tokens:
+            raise ValueError(f"{self.num_tokens} coded token rows for an index of {num_tokens} tokens")
+        folder, codec = self.folder, self.codec
+        num_pairs = int(self.counts.sum())
+        ivf_offsets = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
+        ivf_offsets.tofile(folder / IVF_OFFSETS_FILE)
+        _fill_lists(folder / _PAIRS_SPILL, folder / IVF_DOCS_FILE, ivf_offsets, num_pairs, chunk_tokens)
+        (folder / _PAIRS_SPILL).unlink()
+        id_dtype = _narrow_token_ids(folder, token_ids_file_i32, num_tokens, chunk_tokens)
+
+        codec.centroids.astype(np.float16).tofile(folder / CENTROIDS_FILE)
+        codec.cutoffs.tofile(folder / CUTOFFS_FILE)
+        codec.weights.tofile(folder / WEIGHTS_FILE)
+        seconds = dict(seconds or {})
+        seconds["lists"] = round(time.perf_counter() - started, 3)
+        info = {"spec": spec.to_dict(), "nbits": codec.nbits, "num_centroids": codec.num_centroids,
+                "sample": sample, "code_dtype": self.code_dtype.name, "token_id_dtype": id_dtype.name,
+                "num_pairs": num_pairs, "seconds": seconds, **(extra or {})}
+        write_json(folder / CODEC_FILE, info)
+        return info
 
 
 def _fill_lists(pairs_file: Path, out_file: Path, ivf_offsets: np.ndarray, num_pairs: int, chunk: int) -> None:

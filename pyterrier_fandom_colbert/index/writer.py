@@ -31,7 +31,7 @@ from ..storage import (
     build_manifest,
     docno_lookup_builder,
 )
-from .compressed import CompressionSpec, as_spec
+from .compressed import CodedLists, CompressionSpec, as_spec, compressed_files
 from .layout import (
     DOCNOS_FILE,
     OFFSETS_FILE,
@@ -71,16 +71,20 @@ class IndexWriter:
 
     def __init__(self, path: Union[str, Path], config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False,
                  long_docs: str = "truncate", stride: Optional[int] = None,
-                 compression: Union[str, CompressionSpec] = "fp16", verbose: bool = False,
-                 codec: Optional["ResidualCodec"] = None):
+                 compression: Union[str, CompressionSpec] = "fp16", codec: Optional["ResidualCodec"] = None,
+                 verbose: bool = False):
         if long_docs not in LONG_DOCS:
             raise ValueError(f"long_docs={long_docs!r}; expected one of {LONG_DOCS}")
         self.compression = as_spec(compression)
         #: the storage format's part: what close() makes of the streamed vectors (chosen once; refuses, before any
         #: work, a spec the dimension cannot take)
         self.format_writer = store_class(self.compression.format).writer(self.compression, config.dim)
-        if codec is not None:
-            _use_codec(self.format_writer, codec, config.dim, self.compression.format)
+        if codec is not None and (not self.compression.compressed or codec.nbits != self.compression.nbits
+                                  or codec.dim != config.dim):
+            raise ValueError(f"a {codec.nbits}-bit codec of dimension {codec.dim} cannot write a "
+                             f"{self.compression.format} index of dimension {config.dim}")
+        #: a known codec: each document is compressed as it is added (no fp16 spill, no codec training)
+        self.codec = codec
         self.verbose = verbose
         self.path = Path(path)
         self.config = config
@@ -93,7 +97,8 @@ class IndexWriter:
         self.windowed_docs: Optional[int] = None
         self._folder = AtomicFolder(self.path, overwrite=overwrite, replaceable=is_index_folder, what="ColBERT index")
         self._tmp = self._folder.path
-        self._vectors = HashingFile(self._tmp / VECTORS_FILE)
+        self._coded = None if codec is None else CodedLists(self._tmp, codec)
+        self._vectors = None if codec is not None else HashingFile(self._tmp / VECTORS_FILE)
         self._token_ids = HashingFile(self._tmp / TOKEN_IDS_FILE)
         self._offsets = HashingFile(self._tmp / OFFSETS_FILE)
         self._docnos = open(self._tmp / _DOCNOS_TEXT, "w", encoding="utf-8")  # noqa: SIM115 (close/abort close it)
@@ -109,32 +114,54 @@ class IndexWriter:
             parts: Optional[Sequence[int]] = None) -> None:
         """Append one document (its scoring token vectors, any float dtype, and their token ids); ``parts``
         (``long_docs="windows"`` only): the number of rows of each of its windows, in order (default: one)."""
-        if not isinstance(docno, str) or not docno or "\n" in docno or "\r" in docno:
-            raise ValueError(f"docno {docno!r} is not a non-empty single-line string; convert docnos with "
-                             "str() first")
         if vectors.ndim != 2 or vectors.shape[1] != self.config.dim:
             raise ValueError(f"vectors of docno {docno!r} have shape {vectors.shape}; expected [n, "
                              f"{self.config.dim}]")
-        if len(vectors) == 0:
-            raise ValueError(f"docno {docno!r} has no token vectors; every document needs at least one")
-        if len(token_ids) != len(vectors):
-            raise ValueError(f"docno {docno!r} has {len(vectors)} vectors but {len(token_ids)} token ids")
-        if parts is not None and self._parts is None:
-            raise ValueError(f"parts given for docno {docno!r}, but the writer stores whole documents; open it "
-                             "with long_docs='windows'")
-        lengths = np.asarray([len(vectors)] if parts is None else parts, dtype=np.int64)
-        if lengths.sum() != len(vectors) or (lengths < 1).any():
-            raise ValueError(f"parts {lengths.tolist()} of docno {docno!r} do not split its {len(vectors)} vectors "
-                             "into non-empty windows")
+        lengths = self._check(docno, len(vectors), token_ids, parts)
         half = np.ascontiguousarray(vectors, dtype=np.float16)
         if not np.isfinite(half).all():
             raise ValueError(f"vectors of docno {docno!r} are not finite in float16 (NaN, inf or beyond 65504)")
-        self._vectors.write(half.tobytes())
+        if self._coded is not None:
+            self._coded.add_vectors(self.num_docs, half)
+        else:
+            assert self._vectors is not None
+            self._vectors.write(half.tobytes())
+        self._append(docno, len(half), token_ids, lengths)
+
+    def add_coded(self, docno: str, codes: np.ndarray, packed: np.ndarray, token_ids: np.ndarray,
+                  parts: Optional[Sequence[int]] = None) -> None:
+        """Append one document already coded by this writer's codec (centroid ids ``[n]``, packed residuals
+        ``[n, packed_bytes]``, e.g. read from an index built with the same codec), without decoding it."""
+        if self._coded is None:
+            raise ValueError(f"add_coded({docno!r}, ...) needs a writer opened with the codec that made the codes")
+        lengths = self._check(docno, len(codes), token_ids, parts)
+        self._coded.add(codes, packed, np.full(len(codes), self.num_docs, dtype=np.int64))
+        self._append(docno, len(codes), token_ids, lengths)
+
+    def _check(self, docno: str, rows: int, token_ids: np.ndarray, parts: Optional[Sequence[int]]) -> np.ndarray:
+        """Refuse a bad document before anything of it is written; the rows of each of its windows."""
+        if not isinstance(docno, str) or not docno or "\n" in docno or "\r" in docno:
+            raise ValueError(f"docno {docno!r} is not a non-empty single-line string; convert docnos with "
+                             "str() first")
+        if rows == 0:
+            raise ValueError(f"docno {docno!r} has no token vectors; every document needs at least one")
+        if len(token_ids) != rows:
+            raise ValueError(f"docno {docno!r} has {rows} vectors but {len(token_ids)} token ids")
+        if parts is not None and self._parts is None:
+            raise ValueError(f"parts given for docno {docno!r}, but the writer stores whole documents; open it "
+                             "with long_docs='windows'")
+        lengths = np.asarray([rows] if parts is None else parts, dtype=np.int64)
+        if lengths.sum() != rows or (lengths < 1).any():
+            raise ValueError(f"parts {lengths.tolist()} of docno {docno!r} do not split its {rows} vectors "
+                             "into non-empty windows")
+        return lengths
+
+    def _append(self, docno: str, rows: int, token_ids: np.ndarray, lengths: np.ndarray) -> None:
         self._token_ids.write(np.ascontiguousarray(token_ids, dtype=np.int32).tobytes())
         if self._parts is not None:
             self._parts.write((self.num_tokens + np.cumsum(lengths)).astype(np.int64).tobytes())
         self.num_parts += len(lengths)
-        self.num_tokens += len(half)
+        self.num_tokens += rows
         self.num_docs += 1
         self._offsets.write(np.int64(self.num_tokens).tobytes())
         self._docnos.write(docno + "\n")
@@ -153,8 +180,14 @@ class IndexWriter:
             _check_unique(self._tmp / DOCNOS_FILE, self.num_docs)
             (self._tmp / _DOCNOS_TEXT).unlink()
             self.config.save(self._tmp)
-            streamed = {f.path.name: f.entry() for f in (self._vectors, self._token_ids, self._offsets)}
-            names = self.format_writer.finish(self._tmp, self.num_tokens, self.config.dim, self.verbose)
+            streamed = {f.path.name: f.entry() for f in (self._vectors, self._token_ids, self._offsets)
+                        if f is not None}
+            if self._coded is not None:
+                info = self._coded.finish(self.compression, self.num_tokens, TOKEN_IDS_FILE,
+                                          extra={"codec": "given"})
+                names = compressed_files(info)
+            else:
+                names = self.format_writer.finish(self._tmp, self.num_tokens, self.config.dim, self.verbose)
             names += [OFFSETS_FILE, DOCNOS_FILE, CONFIG_FILE]
             if (self._tmp / PARTS_FILE).exists():
                 names.append(PARTS_FILE)
@@ -174,7 +207,7 @@ class IndexWriter:
         self._folder.discard()
 
     def _close_files(self) -> None:
-        for f in (self._vectors, self._token_ids, self._offsets, self._docnos, self._parts):
+        for f in (self._vectors, self._token_ids, self._offsets, self._docnos, self._parts, self._coded):
             if f is not None:
                 f.close()
 
@@ -186,17 +219,6 @@ class IndexWriter:
             self.close()
         else:
             self.abort()
-
-
-def _use_codec(format_writer: Any, codec: "ResidualCodec", dim: int, fmt: str) -> None:
-    """Give a residual format's writer a codec trained beforehand (refusing it for fp16, or of another shape)."""
-    from .stores.residual import ResidualWriter
-
-    if not isinstance(format_writer, ResidualWriter):
-        raise ValueError(f"codec given for a {fmt} index: only the residual formats use a codec")
-    if codec.dim != dim:
-        raise ValueError(f"the given codec has dim={codec.dim}; the index's vectors have dim={dim}")
-    format_writer.use_codec(codec)
 
 
 def _check_unique(docnos_path: Path, num_docs: int, chunk: int = 100_000) -> None:

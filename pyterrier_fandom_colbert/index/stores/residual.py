@@ -49,8 +49,6 @@ class ResidualWriter(StoreWriter):
 
         check_nbits(spec.nbits, dim)  # refuse a bit width the dimension cannot pack before any work
         self.spec = spec
-        #: a codec trained beforehand (shared by the shards of a sharded index); None: trained on the spill
-        self.codec: Optional["ResidualCodec"] = None
         #: the index's codec.json (after finish)
         self.codec_info: Optional[Dict[str, Any]] = None
 
@@ -60,15 +58,8 @@ class ResidualWriter(StoreWriter):
 
         self.codec_info = compress_spill(folder, num_tokens, dim, self.spec, vectors_file=VECTORS_FILE,
                                          token_ids_file_i32=TOKEN_IDS_FILE, offsets_file=OFFSETS_FILE,
-                                         verbose=verbose, codec=self.codec)
+                                         verbose=verbose)
         return compressed_files(self.codec_info)
-
-    def use_codec(self, codec: "ResidualCodec") -> None:
-        """Compress with ``codec`` instead of training one (refused now if its bits or dimension differ)."""
-        from ..compressed import check_shared_codec
-
-        check_shared_codec(codec, self.spec.nbits, codec.dim)
-        self.codec = codec
 
 
 class BlockGuard(ReadGuard):

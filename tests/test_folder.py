@@ -1,0 +1,233 @@
+"""Search folders on disk: the compressed ColBERT index they hold (no fp16 copy, no neighbour index, no lock files),
+the refusal of older folders, and ``pfc index --update``: a dump edited three ways (a page changed, one added, one
+deleted) gives, by update, the folder a fresh build of the edited dump with the same codec gives, parsing and
+encoding only the pages that changed; an update that fails leaves the folder as it was."""
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.app.cli import main
+from pyterrier_fandom_colbert.app.folder import (
+    COLBERT_DIR,
+    MANIFEST,
+    build_folder,
+    load_manifest,
+    update_folder,
+)
+from pyterrier_fandom_colbert.app.search import Searcher
+from pyterrier_fandom_colbert.data import passages as passages_module
+from pyterrier_fandom_colbert.data.passages import dump_passages
+
+SAMPLE = Path(pfc.__file__).parent / "data" / "sample" / "samplewiki_pages_current.xml"
+QUESTIONS = ["who founded Hollowlight Studios?", "what drops a Cinderhound?", "where is the Glimmerfen?",
+             "rusted key door", "size of an adult Cinderhound"]
+CHANGED, DELETED, ADDED = 1158, 1253, 2001
+NEW_PAGE = f"""  <page>
+    <title>Glimmerfen</title>
+    <ns>0</ns>
+    <id>{ADDED}</id>
+    <revision>
+      <id>49001</id>
+      <text bytes="1" xml:space="preserve">The '''Glimmerfen''' is a marsh south of [[Saltmere]]
+where reeds glow faintly at night.
+Travellers cross it on plank roads kept by the Tidewardens, who charge a toll of two copper lanterns.
+
+== History ==
+The fen formed after the Sundering flooded the lowland farms. Old Man Pell claims to have mapped every channel,
+but his map shows a lake where the largest island stands today, and nobody has trusted it since.</text>
+    </revision>
+  </page>
+"""
+
+
+#: the sample wiki's pages the tests keep (articles, and a template and a talk page, which are left out)
+KEEP = {1000, 1035, 1088, 1130, CHANGED, 1210, DELETED, 1263, 1288, 1309}
+
+
+def small_dump(path: Path) -> Path:
+    """The sample dump cut to the pages of KEEP (fast to parse and encode)."""
+    text = SAMPLE.read_text(encoding="utf-8")
+    pages = re.findall(r"  <page>\s*<title>.*?</page>\n", text, flags=re.S)
+    dropped = [page for page in pages if int(re.search(r"<id>(\d+)</id>", page).group(1)) not in KEEP]
+    for page in dropped:
+        text = text.replace(page, "")
+    assert len(pages) - len(dropped) == len(KEEP)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def edited_dump(tmp_path: Path) -> Path:
+    """The small dump with one page changed (new text, new revision), one deleted and one added."""
+    text = small_dump(tmp_path / "small.xml").read_text(encoding="utf-8")
+    (tmp_path / "small.xml").unlink()
+    changed = text.replace("Adults are roughly the size of a pony.",
+                           "Adults are roughly the size of a draft horse and hunt in packs of seven.")
+    changed = changed.replace("<id>48286</id>", "<id>48999</id>")
+    assert changed != text
+    without = re.sub(r"  <page>\s*<title>Rusted Key</title>.*?</page>\n", "", changed, flags=re.S)
+    assert without != changed
+    path = tmp_path / "edited_pages_current.xml"
+    path.write_text(without.replace("</mediawiki>", NEW_PAGE + "</mediawiki>"), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def colbert(tiny_bert_dir):
+    return pfc.ColBERT.from_pretrained(tiny_bert_dir)
+
+
+@pytest.fixture(scope="module")
+def sample_folder(tmp_path_factory, colbert, tiny_bert_dir):
+    folder = tmp_path_factory.mktemp("folder") / "wiki"
+    build_folder(small_dump(folder.parent / "small_pages_current.xml"), folder, colbert=colbert,
+                 checkpoint=tiny_bert_dir)
+    return folder
+
+
+def test_a_folder_holds_a_residual_index_and_nothing_search_does_not_read(sample_folder):
+    manifest = load_manifest(sample_folder)
+    index = pfc.ColBERTIndex(sample_folder / COLBERT_DIR)
+    assert index.compression == manifest.settings.compression == "residual2"
+    files = {p.relative_to(sample_folder).as_posix() for p in sample_folder.rglob("*") if p.is_file()}
+    assert not [f for f in files if f.endswith((".lock", ".faiss", ".f16.spill", "vectors.f16", "pairs.spill"))]
+    assert not (sample_folder / COLBERT_DIR / "faiss").exists()
+    # the pages of the dump, in order, with the passages each gave
+    pages = [json.loads(line) for line in (sample_folder / "pages.jsonl").read_text().splitlines()]
+    assert sum(p["passages"] for p in pages) == manifest.passages
+    assert len(pages) == manifest.pages and sum(p["skip"] is None for p in pages) == manifest.articles
+    assert manifest.codec == {"trained_on": manifest.passages, "encoded_since": 0}
+
+
+def test_an_older_folder_is_refused_with_the_command_that_rebuilds_it(sample_folder, tmp_path):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(sample_folder, old)
+    values = json.loads((old / MANIFEST).read_text())
+    values["version"] = 1
+    (old / MANIFEST).write_text(json.dumps(values))
+    with pytest.raises(ValueError, match=re.escape(f"pfc index {values['source']} {old} --overwrite")):
+        load_manifest(old)
+
+
+def results(folder: Path, colbert) -> list:
+    searcher = Searcher(folder, colbert=colbert, warm=False)
+    return [[(r["docno"], r["score"]) for r in searcher.search(q, system=system, k=10, explain=False)["results"]]
+            for q in QUESTIONS for system in ("tfidf", "colbert", "hybrid")]
+
+
+def test_update_equals_a_fresh_build_of_the_edited_dump_with_the_same_codec(sample_folder, tmp_path, colbert,
+                                                                           tiny_bert_dir, count_calls):
+    import shutil
+
+    dump = edited_dump(tmp_path)
+    folder = tmp_path / "wiki"
+    shutil.copytree(sample_folder, folder)
+    fresh = build_folder(dump, tmp_path / "fresh", colbert=colbert, checkpoint=tiny_bert_dir,
+                         codec_from=sample_folder).manifest
+
+    parsed = count_calls(passages_module, "read_article")
+    encoded = count_calls(type(colbert), "encode_pieces")
+    report = update_folder(dump, folder, colbert=colbert)
+    assert parsed.calls == 2  # the changed page and the added one; nothing else is parsed
+    new_passages = [p for p in dump_passages(dump) if p.page_id in (CHANGED, ADDED)]
+    assert report.manifest.update == {"pages_reused": fresh.pages - 2, "pages_parsed": 2, "pages_removed": 1,
+                                      "passages_reused": fresh.passages - len(new_passages),
+                                      "passages_encoded": len(new_passages),
+                                      "passages_removed": load_manifest(sample_folder).passages
+                                      - (fresh.passages - len(new_passages))}
+    assert encoded.calls >= 1
+    assert report.manifest.codec == {"trained_on": load_manifest(sample_folder).passages,
+                                     "encoded_since": len(new_passages)}
+
+    updated = load_manifest(folder)
+    for name in ("pages", "articles", "passages", "tokens", "skipped", "settings", "fingerprint", "source"):
+        assert getattr(updated, name) == getattr(fresh, name), name
+    for name in ("passages.jsonl", "pages.jsonl", "passages.offsets.npy"):
+        assert (folder / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
+    for name in ("codes.u16", "residuals.u8", "ivf_offsets.i64", "ivf_docs.i32", "token_ids.u16", "offsets.i64",
+                 "parts.i64", "centroids.f16"):
+        assert (folder / COLBERT_DIR / name).read_bytes() == (tmp_path / "fresh" / COLBERT_DIR / name).read_bytes(), \
+            name
+    assert results(folder, colbert) == results(tmp_path / "fresh", colbert)
+    # and the edits are there: the new page is found, the deleted one is gone, the change is searchable
+    docnos = {json.loads(line)["docno"] for line in (folder / "passages.jsonl").read_text().splitlines()}
+    assert f"samplewiki-{ADDED}-0" in docnos and not any(d.startswith(f"samplewiki-{DELETED}-") for d in docnos)
+    texts = pfc.TfidfIndex(folder / "tfidf").texts(list(range(updated.passages)))
+    assert any("draft horse" in t for t in texts) and not any("size of a pony" in t for t in texts)
+
+
+def test_a_failed_update_leaves_the_folder_as_it_was(sample_folder, tmp_path, colbert, monkeypatch):
+    import shutil
+
+    from pyterrier_fandom_colbert.index.writer import IndexWriter
+
+    folder = tmp_path / "wiki"
+    shutil.copytree(sample_folder, folder)
+    before = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+    def broken(self, *args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(IndexWriter, "add_coded", broken)
+    with pytest.raises(OSError, match="disk full"):
+        update_folder(edited_dump(tmp_path), folder, colbert=colbert)
+    after = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    assert after == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["edited_pages_current.xml", "wiki"]
+
+
+def test_update_refuses_what_it_cannot_do(sample_folder, tmp_path, colbert, tiny_bert_dir, capsys):
+    records = [{"docno": "a", "text": "the lantern order keeps the flame"}]
+    built = tmp_path / "records"
+    build_folder(records, built, colbert=colbert, checkpoint=tiny_bert_dir)
+    with pytest.raises(ValueError, match="not built from a dump file"):
+        update_folder(SAMPLE, built, colbert=colbert)
+    with pytest.raises(FileNotFoundError, match="dump not found"):
+        update_folder(tmp_path / "missing.xml", sample_folder, colbert=colbert)
+    assert main(["index", str(SAMPLE), str(sample_folder), "--update", "--overwrite", "--quiet"]) == 2
+    assert "--update keeps the folder's own settings; leave out --overwrite" in capsys.readouterr().err
+    assert main(["index", str(SAMPLE), str(tmp_path / "x"), "--faiss", "ivf", "--quiet"]) == 2
+    assert "--faiss ivf needs --compression fp16" in capsys.readouterr().err
+
+
+def test_search_settings_give_each_format_its_own_retriever_options():
+    from pyterrier_fandom_colbert.app.folder import SearchSettings
+
+    assert SearchSettings().dense_options() == {}
+    assert SearchSettings(ndocs=4096, nscore=1024).dense_options() == {"ndocs": 4096, "nscore": 1024}
+    assert SearchSettings(compression="fp16", k_hat=32).dense_options() == {"k_hat": 32, "faiss": "ivf", "refine": 1}
+    with pytest.raises(ValueError, match="compression='residual3'"):
+        SearchSettings(compression="residual3")
+    with pytest.raises(ValueError, match="nscore=0"):
+        SearchSettings(nscore=0)
+    # the manifest round trip keeps them
+    assert SearchSettings.from_dict(SearchSettings(ndocs=512).to_dict()) == SearchSettings(ndocs=512)
+
+
+def test_an_fp16_folder_updates_to_what_a_fresh_build_makes(tmp_path, colbert, tiny_bert_dir):
+    from pyterrier_fandom_colbert.app.folder import SearchSettings
+
+    settings = SearchSettings(compression="fp16")
+    (tmp_path / "first").mkdir()
+    folder = tmp_path / "wiki"
+    build_folder(small_dump(tmp_path / "first" / "small.xml"), folder, colbert=colbert, checkpoint=tiny_bert_dir,
+                 settings=settings)
+    dump = edited_dump(tmp_path)
+    report = update_folder(dump, folder, colbert=colbert)
+    assert report.manifest.update["pages_parsed"] == 2 and report.manifest.codec is None
+    # a plain fresh build encodes in batches, whose padding changes the vectors' last bits: equal up to that
+    build_folder(dump, tmp_path / "fresh", colbert=colbert, checkpoint=tiny_bert_dir, settings=settings)
+    for name in ("token_ids.i32", "offsets.i64", "parts.i64"):
+        assert (folder / COLBERT_DIR / name).read_bytes() == (tmp_path / "fresh" / COLBERT_DIR / name).read_bytes()
+    mine, theirs = (np.fromfile(f / COLBERT_DIR / "vectors.f16", dtype=np.float16).astype(np.float32)
+                    for f in (folder, tmp_path / "fresh"))
+    np.testing.assert_allclose(mine, theirs, atol=2e-3)
+    assert not list(folder.rglob("*.lock"))
+    for got, expected in zip(results(folder, colbert), results(tmp_path / "fresh", colbert)):
+        assert [d for d, _ in got] == [d for d, _ in expected]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=2e-3)
