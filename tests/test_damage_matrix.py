@@ -51,7 +51,7 @@ def built(tmp_path_factory, small_colbert):
                                                   compression=spec).index(records)
         SparseIndex(root / name / "splade").indexer().index(toks(records))
         build_folder(records, root / name / "pfc", colbert=small_colbert,
-                     settings=pfc.app.folder.SearchSettings(faiss="flat"))
+                     settings=pfc.app.folder.SearchSettings(compression="fp16", faiss="flat"))
     TfidfIndex(root / "a" / "tfidf").indexer(store_text=True).index(corpus(0))
     TfidfIndex(root / "b" / "tfidf").indexer(store_text=True).index(permuted(corpus(0)))
     small_colbert.save_pretrained(root / "a" / "checkpoint")
@@ -229,5 +229,5 @@ def test_a_version_1_search_folder_is_refused_with_the_rebuild_command(built, tm
     manifest = json.loads((path / "manifest.json").read_text())
     manifest.pop("files")
     (path / "manifest.json").write_text(json.dumps({**manifest, "version": 1}))
-    with pytest.raises(ValueError, match=r"version 1 search folder.*records every file's checksums.*--overwrite"):
+    with pytest.raises(ValueError, match=r"version 1 search folder.*every file's checksums.*--overwrite"):
         pfc.app.folder.load_manifest(path)
