@@ -41,6 +41,7 @@ from ..ranking import rank_by_score
 from ..storage import ArtifactIntegrity, DamagedFileError, artifact_path, raise_damaged
 from .layout import ARTIFACT_TYPE, META_FILE, PACKAGE_HINT
 from .shard_build import SHARDED_FORMAT, ShardedMeta, is_sharded_folder
+from .token_search import IndexScorer
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
@@ -304,21 +305,12 @@ class ShardedRetriever(EqualByKey, Parameters, pt.Transformer):
         return f"{self.index!r}.retriever({options})"
 
 
-class ShardedScorer(EqualByKey, Parameters, pt.Transformer):
-    """Re-ranker: each (query, document) row scored by the shard holding the document, then ranked per qid."""
+class ShardedScorer(IndexScorer):
+    """Re-ranker: each (query, document) row scored by the shard holding the document, then ranked per qid (the
+    settings, equality and outputs of a single index's :class:`~.token_search.IndexScorer`; ``index`` is a
+    :class:`ShardedColBERTIndex`)."""
 
-    def __init__(self, index: ShardedColBERTIndex, *, strict: bool = False, verbose: bool = False):
-        self.index, self.strict, self.verbose = index, strict, verbose
-
-    def _key(self) -> Tuple[Any, ...]:
-        return (artifact_key(self.index), self.strict)
-
-    def _constructor_args(self) -> Dict[str, Any]:
-        return {"index": self.index, "strict": self.strict, "verbose": self.verbose}
-
-    def transform_outputs(self, input_columns: List[str]) -> List[str]:
-        require_columns(input_columns, ["qid", "docno", "query_embs"], self)
-        return input_columns + [c for c in ("score", "rank") if c not in input_columns]
+    index: Any
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, ["qid", "docno", "query_embs"], self)

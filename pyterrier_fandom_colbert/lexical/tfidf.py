@@ -51,6 +51,7 @@ from ..storage import (
     parse_manifest,
     raise_damaged,
     read_artifact_meta,
+    read_term_lines,
 )
 from .analysis import Analyzer, stopword_list
 from .tfidf_retriever import TfidfRetriever
@@ -420,19 +421,11 @@ class TfidfIndex(pt.Artifact):
 
     def _load_vocab(self) -> Dict[str, int]:
         try:
-            text = self._file(LEXICON_FILE).read_text(encoding="utf-8")
+            terms = read_term_lines(self._file(LEXICON_FILE), self.meta.num_terms,
+                                    lambda why: self._damaged(LEXICON_FILE, why))
         except FileNotFoundError:
             raise MissingFileError(self._file(LEXICON_FILE), f"{self._file(LEXICON_FILE)} is missing; "
                                                              f"{_REMEDY}") from None
-        except UnicodeDecodeError as err:
-            raise self._damaged(LEXICON_FILE, f"not UTF-8 text ({err})") from None
-        terms = text.split("\n")
-        if terms[-1] != "":
-            raise self._damaged(LEXICON_FILE, "its last line is cut off (no final newline)")
-        terms.pop()
-        if len(terms) != self.meta.num_terms:
-            raise self._damaged(LEXICON_FILE, f"it lists {len(terms)} terms but {ARTIFACT_META_FILE} records "
-                                              f"{self.meta.num_terms}")
         vocab = {t: i for i, t in enumerate(terms)}
         if len(vocab) != len(terms):
             raise self._damaged(LEXICON_FILE, f"{len(terms) - len(vocab)} term(s) occur on more than one line")

@@ -45,6 +45,7 @@ from ..storage import (
     parse_manifest,
     raise_damaged,
     read_json,
+    read_term_lines,
     write_json,
     write_text,
 )
@@ -325,18 +326,8 @@ class SparseIndex(pt.Artifact):
         return self._load_lexicon()
 
     def _load_lexicon(self) -> List[str]:
-        try:
-            text = (artifact_path(self) / LEXICON_FILE).read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise self._damaged(LEXICON_FILE, f"not UTF-8 text ({err})") from None
-        terms = text.split("\n")
-        if terms[-1] != "":
-            raise self._damaged(LEXICON_FILE, "its last line is cut off (no final newline)")
-        terms.pop()
-        if len(terms) != self.meta["num_terms"]:
-            raise self._damaged(LEXICON_FILE, f"it lists {len(terms)} terms but pt_meta.json records "
-                                              f"{self.meta['num_terms']}")
-        return terms
+        return read_term_lines(artifact_path(self) / LEXICON_FILE, int(self.meta["num_terms"]),
+                               lambda why: self._damaged(LEXICON_FILE, why))
 
     @cached_property
     def vocab(self) -> Dict[str, int]:

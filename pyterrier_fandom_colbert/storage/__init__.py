@@ -41,6 +41,7 @@ from .files import (
     move_into,
     read_artifact_meta,
     read_json,
+    read_term_lines,
     write_json,
     write_text,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "raise_damaged",
     "read_artifact_meta",
     "read_json",
+    "read_term_lines",
     "write_json",
     "write_text",
 ]

@@ -20,7 +20,7 @@ import shutil
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from .errors import DamagedFileError, MissingFileError, PathLike
 
@@ -68,6 +68,23 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             _remove(tmp)
+
+
+def read_term_lines(path: PathLike, expected: int, damaged: Callable[[str], Exception],
+                    meta_name: str = ARTIFACT_META_FILE) -> List[str]:
+    """The terms of a lexicon file (UTF-8, one term per line, every line ending in a newline), which must be
+    ``expected`` many (as ``meta_name`` records); anything else raises ``damaged(why)``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise damaged(f"not UTF-8 text ({err})") from None
+    terms = text.split("\n")
+    if terms[-1] != "":
+        raise damaged("its last line is cut off (no final newline)")
+    terms.pop()
+    if len(terms) != expected:
+        raise damaged(f"it lists {len(terms)} terms but {meta_name} records {expected}")
+    return terms
 
 
 def move_into(source: PathLike, target: PathLike) -> Path:
