@@ -312,6 +312,10 @@ class ShardedScorer(IndexScorer):
 
     index: Any
 
+    def __init__(self, index: "ShardedColBERTIndex", *, strict: bool = False, verbose: bool = False):
+        # (IndexScorer's own scoring, which needs a single index's vectors, is replaced by transform below)
+        super().__init__(index, strict=strict, verbose=verbose)  # type: ignore[arg-type]
+
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, ["qid", "docno", "query_embs"], self)
         if len(inp) == 0:
