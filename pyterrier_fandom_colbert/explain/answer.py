@@ -205,10 +205,11 @@ class AnswerCalibration(JsonConfig):
 #: the shipped calibration, for the default checkpoint: the penalty with the shortest spans within 2 points of the
 #: best overlap, the logistic fit, and the highest threshold with at most 2% false "nothing relevant" (docs/explain.md)
 CALIBRATION = AnswerCalibration(
-    intercept=-14.2613, slope=22.4532, gap_slope=67.7084, threshold=0.24, penalty=1.5, max_words=MAX_ANSWER_WORDS,
+    intercept=-14.4986, slope=23.2764, gap_slope=72.1608, threshold=0.24, penalty=1.0, max_words=MAX_ANSWER_WORDS,
     skip_matched=False,
     fitted_on="SQuAD v1.1, the evaluation protocol's selection part (300 of its 628 questions, drawn with seed 0), "
-              "each question's 10 hybrid results: against all 1,393 paragraphs (answerable; the gold paragraph is "
-              "the one positive) and against the 338 dev paragraphs alone (unanswerable); the default checkpoint",
+              "each question's 10 hybrid results (each system's top 100 fused) through residual2 search folders: "
+              "against all 1,393 paragraphs (answerable; the gold paragraph is the one positive) and against the "
+              "338 dev paragraphs alone (unanswerable); the default checkpoint",
     command="python benchmarks/short_answer_eval.py --fit --sample 300 --max-false-nothing 0.02 "
             "--penalties 0 0.5 1 1.5 2 3")
