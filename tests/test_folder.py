@@ -181,6 +181,20 @@ def test_a_failed_update_leaves_the_folder_as_it_was(sample_folder, tmp_path, co
     assert sorted(p.name for p in tmp_path.iterdir()) == ["edited_pages_current.xml", "wiki"]
 
 
+@pytest.mark.parametrize("damaged", ["colbert/residuals.u8", "pages.jsonl"])
+def test_an_update_refuses_a_damaged_folder_naming_the_file(sample_folder, tmp_path, colbert, damaged):
+    import shutil
+
+    folder = tmp_path / "wiki"
+    shutil.copytree(sample_folder, folder)
+    data = bytearray((folder / damaged).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (folder / damaged).write_bytes(bytes(data))
+    with pytest.raises(pfc.storage.DamagedFileError, match=damaged.split("/")[-1]):
+        update_folder(edited_dump(tmp_path), folder, colbert=colbert)
+    assert (folder / damaged).read_bytes() == bytes(data)  # refused before anything was written
+
+
 def test_update_refuses_what_it_cannot_do(sample_folder, tmp_path, colbert, tiny_bert_dir, capsys):
     records = [{"docno": "a", "text": "the lantern order keeps the flame"}]
     built = tmp_path / "records"

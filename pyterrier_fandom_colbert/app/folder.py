@@ -414,6 +414,10 @@ class _Previous:
         from ..lexical.tfidf import TfidfIndex
 
         self.folder = folder
+        # everything an update copies from is checked whole first (its page records, passage table and ColBERT
+        # codes are read directly, not through the block checks of a search): damage is refused, never copied
+        verify_folder(folder)
+        ColBERTIndex(folder / COLBERT_DIR).verify()
         self.pages: Dict[int, Dict[str, Any]] = {}
         position = 0
         with open(folder / PAGES, encoding="utf-8") as lines:
