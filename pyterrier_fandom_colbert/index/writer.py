@@ -30,6 +30,7 @@ from ..storage import (
     build_docno_inverse,
     build_manifest,
     docno_lookup_builder,
+    docno_mismatches,
 )
 from .compressed import CodedLists, CompressionSpec, as_spec, compressed_files
 from .layout import (
@@ -176,8 +177,8 @@ class IndexWriter:
                     docno_lookup_builder(self._tmp / DOCNOS_FILE) as docnos:
                 for line in lines:
                     docnos.add(line[:-1])
-            build_docno_inverse(self._tmp / DOCNOS_FILE)
-            _check_unique(self._tmp / DOCNOS_FILE, self.num_docs)
+            if not build_docno_inverse(self._tmp / DOCNOS_FILE):  # (an exact npids inverse: no duplicates)
+                _check_unique(self._tmp / DOCNOS_FILE)
             (self._tmp / _DOCNOS_TEXT).unlink()
             self.config.save(self._tmp)
             streamed = {f.path.name: f.entry() for f in (self._vectors, self._token_ids, self._offsets)
@@ -221,19 +222,9 @@ class IndexWriter:
             self.abort()
 
 
-def _check_unique(docnos_path: Path, num_docs: int, chunk: int = 100_000) -> None:
+def _check_unique(docnos_path: Path) -> None:
     """Raise ValueError naming duplicated docnos: a duplicate maps back to an id other than its own position."""
-    import npids
-
-    dupes: List[str] = []
-    with npids.Lookup(docnos_path) as lookup:
-        for start in range(0, num_docs, chunk):
-            ids = np.arange(start, min(start + chunk, num_docs))
-            docnos = lookup.fwd[ids]
-            bad = lookup.inv[docnos] != ids
-            dupes.extend(str(d) for d in docnos[bad])
-            if len(dupes) >= 5:
-                break
+    dupes = docno_mismatches(docnos_path, limit=5)
     if dupes:
         raise ValueError(f"duplicate docno(s) {sorted(set(dupes))[:5]}: every document needs a unique docno")
 

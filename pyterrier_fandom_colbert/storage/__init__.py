@@ -28,7 +28,7 @@ metadata), :mod:`.config` (:class:`JsonConfig`), :mod:`.errors` (:class:`Damaged
 """
 from .blocks import BLOCK_ALGORITHM, BLOCK_BYTES, BlockCheck, BlockHasher, block_sums
 from .config import JsonConfig
-from .docnos import build_docno_inverse, docno_lookup_builder, open_npids
+from .docnos import build_docno_inverse, docno_lookup_builder, docno_mismatches, open_npids
 from .errors import DamagedFileError, MissingFileError, PathLike
 from .files import (
     ARTIFACT_META_FILE,
@@ -87,6 +87,7 @@ __all__ = [
     "check_target",
     "checksum_problem",
     "docno_lookup_builder",
+    "docno_mismatches",
     "file_checksum",
     "folder_files",
     "is_artifact_folder",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, List
 
 from .errors import DamagedFileError, MissingFileError, PathLike
 
@@ -35,7 +35,7 @@ def docno_lookup_builder(path: PathLike) -> Iterator[Any]:
     builder.close()
 
 
-def build_docno_inverse(path: PathLike) -> None:
+def build_docno_inverse(path: PathLike) -> bool:
     """Write the docno → id half of an npids lookup whose forward half was built with ``build_inv=False``.
 
     npids (0.1.3) picks a forward codec per block of docnos and an inverse to match, and some of its integer
@@ -43,6 +43,9 @@ def build_docno_inverse(path: PathLike) -> None:
     docnos with leading zeros (``d08`` … ``d15``) in a single block. So npids' own choice is written to a trial
     copy and kept only if every docno looks up to its own id; otherwise the lookup gets npids' hash inverse,
     which stores every docno.
+
+    Returns True when npids' own inverse was kept: then every docno looked up to its own id, so no docno occurs
+    twice; False (the hash inverse) leaves that to :func:`docno_mismatches`.
     """
     import os
     import shutil
@@ -60,27 +63,32 @@ def build_docno_inverse(path: PathLike) -> None:
         shutil.copyfile(path, trial)
         try:
             InvLookupBuilder.build(trial)
-            if inverse_is_exact(trial):
+            if not docno_mismatches(trial, limit=1):
                 os.replace(trial, path)
-                return
+                return True
         finally:
             trial.unlink(missing_ok=True)
     with npids.Lookup(path) as lookup, FileManager(path, "a") as writer:
         codecs.inv["hash"].build(lookup.fwd, writer)
+    return False
 
 
-def inverse_is_exact(path: PathLike, chunk: int = 1 << 16) -> bool:
-    """True when every docno of the npids lookup at ``path`` looks up to its own id."""
+def docno_mismatches(path: PathLike, limit: int, chunk: int = 1 << 16) -> List[str]:
+    """Up to ``limit`` docnos of the npids lookup at ``path`` that do not look up to their own id: a docno that
+    occurs twice (its inverse holds one of its ids), or one an inexact inverse lost."""
     import npids
     import numpy as np
 
+    found: List[str] = []
     with npids.Lookup(path) as lookup:
         count = len(lookup)
         for start in range(0, count, chunk):
             ids = np.arange(start, min(start + chunk, count))
-            if not np.array_equal(np.asarray(lookup.inv[list(lookup.fwd[ids])]), ids):
-                return False
-    return True
+            docnos = lookup.fwd[ids]
+            found.extend(str(d) for d in docnos[np.asarray(lookup.inv[docnos]) != ids])
+            if len(found) >= limit:
+                break
+    return found[:limit]
 
 
 def open_npids(path: PathLike, num_docs: int, what: str) -> Any:
