@@ -417,7 +417,8 @@ class _Previous:
         # everything an update copies from is checked whole first (its page records, passage table and ColBERT
         # codes are read directly, not through the block checks of a search): damage is refused, never copied
         verify_folder(folder)
-        ColBERTIndex(folder / COLBERT_DIR).verify()
+        self.index = ColBERTIndex(folder / COLBERT_DIR)
+        self.index.verify()
         self.pages: Dict[int, Dict[str, Any]] = {}
         position = 0
         with open(folder / PAGES, encoding="utf-8") as lines:
@@ -434,7 +435,6 @@ class _Previous:
                 position += entry["count"]
         self.table = PassageTable(folder)
         self.tfidf = TfidfIndex(folder / TFIDF_DIR)
-        self.index = ColBERTIndex(folder / COLBERT_DIR)
         if position != len(self.table) or len(self.index) != len(self.table):
             raise ValueError(f"{folder} is damaged: {PAGES} lists {position:,} passages, {PASSAGES} holds "
                              f"{len(self.table):,} and the ColBERT index {len(self.index):,}; rebuild it with "
