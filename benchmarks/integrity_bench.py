@@ -51,6 +51,16 @@ from pyterrier_fandom_colbert.lexical.tfidf import TfidfIndex
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+def query_times(retriever, frames) -> list:
+    """Seconds each one-query frame of ``frames`` takes through ``retriever``, in order."""
+    times = []
+    for frame in frames:
+        t = time.perf_counter()
+        retriever(frame)
+        times.append(time.perf_counter() - t)
+    return times
+
+
 def open_index(path: Path):
     """What a first query needs, on a fresh object."""
     index = ColBERTIndex(path)
@@ -77,11 +87,7 @@ def bench_colbert(args) -> dict:
     frames = [pd.DataFrame({"qid": [f"q{i}"], "query_embs": [q.numpy()]}) for i, q in enumerate(queries)]
     for frame in frames[:3]:
         retriever(frame)
-    times = []
-    for frame in frames:
-        t = time.perf_counter()
-        retriever(frame)
-        times.append(time.perf_counter() - t)
+    times = query_times(retriever, frames)
     out = {"num_docs": len(index), "num_tokens": index.meta.num_tokens, "write_s": built["write_s"],
            "write_MB_per_s": built["MB_per_s"],
            "open_ms_median": median_ms(lambda: open_index(path), args.repeats),
@@ -215,11 +221,7 @@ def bench_scifact(args) -> dict:
                 samples[key]["first_query_ms"].append(1e3 * (time.perf_counter() - t))
                 for frame in frames[1:]:
                     retriever(frame)
-                times = []
-                for frame in frames:
-                    t = time.perf_counter()
-                    retriever(frame)
-                    times.append(time.perf_counter() - t)
+                times = query_times(retriever, frames)
                 samples[key]["p50_ms"].append(1e3 * float(np.median(times)))
     checks = check_cost(paths, options, frames, args.repeats)
     out: dict = {"docs": len(docs), "tokens": fp16.meta.num_tokens, "queries": len(frames),
