@@ -39,8 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("tfidf", "colbert", "hybrid")
 
 
-def convert(fp16_folder: Path, out: Path, compression: str = "residual2") -> None:
-    """A copy of ``fp16_folder`` whose ColBERT index is written in ``compression`` from its fp16 vectors."""
+def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec: Any = None) -> None:
+    """A copy of ``fp16_folder`` whose ColBERT index is written in ``compression`` (a format name or a
+    ``CompressionSpec``) from its fp16 vectors; ``codec``: a known codec instead of one trained on them."""
     import dataclasses
 
     import numpy as np
@@ -48,7 +49,7 @@ def convert(fp16_folder: Path, out: Path, compression: str = "residual2") -> Non
     from pyterrier_fandom_colbert.app.folder import COLBERT_DIR, MANIFEST, Manifest, _parts_of, folder_bytes
     from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
     from pyterrier_fandom_colbert.index.writer import IndexWriter
-    from pyterrier_fandom_colbert.storage import read_json, write_json
+    from pyterrier_fandom_colbert.storage import build_manifest, read_json, write_json
 
     if out.exists():
         shutil.rmtree(out)
@@ -56,15 +57,18 @@ def convert(fp16_folder: Path, out: Path, compression: str = "residual2") -> Non
     source = ColBERTIndex(fp16_folder / COLBERT_DIR)
     meta = source.meta
     with IndexWriter(out / COLBERT_DIR, source.config, meta.fingerprint, long_docs=meta.long_docs, stride=meta.stride,
-                     compression=compression) as writer:
+                     compression=compression, codec=codec) as writer:
         for doc in range(len(source)):
             start, end = int(source.offsets[doc]), int(source.offsets[doc + 1])
             writer.add(str(source.docnos_of(np.array([doc]))[0]), np.asarray(source.vectors[start:end]),
                        np.asarray(source.token_ids[start:end]), _parts_of(source, doc))
         writer.truncated_docs, writer.windowed_docs = meta.truncated_docs, meta.windowed_docs
     manifest = Manifest.from_dict(read_json(out / MANIFEST))
-    manifest = dataclasses.replace(manifest, settings=dataclasses.replace(manifest.settings, compression=compression),
+    fmt = compression if isinstance(compression, str) else compression.format
+    manifest = dataclasses.replace(manifest, settings=dataclasses.replace(manifest.settings, compression=fmt),
                                    codec={"trained_on": manifest.passages, "encoded_since": 0})
+    if manifest.files is not None:  # the checksums of the new ColBERT index's pt_meta.json (its own manifest)
+        manifest = dataclasses.replace(manifest, files=build_manifest(out, manifest.files))
     manifest = dataclasses.replace(manifest, bytes=folder_bytes(out))
     write_json(out / MANIFEST, manifest.to_dict())
 
@@ -163,6 +167,271 @@ def quality(args) -> Dict[str, Any]:
     return report
 
 
+# -- variants: fp16 against residual2, codec and search settings, float32 against bfloat16 encoding ----------------
+#: the residual2 variants of ``variants``: each centroid count, from float32 and from bfloat16 vectors
+PRECISIONS = {"fp16": "float32", "bf16-fp16": "bfloat16"}
+
+
+def plaid_centroids(tokens: int) -> int:
+    """colbert-ai's centroid count for ``tokens`` vectors: ``2^floor(log2(16·sqrt(tokens)))``."""
+    import math
+
+    return int(2 ** math.floor(math.log2(16 * math.sqrt(tokens))))
+
+
+def question_set(args):
+    """(source, topics, qrels) of ``--data``/``--dataset``/``--dump`` (topics and qrels None without judgements)."""
+    topics = qrels = None
+    source: Any = args.dump
+    if args.data:
+        sys.path.insert(0, str(ROOT / "pipelines"))
+        import evaluate as pipeline
+
+        docs, topics, qrels = pipeline.load(args.data, args.data_root)
+        source = docs
+        qrels = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
+    elif args.dataset:
+        topics, qrels = irds_questions(args.dataset)
+    if topics is not None and args.queries:
+        topics = topics.head(args.queries)
+    if topics is not None:
+        qrels = qrels[qrels["query_id"].isin(set(topics["qid"]))]
+    return source, topics, qrels
+
+
+def vector_rows(folder: Path, start: int, end: int):
+    """Token vectors ``[start, end)`` of a folder's ColBERT index as float32: an fp16 index's stored vectors, a
+    compressed index's decompressed ones."""
+    import numpy as np
+
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+
+    index = ColBERTIndex(folder / "colbert")
+    if not index.compressed:
+        return np.asarray(index.vectors[start:end], dtype=np.float32)
+    arrays = index.store.arrays  # type: ignore[attr-defined]
+    return index.codec.decompress(np.asarray(arrays.codes[start:end]), np.asarray(arrays.residuals[start:end]))
+
+
+def codec_noise(out: Path, rule: str) -> Dict[str, Any]:
+    """Per token vector: the residual2 reconstruction error, bfloat16's deviation from float32, and what bfloat16
+    changes in the codes of one codec (the float32 folder's)."""
+    import numpy as np
+
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+    from pyterrier_fandom_colbert.index.codec import unpack_bits
+
+    exact32, exact16 = out / "fp16", out / "bf16-fp16"
+    r32, r16 = out / f"residual2-{rule}", out / f"bf16-residual2-{rule}-samecodec"
+    total = len(ColBERTIndex(exact32 / "colbert").vectors)
+    a32, a16 = (ColBERTIndex(f / "colbert").store.arrays for f in (r32, r16))  # type: ignore[attr-defined]
+    nbits = ColBERTIndex(r32 / "colbert").codec.nbits
+    norms: Dict[str, List[Any]] = {"codec_error": [], "bf16_deviation": [], "bf16_codec_change": [],
+                                   "bf16_own_codec_error": []}
+    largest = {"codec_error": 0.0, "bf16_deviation": 0.0}
+    codes_differ = buckets_differ = vectors_differ = 0
+    for start in range(0, total, 65536):
+        end = min(total, start + 65536)
+        v32, v16 = vector_rows(exact32, start, end), vector_rows(exact16, start, end)
+        d32, d16 = vector_rows(r32, start, end), vector_rows(r16, start, end)
+        norms["codec_error"].append(np.linalg.norm(d32 - v32, axis=1))
+        norms["bf16_deviation"].append(np.linalg.norm(v16 - v32, axis=1))
+        norms["bf16_codec_change"].append(np.linalg.norm(d16 - d32, axis=1))
+        norms["bf16_own_codec_error"].append(np.linalg.norm(d16 - v16, axis=1))
+        largest["codec_error"] = max(largest["codec_error"], float(np.abs(d32 - v32).max()))
+        largest["bf16_deviation"] = max(largest["bf16_deviation"], float(np.abs(v16 - v32).max()))
+        c32, c16 = np.asarray(a32.codes[start:end]), np.asarray(a16.codes[start:end])
+        b32, b16 = (unpack_bits(np.asarray(a.residuals[start:end]), nbits) for a in (a32, a16))
+        codes_differ += int((c32 != c16).sum())
+        buckets_differ += int((b32 != b16).sum())
+        vectors_differ += int(((c32 != c16) | (b32 != b16).any(1)).sum())
+    report: Dict[str, Any] = {"vectors": total, "dims": int(b32.shape[1])}
+    for name, parts in norms.items():
+        values = np.concatenate(parts)
+        report[f"{name}_l2"] = {"mean": float(values.mean()), "p50": float(np.median(values)),
+                                "p99": float(np.quantile(values, 0.99)), "max": float(values.max())}
+    report["largest_element"] = largest
+    report["share_centroid_ids_differ"] = codes_differ / total
+    report["share_residual_buckets_differ"] = buckets_differ / (total * report["dims"])
+    report["share_vectors_coded_differently"] = vectors_differ / total
+    return report
+
+
+def make_variants(args, source) -> Dict[str, Any]:
+    """The fp16 folders (float32 and, with ``--bf16``, bfloat16 encoding) and their residual2 conversions."""
+    import dataclasses
+
+    from pyterrier_fandom_colbert.app.folder import SearchSettings, build_folder, load_manifest
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+    from pyterrier_fandom_colbert.index.compressed import CompressionSpec
+    from pyterrier_fandom_colbert.model.colbert import ColBERT
+
+    report: Dict[str, Any] = {"build_seconds": {}, "convert_seconds": {}}
+    precisions = PRECISIONS if args.bf16 else {"fp16": "float32"}
+    for name, precision in precisions.items():
+        if (args.out / name / "manifest.json").exists():
+            continue
+        colbert = ColBERT.from_pretrained(args.checkpoint, cpu_precision=precision)
+        started = time.perf_counter()
+        build_folder(source, args.out / name, colbert=colbert, checkpoint=args.checkpoint,
+                     settings=SearchSettings(compression="fp16"), verbose=not args.quiet)
+        report["build_seconds"][name] = round(time.perf_counter() - started, 1)
+        del colbert
+    tokens = load_manifest(args.out / "fp16").tokens
+    for rule in args.centroids:
+        spec = CompressionSpec("residual2", num_centroids=plaid_centroids(tokens) if rule == "plaid" else None)
+        todo = [(f"residual2-{rule}", "fp16", None, spec)]
+        if args.bf16:  # bfloat16 vectors: own codec, the float32 folder's codec; a codec trained with another seed
+            todo += [(f"bf16-residual2-{rule}", "bf16-fp16", None, spec),
+                     (f"bf16-residual2-{rule}-samecodec", "bf16-fp16", f"residual2-{rule}", spec),
+                     (f"residual2-{rule}-seed1", "fp16", None, dataclasses.replace(spec, seed=1))]
+        for name, base, codec_of, how in todo:
+            if (args.out / name / "manifest.json").exists() and not args.reconvert:
+                continue
+            started = time.perf_counter()
+            codec = ColBERTIndex(args.out / codec_of / "colbert").codec if codec_of else None
+            convert(args.out / base, args.out / name, how, codec=codec)
+            report["convert_seconds"][name] = round(time.perf_counter() - started, 1)
+        report[f"centroids_{rule}"] = ColBERTIndex(args.out / f"residual2-{rule}" / "colbert").codec.num_centroids
+        if args.bf16:
+            report[f"codec_noise_{rule}"] = codec_noise(args.out, rule)
+    return report
+
+
+#: search settings of ``variants`` beside each folder's own: (ncells, ndocs, nscore) of the ColBERT retriever
+SEARCHES = {"deep": (None, 4096, 1024), "exhaustive": (1 << 30, None, None)}
+
+
+def dense_runs(folder: Path, colbert, encoded, search: str) -> Any:
+    """The folder's ColBERT ranking (depth as in the folder's hybrid) of the encoded questions, with ``search``
+    (``folder``: its manifest's settings, or one of :data:`SEARCHES`), and ms per question."""
+    from pyterrier_fandom_colbert.app.folder import load_manifest
+    from pyterrier_fandom_colbert.app.search import MAX_K
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+
+    settings = load_manifest(folder).settings
+    depth = max(MAX_K, settings.fusion.depth)
+    index = ColBERTIndex(folder / "colbert")
+    if search == "folder":
+        retriever = index.retriever(num_results=depth, **settings.dense_options())
+    else:
+        ncells, ndocs, nscore = SEARCHES[search]
+        retriever = index.retriever(num_results=depth, ncells=ncells, ndocs=ndocs, nscore=nscore)
+    started = time.perf_counter()
+    run = retriever(encoded)
+    return run, round(1000 * (time.perf_counter() - started) / len(encoded), 1)
+
+
+def systems_of(folder: Path, tfidf_run, dense_run, encoded) -> Dict[str, Any]:
+    """``{system: top-10 run}`` for tfidf, colbert and the folder's hybrid, from the two rankings."""
+    import pyterrier as pt
+
+    from pyterrier_fandom_colbert.app.folder import load_manifest
+    from pyterrier_fandom_colbert.app.hybrid import hybrid_system
+
+    fusion = load_manifest(folder).settings.fusion
+    hybrid = hybrid_system(pt.Transformer.from_df(tfidf_run, uniform=False),
+                           pt.Transformer.from_df(dense_run, uniform=False), fusion)(encoded)
+    return {name: run[run["rank"] < 10] for name, run in
+            (("tfidf", tfidf_run), ("colbert", dense_run), ("hybrid", hybrid))}
+
+
+def judged_measures(runs: Dict[str, Any], qrels) -> Dict[str, Any]:
+    import ir_measures
+    from ir_measures import RR, R, nDCG
+
+    out = {}
+    for system, run in runs.items():
+        run = run.rename(columns={"qid": "query_id", "docno": "doc_id"})[["query_id", "doc_id", "score"]]
+        scores = ir_measures.calc_aggregate([nDCG @ 10, RR @ 10, R @ 10], qrels, run)
+        out[system] = {str(k): round(float(v), 4) for k, v in scores.items()}
+    return out
+
+
+def fact_measures(folder: Path, runs: Dict[str, Any], questions) -> Dict[str, Any]:
+    """benchmarks/fact_questions.py's counts (answer@10, answer_on_page@10, page@10) and the answer's RR@10."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import fact_questions as fq
+
+    from pyterrier_fandom_colbert.app.search import Searcher
+
+    searcher = Searcher(folder, warm=False)
+    out: Dict[str, Any] = {}
+    for system, run in runs.items():
+        counts = {"answer@10": 0, "answer_on_page@10": 0, "page@10": 0}
+        rr, ranks = 0.0, {}
+        for q in questions:
+            rows = run[run["qid"] == q["qid"]].sort_values("rank")
+            positions = searcher._positions(rows["docno"])
+            texts = searcher.tfidf.texts(positions) if len(rows) else []
+            titles = [searcher.passages.get(int(p)).get("title") or "" for p in positions]
+            answer = [i for i, t in enumerate(texts) if fq.contains_answer(t, q["answers"])]
+            page = [i for i, t in enumerate(titles) if fq._same_page(t, q["title"])]
+            counts["answer@10"] += bool(answer)
+            counts["answer_on_page@10"] += bool(set(answer) & set(page))
+            counts["page@10"] += bool(page)
+            rr += 1 / (answer[0] + 1) if answer else 0.0
+            ranks[q["qid"]] = answer[0] + 1 if answer else None
+        out[system] = {**counts, "answer_RR@10": round(rr / len(questions), 4), "first_answer_rank": ranks}
+    return out
+
+
+def variants(args) -> Dict[str, Any]:
+    """Build (or reuse) the variants' folders, then search each with each setting on the question set."""
+    import pandas as pd
+
+    from pyterrier_fandom_colbert.app.search import Searcher
+    from pyterrier_fandom_colbert.model.colbert import ColBERT
+
+    source, topics, qrels = question_set(args)
+    report: Dict[str, Any] = {"dump": str(args.dump), "data": args.data, "dataset": args.dataset}
+    report.update(make_variants(args, source))
+    facts = None
+    if args.facts is not None:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import fact_questions as fq
+
+        facts = fq.load_questions(args.facts)
+        topics = pd.DataFrame({"qid": [q["qid"] for q in facts], "query": [q["question"] for q in facts]})
+    folders = ["fp16"] + [f"{p}residual2-{rule}{x}" for rule in args.centroids
+                          for p, x in ((("", ""), ("bf16-", ""), ("", "-seed1")) if args.bf16 else (("", ""),))]
+    for name in folders:
+        report.setdefault("sizes", {})[name] = sizes(args.out / name)
+    if topics is None or args.build_only:
+        return report
+    report["questions"] = len(topics)
+    colbert = ColBERT.from_pretrained(args.checkpoint)
+    encoded = colbert.query_encoder()(topics)
+    tfidf_run = Searcher(args.out / "fp16", colbert=colbert, warm=False).pipeline("tfidf")(topics)
+    results: Dict[str, Any] = {}
+    tops: Dict[str, Dict[str, Any]] = {}
+    for name in folders:
+        for search in ["folder"] + ([] if name == "fp16" or "-seed" in name else list(args.searches)):
+            dense_run, ms = dense_runs(args.out / name, colbert, encoded, search)
+            runs = systems_of(args.out / name, tfidf_run, dense_run, encoded)
+            measures = fact_measures(args.out / name, runs, facts) if facts is not None \
+                else judged_measures(runs, qrels)
+            measures["colbert_ms_per_query"] = ms
+            results[f"{name}/{search}"] = measures
+            tops[f"{name}/{search}"] = {system: run.groupby("qid")["docno"].agg(set).to_dict()
+                                        for system, run in runs.items()}
+            print(name, search, json.dumps({s: {k: v for k, v in m.items() if k != "first_answer_rank"}
+                                            for s, m in measures.items() if isinstance(m, dict)}),
+                  file=sys.stderr, flush=True)
+    report["results"] = results
+    references = ["fp16/folder"] + [f"residual2-{rule}/folder" for rule in args.centroids]
+    report["top10_overlap"] = {ref: {key: {system: top10_overlap(tops[ref][system], top[system])
+                                           for system in ("colbert", "hybrid")}
+                                     for key, top in tops.items() if key != ref} for ref in references}
+    return report
+
+
+def top10_overlap(a: Dict[str, set], b: Dict[str, set]) -> float:
+    """Mean share of one ranking's top 10 in the other's, over the questions of either."""
+    qids = set(a) | set(b)
+    return round(sum(len(a.get(q, set()) & b.get(q, set())) / 10 for q in qids) / len(qids), 4)
+
+
 def edit_dump(dump: Path, out: Path, folder: Path, share: float, seed: int) -> Dict[str, Any]:
     """Append a sentence to ``share`` of the folder's articles (and give them a new revision id); write ``out``."""
     from pyterrier_fandom_colbert.data.dumpbytes import xml_chunks
@@ -246,6 +515,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     q.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
     q.add_argument("--queries", type=int, default=None, help="ask only the first N questions")
     q.add_argument("--fresh", action="store_true", help="also build the residual2 folder with build_folder")
+    v = sub.add_parser("variants")
+    v.add_argument("--dump", type=Path, default=None, help="the dump to index")
+    v.add_argument("--dataset", default=None, help="ir_datasets split whose questions and qrels are searched")
+    v.add_argument("--data", default=None, help="instead of --dump: a pipelines/evaluate.py question set")
+    v.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
+    v.add_argument("--queries", type=int, default=None, help="ask only the first N questions")
+    v.add_argument("--facts", type=Path, default=None, help="instead of judgements: fact questions (.jsonl of "
+                   "benchmarks/fact_questions.py) over the dump")
+    v.add_argument("--bf16", action="store_true", help="also a bfloat16-encoded fp16 folder and its residual2 "
+                   "conversions (own codec; the float32 folder's codec), with the codec noise per vector")
+    v.add_argument("--centroids", nargs="+", choices=("default", "plaid"), default=["default"],
+                   help="residual2 codecs: the index writer's default centroid count, colbert-ai's rule")
+    v.add_argument("--searches", nargs="*", choices=tuple(SEARCHES), default=list(SEARCHES),
+                   help="ColBERT search settings tried besides each folder's own")
+    v.add_argument("--build-only", action="store_true")
+    v.add_argument("--reconvert", action="store_true", help="write the residual2 conversions again")
     u = sub.add_parser("update")
     u.add_argument("--dump", type=Path, required=True, help="the dump the folder was built from")
     u.add_argument("--folder", type=Path, required=True, help="a residual2 folder built from --dump (copied)")
@@ -255,7 +540,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     u.add_argument("--questions", type=Path, default=ROOT / "benchmarks" / "fact_questions.jsonl",
                    help="questions for --check (.jsonl with 'question', or a .tsv with a question column)")
     u.add_argument("--queries", type=int, default=50)
-    for p in (q, u):
+    for p in (q, v, u):
         p.add_argument("--out", type=Path, required=True)
         p.add_argument("--checkpoint", default=None)
         p.add_argument("--threads", type=int, default=None)
@@ -271,7 +556,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    report = quality(args) if args.command == "quality" else update(args)
+    report = {"quality": quality, "variants": variants, "update": update}[args.command](args)
     report["load_average"] = os.getloadavg()
     print(json.dumps(report, indent=1))
     return 0
