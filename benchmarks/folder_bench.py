@@ -173,7 +173,11 @@ PRECISIONS = {"fp16": "float32", "bf16-fp16": "bfloat16"}
 
 
 def plaid_centroids(tokens: int) -> int:
-    """colbert-ai's centroid count for ``tokens`` vectors: ``2^floor(log2(16·sqrt(tokens)))``."""
+    """colbert-ai's centroid count for ``tokens`` vectors: ``2^floor(log2(16·sqrt(tokens)))``.
+
+    >>> plaid_centroids(23_519), plaid_centroids(279_487), plaid_centroids(897_094)
+    (2048, 8192, 8192)
+    """
     import math
 
     return int(2 ** math.floor(math.log2(16 * math.sqrt(tokens))))
@@ -427,7 +431,12 @@ def variants(args) -> Dict[str, Any]:
 
 
 def top10_overlap(a: Dict[str, set], b: Dict[str, set]) -> float:
-    """Mean share of one ranking's top 10 in the other's, over the questions of either."""
+    """Mean share of one ranking's top 10 in the other's, over the questions of either (a question missing from
+    one counts as no overlap).
+
+    >>> top10_overlap({"q1": set("abcdefghij"), "q2": set("abcdefghij")}, {"q1": set("abcdefghiz")})
+    0.45
+    """
     qids = set(a) | set(b)
     return round(sum(len(a.get(q, set()) & b.get(q, set())) / 10 for q in qids) / len(qids), 4)
 
