@@ -5,6 +5,12 @@
     python benchmarks/folder_bench.py quality --data squad --out runs/folder_bench/squad   # SQuAD report part
     python benchmarks/folder_bench.py quality --dump pyterrier_fandom_colbert/data/sample/samplewiki_pages_current.xml \
         --dataset fandom-qa/sample/test --out runs/folder_bench/sample
+    # variants: float32 and bfloat16 encodings, residual2 codecs (default, colbert-ai's centroid count, seed 1),
+    # each searched with its own, deeper and exhaustive ColBERT settings; --facts for the fact questions
+    python benchmarks/folder_bench.py variants --data squad --queries 500 --out runs/fv/squad --bf16 \
+        --centroids default plaid
+    python benchmarks/folder_bench.py variants --dump DUMP --facts benchmarks/fact_questions.jsonl --bf16 \
+        --out runs/fv/poke
     # update: change a share of the folder's articles in a copy of the dump, update a copy of the folder, time it
     python benchmarks/folder_bench.py update --dump DUMP --folder runs/folder_bench/x/residual2 --changed 0.01
     python benchmarks/folder_bench.py update ... --check   # also a fresh build with the folder's codec: equal?
@@ -16,6 +22,13 @@ residual2) makes, without encoding the corpus twice (``--fresh`` builds it with 
 the two are equal). Each folder is searched with :class:`~pyterrier_fandom_colbert.app.search.Searcher`'s pipelines
 (the systems of ``pfc search``) on the split's questions: nDCG@10, RR@10 and R@10 per system, and bytes per 1,000
 passages.
+
+``variants`` (docs/app.md, "Compressed folders" and "bfloat16 under a compressed folder") builds the fp16 folders
+(float32 encoding, and with ``--bf16`` bfloat16), converts them as ``quality`` does with each ``--centroids`` rule,
+and with ``--bf16`` also the bfloat16 vectors with the float32 folder's codec and the float32 vectors with a seed-1
+codec; it reports the codec's error per vector against bfloat16's deviation and the codes bfloat16 changes, then
+searches each folder with one encoding of the questions and one TF-IDF run, fused as the ``Searcher`` fuses them
+(judged measures with qrels; the fact questions' counts and answer RR@10 with ``--facts``), and top-10 overlaps.
 
 ``update`` edits ``--changed`` of the folder's article pages (a sentence appended, a new revision id), writes the
 edited dump as ``.xml`` beside a copy of the folder and times ``update_folder`` on the copy, against the folder's
