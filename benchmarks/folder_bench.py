@@ -52,9 +52,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("tfidf", "colbert", "hybrid")
 
 
-def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec: Any = None) -> None:
+def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec: Any = None,
+            vectors_of: Any = None) -> None:
     """A copy of ``fp16_folder`` whose ColBERT index is written in ``compression`` (a format name or a
-    ``CompressionSpec``) from its fp16 vectors; ``codec``: a known codec instead of one trained on them."""
+    ``CompressionSpec``) from its fp16 vectors; ``codec``: a known codec instead of one trained on them;
+    ``vectors_of(start, end)``: the token vectors to write instead of the folder's rows ``[start, end)``."""
     import dataclasses
 
     import numpy as np
@@ -73,12 +75,16 @@ def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec:
                      compression=compression, codec=codec) as writer:
         for doc in range(len(source)):
             start, end = int(source.offsets[doc]), int(source.offsets[doc + 1])
-            writer.add(str(source.docnos_of(np.array([doc]))[0]), np.asarray(source.vectors[start:end]),
+            vectors = np.asarray(source.vectors[start:end]) if vectors_of is None else vectors_of(start, end)
+            writer.add(str(source.docnos_of(np.array([doc]))[0]), vectors,
                        np.asarray(source.token_ids[start:end]), _parts_of(source, doc))
         writer.truncated_docs, writer.windowed_docs = meta.truncated_docs, meta.windowed_docs
     manifest = Manifest.from_dict(read_json(out / MANIFEST))
     fmt = compression if isinstance(compression, str) else compression.format
-    manifest = dataclasses.replace(manifest, settings=dataclasses.replace(manifest.settings, compression=fmt),
+    settings = dataclasses.replace(manifest.settings, compression=fmt)
+    if vectors_of is not None:  # simulated vectors are searched exhaustively (no neighbour index to train)
+        settings = dataclasses.replace(settings, faiss="flat")
+    manifest = dataclasses.replace(manifest, settings=settings,
                                    codec={"trained_on": manifest.passages, "encoded_since": 0})
     if manifest.files is not None:  # the checksums of the new ColBERT index's pt_meta.json (its own manifest)
         manifest = dataclasses.replace(manifest, files=build_manifest(out, manifest.files))
@@ -274,6 +280,35 @@ def codec_noise(out: Path, rule: str) -> Dict[str, Any]:
     return report
 
 
+def mixed_folder(out: Path, rule: str, share: float) -> Dict[str, Any]:
+    """``mixed-{rule}-{share}``: an fp16 folder of the ``residual2-{rule}`` folder's decompressed vectors, except the
+    ``share`` of tokens the codec reconstructs worst (L2 error), which keep their exact vectors: what a codec that
+    stored its outlier tokens exactly would search (simulated; searched with exact neighbour search, ``flat``)."""
+    import numpy as np
+
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+
+    exact, coded = out / "fp16", out / f"residual2-{rule}"
+    total = len(ColBERTIndex(exact / "colbert").vectors)
+    mixed = np.empty((total, ColBERTIndex(exact / "colbert").vectors.shape[1]), dtype=np.float16)
+    errors = np.empty(total, dtype=np.float32)
+    for a in range(0, total, 65536):
+        b = min(total, a + 65536)
+        v, d = vector_rows(exact, a, b), vector_rows(coded, a, b)
+        errors[a:b] = np.linalg.norm(d - v, axis=1)
+        mixed[a:b] = d
+    cutoff = float(np.quantile(errors, 1 - share)) if share > 0 else float("inf")
+    for a in range(0, total, 65536):
+        b = min(total, a + 65536)
+        keep = errors[a:b] > cutoff
+        if keep.any():
+            mixed[a:b][keep] = vector_rows(exact, a, b)[keep]
+    name = f"mixed-{rule}-{share:g}"
+    if not (out / name / "manifest.json").exists():
+        convert(exact, out / name, "fp16", vectors_of=lambda start, end: mixed[start:end])
+    return {"folder": name, "error_cutoff": cutoff, "exact_tokens": int((errors > cutoff).sum())}
+
+
 def make_variants(args, source) -> Dict[str, Any]:
     """The fp16 folders (float32 and, with ``--bf16``, bfloat16 encoding) and their residual2 conversions."""
     import dataclasses
@@ -312,6 +347,8 @@ def make_variants(args, source) -> Dict[str, Any]:
         report[f"centroids_{rule}"] = ColBERTIndex(args.out / f"residual2-{rule}" / "colbert").codec.num_centroids
         if args.bf16:
             report[f"codec_noise_{rule}"] = codec_noise(args.out, rule)
+        for share in args.outliers:
+            report.setdefault("outliers", {})[f"{rule}-{share:g}"] = mixed_folder(args.out, rule, share)
     return report
 
 
@@ -331,6 +368,8 @@ def dense_runs(folder: Path, colbert, encoded, search: str) -> Any:
     index = ColBERTIndex(folder / "colbert")
     if search == "folder":
         retriever = index.retriever(num_results=depth, **settings.dense_options())
+    elif search == "flat":
+        retriever = index.retriever(num_results=depth, k_hat=settings.k_hat, faiss="flat")
     else:
         ncells, ndocs, nscore = SEARCHES[search]
         retriever = index.retriever(num_results=depth, ncells=ncells, ndocs=ndocs, nscore=nscore)
@@ -414,6 +453,8 @@ def variants(args) -> Dict[str, Any]:
                           for p, x in ((("", ""), ("bf16-", ""), ("", "-seed1")) if args.bf16 else (("", ""),))]
     for name in folders:
         report.setdefault("sizes", {})[name] = sizes(args.out / name)
+    if args.outliers:  # the simulated folders, and fp16's exact vectors under the same (flat) search
+        folders += [f"mixed-{rule}-{share:g}" for rule in args.centroids for share in args.outliers]
     if topics is None or args.build_only:
         return report
     report["questions"] = len(topics)
@@ -423,7 +464,11 @@ def variants(args) -> Dict[str, Any]:
     results: Dict[str, Any] = {}
     tops: Dict[str, Dict[str, Any]] = {}
     for name in folders:
-        for search in ["folder"] + ([] if name == "fp16" or "-seed" in name else list(args.searches)):
+        searches = ["folder"] + ([] if name == "fp16" or "-seed" in name or name.startswith("mixed-")
+                                 else list(args.searches))
+        if name == "fp16" and args.outliers:
+            searches.append("flat")
+        for search in searches:
             dense_run, ms = dense_runs(args.out / name, colbert, encoded, search)
             runs = systems_of(args.out / name, tfidf_run, dense_run, encoded)
             measures = fact_measures(args.out / name, runs, facts) if facts is not None \
@@ -551,6 +596,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="residual2 codecs: the index writer's default centroid count, colbert-ai's rule")
     v.add_argument("--searches", nargs="*", choices=tuple(SEARCHES), default=list(SEARCHES),
                    help="ColBERT search settings tried besides each folder's own")
+    v.add_argument("--outliers", nargs="*", type=float, default=[], metavar="SHARE",
+                   help="also simulate codecs that keep each SHARE (e.g. 0 0.01) of the worst-coded tokens exact: "
+                        "fp16 folders of mixed vectors, searched with exact neighbour search")
     v.add_argument("--build-only", action="store_true")
     v.add_argument("--reconvert", action="store_true", help="write the residual2 conversions again")
     u = sub.add_parser("update")
