@@ -6,7 +6,10 @@ SQuAD dev questions. Skips (exit 0, a message) when the shared data is absent.
 
     build   one configuration per process (its peak RSS is its own): ``--mode local`` (the sharded build in this
             process, ``--threads`` torch threads), ``--mode single`` (one ColBERTIndex, the single-machine path),
-            ``--mode ray --workers N`` (ShardedIndexer on a local Ray cluster of N CPUs, N one-CPU encoder actors)
+            ``--mode ray --workers N`` (ShardedIndexer on a local Ray cluster of N CPUs, N one-CPU encoder actors);
+            ``--cpus N`` pins the run, and every process it starts (Ray's too), to N cores. Each row has the CPU
+            seconds and peak RSS of every process involved (sampled), and for Ray the driver's step times and
+            each shard's writer and encoder figures
     search  p50/p95 per query (one query per call, top 10, default search settings) of 1, 2 and 4-shard indexes
             built here, through the local merge and through Ray shard actors (one per shard)
     all     the build modes interleaved (local 1 thread, ray 1 worker, local 2 threads, ray 2 workers, single), each
@@ -178,7 +181,8 @@ def build(args) -> Dict[str, Any]:
 
         connect(num_cpus=args.workers)
         indexer = ShardedIndexer(target, checkpoint, config=config, model_options=options, num_shards=args.shards,
-                                 compression=spec, workers=args.workers, batch_size=args.batch_size, overwrite=True)
+                                 compression=spec, workers=args.workers, batch_size=args.batch_size,
+                                 sample_docs=args.sample_docs, overwrite=True)
         # timed from here: neither the cluster's start nor the driver's model load (the local rows leave out
         # theirs too); the actors' start and model load are the build's
         monitor = ProcessMonitor()
@@ -193,7 +197,7 @@ def build(args) -> Dict[str, Any]:
         if args.mode == "local":
             index = pfc.ShardedColBERTIndex(target)
             index.indexer(colbert, num_shards=args.shards, compression=spec, batch_size=args.batch_size,
-                          overwrite=True).index(corpus)
+                          sample_docs=args.sample_docs, overwrite=True).index(corpus)
         else:
             index = pfc.ColBERTIndex(target)
             index.indexer(colbert, compression=spec, batch_size=args.batch_size, overwrite=True).index(corpus)
@@ -261,6 +265,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cpus", type=int, default=0, help="build: pin the run (Ray's processes too) to this many cores")
     ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--sample-docs", type=int, default=4096, help="build: passages whose vectors train the codec")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--shard-counts", type=int, nargs="+", default=[1, 2, 4], help="search: the indexes searched")
     ap.add_argument("--workdir", type=Path, default=None)

@@ -3,20 +3,22 @@
 The build follows :mod:`~pyterrier_fandom_colbert.index.shard_build` (plan, shared codec, one ordinary index per
 shard, resumable from the work folder) and differs in who does the work:
 
-* The passages become a Ray Dataset of blocks of ``batch_size`` passages, cut at the same places as the local
-  indexer's batches (from the start of each shard), so that every model batch holds the same passages as on one
-  machine and the vectors are the same bit for bit (length bucketing makes a vector depend, in its last bits, on
-  the other passages of its batch).
-* Encoding is ``map_batches`` over :class:`ShardEncoder`, a Ray actor class that loads the encoder once per actor
-  (``num_gpus=1`` actors when the cluster has GPUs, one-CPU actors otherwise): one pool of ``workers`` actors for
-  the whole build (and one, before it, for the codec's sample).
-* The codec is trained once, in the driver, on the encoded sample, and saved to the work folder.
-* Each shard is written by a :class:`ShardWriter` actor: the driver hands it references to its shard's encoded
-  blocks, in order (Ray resolves them on the writer's node: the vectors never pass through the driver), and the
-  writer streams them into the one-pass writer
+* The passages become a Ray Dataset of blocks of ``block_batches`` model batches of ``batch_size`` passages,
+  the batches cut at the same places as the local indexer's (from the start of each shard), so that every model
+  call holds the same passages as on one machine and the vectors are the same bit for bit (length bucketing makes
+  a vector depend, in its last bits, on the other passages of its batch).
+* Encoding is one ``map_batches`` over :class:`ShardEncoder`, a Ray actor class that loads the encoder once per
+  actor (``num_gpus=1`` actors when the cluster has GPUs, one-CPU actors otherwise): one pool of ``workers``
+  actors encodes the codec's sample first, then the shards. An encoded block is one row of numeric arrays
+  (tensor columns: no per-passage pickling).
+* The codec is trained once, in the driver, from the sample's encoded blocks (while the pool goes on encoding
+  the shards), and saved to the work folder.
+* ``workers`` :class:`ShardWriter` actors write the shards, one shard per writer at a time: the driver hands a
+  writer references to its shard's encoded blocks, in order (Ray resolves them on the writer's node: the vectors
+  never pass through the driver), and the writer streams them into the one-pass writer
   (:class:`~pyterrier_fandom_colbert.index.writer.IndexWriter`, with the shared codec). A writer that dies (its
-  worker killed, its machine gone) loses only its shard: the others complete, the build then fails naming the
-  lost shards, and running it again builds only those.
+  worker killed, its machine gone) loses its shard in flight and those queued behind it on that actor: the others
+  complete, the build then fails naming the lost shards, and running it again builds only those.
 
 The target folder must be on storage every node of the cluster can write (one machine, or a shared file system).
 """
@@ -363,8 +365,8 @@ class ShardedIndexer:
         codec_folder = str(build.codec_folder) if self.compression.compressed else None
         writer = ray.remote(ShardWriter).options(num_cpus=0, max_restarts=0)
         # started first: they start while the encoders start and the codec is trained
-        writers = [writer.remote(self.colbert.config.to_dict(), plan.fingerprint, plan.compression, codec_folder,
-                                 plan.long_docs, plan.stride) for _ in range(slots)]
+        writers: List[Any] = [writer.remote(self.colbert.config.to_dict(), plan.fingerprint, plan.compression,
+                                            codec_folder, plan.long_docs, plan.stride) for _ in range(slots)]
         closing: Dict[Any, int] = {}
         try:
             refs = block_refs(self._encoded(sample + blocks, workers, gpus))

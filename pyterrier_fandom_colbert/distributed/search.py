@@ -159,9 +159,9 @@ class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
         new = ["docno", "score", "rank", *(["partial"] if self.partial else [])]
         if len(inp) == 0:
             return empty_output(inp, new)
-        embs = [np.asarray(e) for e in inp["query_embs"]]
-        if len({e.shape for e in embs}) == 1:
-            embs = np.stack(embs)  # one array to send (queries of one length: the usual case)
+        each = [np.asarray(e) for e in inp["query_embs"]]
+        # one array to send (queries of one length: the usual case)
+        embs: Any = np.stack(each) if len({e.shape for e in each}) == 1 else each
         qids = inp["qid"].astype(str).tolist()
         refs = [actor.search.remote(qids, embs) for actor in self.actors]
         try:  # one wait in the usual case: every actor answers in time
