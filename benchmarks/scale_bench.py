@@ -189,7 +189,7 @@ def build(args) -> Dict[str, Any]:
         started = time.perf_counter()
         index = indexer.index(corpus)
         extra["shards"] = indexer.reports
-        extra["timings"] = indexer.timings
+        extra["timings"] = getattr(indexer, "timings", None)  # (the first version of the build had none)
     else:
         colbert = pfc.ColBERT.from_pretrained(checkpoint, config=config, device="cpu", **options)
         monitor = ProcessMonitor()
