@@ -6,7 +6,10 @@ SQuAD dev questions. Skips (exit 0, a message) when the shared data is absent.
 
     build   one configuration per process (its peak RSS is its own): ``--mode local`` (the sharded build in this
             process, ``--threads`` torch threads), ``--mode single`` (one ColBERTIndex, the single-machine path),
-            ``--mode ray --workers N`` (ShardedIndexer on a local Ray cluster of N CPUs, N one-CPU encoder actors)
+            ``--mode ray --workers N`` (ShardedIndexer on a local Ray cluster of N CPUs, N one-CPU encoder actors);
+            ``--cpus N`` pins the run, and every process it starts (Ray's too), to N cores. Each row has the CPU
+            seconds and peak RSS of every process involved (sampled), and for Ray the driver's step times and
+            each shard's writer and encoder figures
     search  p50/p95 per query (one query per call, top 10, default search settings) of 1, 2 and 4-shard indexes
             built here, through the local merge and through Ray shard actors (one per shard)
     all     the build modes interleaved (local 1 thread, ray 1 worker, local 2 threads, ray 2 workers, single), each
@@ -101,9 +104,67 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+class ProcessMonitor:
+    """CPU seconds and peak RSS of this process and every process started under it (Ray's GCS, raylet, object
+    store and workers), sampled every ``every`` seconds in a thread, so that the work of processes that end before
+    the build does (actors) is counted (up to their last sample). psutil comes with Ray."""
+
+    def __init__(self, every: float = 0.25):
+        import threading
+
+        import psutil
+
+        self.me = psutil.Process()
+        self.every, self.seen, self.start = every, {}, {}
+        for proc in [self.me, *self.me.children(recursive=True)]:
+            try:
+                times = proc.cpu_times()
+                self.start[proc.pid] = times.user + times.system
+            except psutil.Error:
+                pass
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        import psutil
+
+        for proc in [self.me, *self.me.children(recursive=True)]:
+            try:
+                with proc.oneshot():
+                    times, rss, name = proc.cpu_times(), proc.memory_info().rss, " ".join(proc.cmdline()[:1])
+            except psutil.Error:
+                continue
+            cpu, peak, _ = self.seen.get(proc.pid, (0.0, 0, name))
+            self.seen[proc.pid] = (max(cpu, times.user + times.system), max(peak, rss), name)
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.every):
+            self._sample()
+
+    def stop(self) -> Dict[str, Any]:
+        """Total CPU seconds since the start (this process and the others), and per process role its CPU seconds
+        and peak RSS (MB)."""
+        self._sample()
+        self.stopped.set()
+        self.thread.join()
+        roles: Dict[str, Dict[str, Any]] = {}
+        for pid, (cpu, peak, name) in self.seen.items():
+            role = "driver" if pid == self.me.pid else (name.split("/")[-1] or "?")
+            used = cpu - self.start.get(pid, 0.0)
+            entry = roles.setdefault(role, {"processes": 0, "cpu_s": 0.0, "peak_rss_mb": 0.0})
+            entry["processes"] += 1
+            entry["cpu_s"] = round(entry["cpu_s"] + used, 2)
+            entry["peak_rss_mb"] = round(max(entry["peak_rss_mb"], peak / 2**20), 1)
+        total = round(sum(r["cpu_s"] for r in roles.values()), 2)
+        return {"cpu_s": total, "by_process": roles}
+
+
 def build(args) -> Dict[str, Any]:
     import torch
 
+    if args.cpus:  # this process and all it starts (Ray's processes included) on the first `cpus` cores
+        os.sched_setaffinity(0, set(range(args.cpus)))
     import pyterrier_fandom_colbert as pfc
     from pyterrier_fandom_colbert.index.compressed import CompressionSpec
 
@@ -119,23 +180,30 @@ def build(args) -> Dict[str, Any]:
         from pyterrier_fandom_colbert.distributed.cluster import connect
 
         connect(num_cpus=args.workers)
-        started = time.perf_counter()  # the cluster's start is not the build's
         indexer = ShardedIndexer(target, checkpoint, config=config, model_options=options, num_shards=args.shards,
-                                 compression=spec, workers=args.workers, batch_size=args.batch_size, overwrite=True)
+                                 compression=spec, workers=args.workers, batch_size=args.batch_size,
+                                 sample_docs=args.sample_docs, overwrite=True)
+        # timed from here: neither the cluster's start nor the driver's model load (the local rows leave out
+        # theirs too); the actors' start and model load are the build's
+        monitor = ProcessMonitor()
+        started = time.perf_counter()
         index = indexer.index(corpus)
         extra["shards"] = indexer.reports
+        extra["timings"] = getattr(indexer, "timings", None)  # (the first version of the build had none)
     else:
         colbert = pfc.ColBERT.from_pretrained(checkpoint, config=config, device="cpu", **options)
+        monitor = ProcessMonitor()
         started = time.perf_counter()
         if args.mode == "local":
             index = pfc.ShardedColBERTIndex(target)
             index.indexer(colbert, num_shards=args.shards, compression=spec, batch_size=args.batch_size,
-                          overwrite=True).index(corpus)
+                          sample_docs=args.sample_docs, overwrite=True).index(corpus)
         else:
             index = pfc.ColBERTIndex(target)
             index.indexer(colbert, compression=spec, batch_size=args.batch_size, overwrite=True).index(corpus)
     seconds = time.perf_counter() - started
-    return {"bench": "build", "mode": args.mode, "encoder": args.encoder, "threads": args.threads,
+    extra.update(monitor.stop())
+    return {"bench": "build", "mode": args.mode, "encoder": args.encoder, "threads": args.threads, "cpus": args.cpus,
             "workers": args.workers, "shards": args.shards, "passages": len(corpus),
             "tokens": int(index.meta.num_tokens), "seconds": round(seconds, 2),
             "passages_per_s": round(len(corpus) / seconds, 1), "driver_peak_rss_mb": round(peak_rss_mb(), 1),
@@ -158,7 +226,7 @@ def search(args) -> List[Dict[str, Any]]:
     corpus = passages(args.passages)
     connect(num_cpus=2)
     rows = []
-    for shards in (1, 2, 4):
+    for shards in args.shard_counts:
         target = args.workdir / f"search-{shards}"
         if (args.workdir / f"local-2-{shards}" / "pt_meta.json").exists():  # built by `build` on the same passages
             target = args.workdir / f"local-2-{shards}"
@@ -195,8 +263,11 @@ def main(argv=None) -> int:
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cpus", type=int, default=0, help="build: pin the run (Ray's processes too) to this many cores")
     ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--sample-docs", type=int, default=4096, help="build: passages whose vectors train the codec")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--shard-counts", type=int, nargs="+", default=[1, 2, 4], help="search: the indexes searched")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--data-root", type=Path, default=DATA, help="the shared data (default: ../shared/data)")

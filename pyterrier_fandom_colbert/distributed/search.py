@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import pandas as pd
 import pyterrier as pt
 
@@ -27,6 +28,10 @@ from .cluster import connect
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
+
+
+#: the column that carries each query's position in the caller's frame through an actor's search
+ROW = "_row"
 
 
 class ShardTimeoutError(TimeoutError):
@@ -50,8 +55,13 @@ class ShardServer:
         self.stages = [shard.retriever(**options) for shard in self.shards]
         self.num_results = int(options.get("num_results", 1000))
 
-    def search(self, inp: pd.DataFrame) -> pd.DataFrame:
-        return merge_ranked([stage(inp) for stage in self.stages], self.num_results)
+    def search(self, qids: List[str], embs: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The top ``num_results`` of these shards for each query (``qids[i]``, its encoded query ``embs[i]``),
+        as arrays: (the query's position, docno, score); arrays both ways, so that neither side pickles a frame."""
+        inp = pd.DataFrame({"qid": qids, "query_embs": list(embs), ROW: np.arange(len(qids))})
+        found = merge_ranked([stage(inp) for stage in self.stages], self.num_results)
+        return (found[ROW].to_numpy(np.int64), found["docno"].to_numpy(object),
+                found["score"].to_numpy(np.float64))
 
     def ready(self) -> List[str]:
         """The shard names, once every shard's lazily read parts are loaded (a first, empty search)."""
@@ -68,6 +78,36 @@ def groups(names: Sequence[str], actors: int) -> List[List[str]]:
     """
     actors = max(1, min(actors, len(names)))
     return [list(names[i::actors]) for i in range(actors)]
+
+
+def merged_hits(inp: pd.DataFrame, answers: Sequence[Tuple[np.ndarray, np.ndarray, np.ndarray]],
+                num_results: Optional[int]) -> pd.DataFrame:
+    """The frame :func:`~pyterrier_fandom_colbert.index.sharded.merge_ranked` makes of the shards' results, from
+    the actors' answers (each: the query's row in ``inp``, docno, score): ``inp``'s rows repeated per hit with
+    docno, score and rank, grouped by qid in order of first appearance, by score descending, docno breaking ties,
+    the best ``num_results`` of each qid.
+
+    >>> inp = pd.DataFrame({"qid": ["q"], "x": [1]})
+    >>> a = (np.array([0]), np.array(["d1"], dtype=object), np.array([0.5]))
+    >>> b = (np.array([0, 0]), np.array(["d3", "d2"], dtype=object), np.array([0.9, 0.5]))
+    >>> merged_hits(inp, [a, b], 2)
+      qid  x docno  score  rank
+    0   q  1    d3    0.9     0
+    1   q  1    d1    0.5     1
+    """
+    rows = np.concatenate([a[0] for a in answers]) if answers else np.zeros(0, np.int64)
+    docnos = np.concatenate([a[1] for a in answers]) if answers else np.zeros(0, object)
+    scores = np.concatenate([a[2] for a in answers]) if answers else np.zeros(0)
+    qorder = pd.factorize(inp["qid"])[0][rows]
+    order = np.lexsort((docnos.astype(str), -scores, qorder))
+    rows, docnos, scores, qorder = rows[order], docnos[order], scores[order], qorder[order]
+    firsts = np.flatnonzero(np.concatenate([[True], qorder[1:] != qorder[:-1]])) if len(rows) else np.zeros(0, int)
+    rank = np.arange(len(rows)) - np.repeat(firsts, np.diff(np.append(firsts, len(rows))))
+    keep = rank < num_results if num_results is not None else np.ones(len(rows), bool)
+    rows, docnos, scores, rank = rows[keep], docnos[keep], scores[keep], rank[keep]
+    columns = {c: inp[c].array.take(rows) for c in inp.columns}  # .array keeps each column's dtype
+    columns.update(docno=docnos, score=scores, rank=rank.astype(np.int64))
+    return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
 
 
 class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
@@ -119,15 +159,22 @@ class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
         new = ["docno", "score", "rank", *(["partial"] if self.partial else [])]
         if len(inp) == 0:
             return empty_output(inp, new)
-        refs = [actor.search.remote(inp) for actor in self.actors]
-        ready, late = ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
-        missing = [name for ref, group in zip(refs, self.groups) if ref in late for name in group]
-        if missing and not self.partial:
-            for ref in late:
-                ray.cancel(ref)
-            raise ShardTimeoutError(missing, self.timeout_s)
-        merged = merge_ranked(ray.get(ready), self.num_results) if ready else inp.iloc[:0]
-        out = merged if len(merged) else empty_output(inp.iloc[:0], ["docno", "score", "rank"])
+        each = [np.asarray(e) for e in inp["query_embs"]]
+        # one array to send (queries of one length: the usual case)
+        embs: Any = np.stack(each) if len({e.shape for e in each}) == 1 else each
+        qids = inp["qid"].astype(str).tolist()
+        refs = [actor.search.remote(qids, embs) for actor in self.actors]
+        try:  # one wait in the usual case: every actor answers in time
+            answers, missing = ray.get(refs, timeout=self.timeout_s), []
+        except ray.exceptions.GetTimeoutError:
+            ready, late = ray.wait(refs, num_returns=len(refs), timeout=0)
+            missing = [name for ref, group in zip(refs, self.groups) if ref in late for name in group]
+            if not self.partial:
+                for ref in late:
+                    ray.cancel(ref)
+                raise ShardTimeoutError(missing, self.timeout_s) from None
+            answers = ray.get(ready)
+        out = merged_hits(inp, answers, self.num_results)
         if self.partial:
             out = out.assign(partial=bool(missing))
             out.attrs["missing_shards"] = missing
