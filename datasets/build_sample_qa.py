@@ -15,7 +15,9 @@ positive question. Each page also carries ``sections`` (parallel to ``text``) an
 ``questions.tsv`` that another passage answers too, judged by reading that passage (its infobox facts, say). The
 passage is the one of page ``title`` that holds the verbatim ``evidence``; pages with such passages carry
 ``also_positive`` (parallel to ``text``: the questions each passage answers besides its own), which the reader
-turns into further relevance judgements of the same query.
+turns into further relevance judgements of the same query. A judgement whose passage is the question's own (the
+reader put the evidence and the answer span in one passage, as reader version 4 does when a page's facts open
+its lead passage) is implied: it adds nothing and is counted as such.
 """
 from __future__ import annotations
 
@@ -57,8 +59,9 @@ def read_extra_judgements(path: Path) -> list[dict]:
         return list(reader)
 
 
-def add_extra_judgements(pages: dict, rows: list[dict]) -> list[str]:
-    """Attach each extra judgement to the one passage of its page holding its evidence; the problems found."""
+def add_extra_judgements(pages: dict, rows: list[dict], implied: Optional[list] = None) -> list[str]:
+    """Attach each extra judgement to the one passage of its page holding its evidence; the problems found.
+    A judgement of the question's own passage is implied: appended to ``implied`` (when given), not added."""
     asked = {q for page in pages.values() for qs in page["positive"] for q in qs}
     errors = []
     for row in rows:
@@ -70,16 +73,18 @@ def add_extra_judgements(pages: dict, rows: list[dict]) -> list[str]:
             where = "no such page" if page is None else ("in no passage" if not hits else f"in passages {hits}")
             errors.append(f"{row['title']!r}: evidence {row['evidence']!r} of {row['question']!r}: {where}")
         elif row["question"] in page["positive"][hits[0]]:
-            errors.append(f"{row['title']!r}: {row['question']!r} is already this passage's own question")
+            if implied is not None:
+                implied.append(row["question"])
         else:
             page.setdefault("also_positive", [[] for _ in page["text"]])[hits[0]].append(row["question"])
     return errors
 
 
 def build(xml: Path, questions: Path, seed: int = SPLIT_SEED, config: PassageConfig = PassageConfig(),
-          skip_unresolved: bool = False, extra: Optional[Path] = None):
+          skip_unresolved: bool = False, extra: Optional[Path] = None, implied: Optional[list] = None):
     """Returns ``(pages, errors, skipped, stats)``; ``pages`` is the study-format list, empty when there are
-    errors; ``skipped`` lists the questions left out under ``skip_unresolved``."""
+    errors; ``skipped`` lists the questions left out under ``skip_unresolved``; ``implied`` (when given) gets the
+    questions whose extra judgement is their own passage."""
     stats = DumpStats()
     pages: dict = {}
     for p in dump_passages(xml, config, stats):
@@ -113,7 +118,7 @@ def build(xml: Path, questions: Path, seed: int = SPLIT_SEED, config: PassageCon
         page["answers"][n].append({"text": row["answer"], "start": page["text"][n].index(row["answer"])})
     if errors:
         return [], errors, skipped, stats
-    errors = add_extra_judgements(pages, read_extra_judgements(extra)) if extra is not None else []
+    errors = add_extra_judgements(pages, read_extra_judgements(extra), implied) if extra is not None else []
     if errors:
         return [], errors, skipped, stats
 
@@ -149,8 +154,9 @@ def main(argv=None) -> int:
                         help="leave out questions whose answer is in no passage or in several (listed on stderr)")
     args = parser.parse_args(argv)
 
+    implied: list = []
     pages, errors, skipped, stats = build(args.xml, args.questions, args.seed, skip_unresolved=args.skip_unresolved,
-                                          extra=args.extra)
+                                          extra=args.extra, implied=implied)
     if skipped:
         print(f"{len(skipped)} question(s) left out (--skip-unresolved):", *skipped, sep="\n  ", file=sys.stderr)
     if errors:
@@ -166,7 +172,8 @@ def main(argv=None) -> int:
         per_split[s, "questions"] += sum(map(len, page["positive"]))
     print(f"pages read {stats.pages}, articles {stats.articles}, skipped {dict(stats.skipped)}; "
           f"passages {stats.passages}, questions {sum(per_split[s, 'questions'] for s in ('train', 'dev', 'test'))}, "
-          f"extra judgements {sum(len(qs) for page in pages for qs in page.get('also_positive', []))}")
+          f"extra judgements {sum(len(qs) for page in pages for qs in page.get('also_positive', []))} "
+          f"(and {len(implied)} implied: the question's own passage)")
     for s in ("train", "dev", "test"):
         print(f"  {s}: {per_split[s, 'pages']} pages, {per_split[s, 'passages']} passages, "
               f"{per_split[s, 'questions']} questions")

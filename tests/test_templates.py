@@ -188,13 +188,26 @@ def test_facts_passage_first_and_boilerplate_sections_left_out(tmp_path):
     text = FANDOM_TOP + " " + PROSE + "\n== Trivia ==\n" + PROSE + "\n== References ==\n" + PROSE + \
         "\n=== Notes on sources ===\nISBN 978-0-00-000000-0 is cited here by many words of bibliography."
     path = _dump(tmp_path, [("Orrin", 0, text)])
+    facts = ("Orrin — birth place: Vel Amara; species: Dwarf (half); affiliation: Smiths' Guild; "
+             "first appearance: Emberfall")
+    stats = DumpStats()
+    own = list(dump_passages(path, PassageConfig(facts_in_lead=False), stats))
+    assert own[0].text == facts and own[0].doc_id == "testwiki-1-0"
+    assert (stats.facts_passages, stats.facts_in_lead, stats.facts) == (1, 0, 4)
+    assert [p.section for p in own[1:]] == ["", "Trivia"]  # Trivia is content; References is not
+    assert "ISBN" not in " ".join(p.text for p in own)
+    # the default: the facts open the lead passage (they fit in max_words together); the rest is unchanged
     stats = DumpStats()
     passages = list(dump_passages(path, PassageConfig(), stats))
-    assert passages[0].text == ("Orrin — birth place: Vel Amara; species: Dwarf (half); affiliation: Smiths' Guild; "
-                                "first appearance: Emberfall")
-    assert passages[0].doc_id == "testwiki-1-0" and (stats.facts_passages, stats.facts) == (1, 4)
-    assert [p.section for p in passages[1:]] == ["", "Trivia"]  # Trivia is content; References is not
-    assert "ISBN" not in " ".join(p.text for p in passages)
+    assert passages[0].text == f"{facts}. {own[1].text}" and passages[0].text.startswith(f"{facts}. Orrin is a smith.")
+    assert [(p.doc_id, p.section) for p in passages] == [("testwiki-1-0", ""), ("testwiki-1-1", "Trivia")]
+    assert [p.text for p in passages[1:]] == [p.text for p in own[2:]]
+    assert (stats.facts_passages, stats.facts_in_lead, stats.facts) == (1, 1, 4)
+    # a lead of 58 words and 15 words of facts do not fit in 60: the facts keep their own passage
+    small = dict(target_words=60, max_words=60)
+    assert [p.text for p in dump_passages(path, PassageConfig(**small))] == \
+        [p.text for p in dump_passages(path, PassageConfig(facts_in_lead=False, **small))]
+    assert len(own[1].text.split()) == 58 and len(facts.split()) == 15
     kept = list(dump_passages(path, PassageConfig(skip_sections=(), infobox_passage=False)))
     assert [p.section for p in kept] == ["", "Trivia", "References"] and "ISBN" in kept[-1].text
 

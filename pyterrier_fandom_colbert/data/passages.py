@@ -23,7 +23,11 @@ Rules, applied per page to the text :func:`~pyterrier_fandom_colbert.data.wikidu
    with their subsections.
 8. **Facts passage.** With ``infobox_passage``, a page's infobox fields (``wikidump.read_page``) make one passage
    before the others, ``"Title — born: 19 BBY; species: Human"`` (section ``""``), cut at fields into
-   several passages only when longer than ``max_words``.
+   several passages only when longer than ``max_words``. With ``facts_in_lead`` (the default), a facts passage
+   that fits in ``max_words`` together with the page's lead passage (the first passage, when it sits before any
+   heading) opens that passage instead, ended by a full stop: ``"Title — born: 19 BBY; species: Human. Luke is
+   a ..."``; a page's facts and its introduction are read together, and names shared by both do not make a
+   second passage that matches a question without answering it.
 
 A page is kept when it is an article (not a redirect, in ``namespaces``, not a translation subpage ``Title/de``,
 not a disambiguation page) with at least ``min_page_words`` words of prose and facts. Passage ids are
@@ -74,8 +78,8 @@ __all__ = [
 #: Recorded with every dump-built corpus and search folder; raised whenever the same dump would give different
 #: passages, so that older builds are known to need rebuilding. 1: until templates, tables and infoboxes were
 #: read (no version recorded); 2: they are; 3: templates used as table or list rows are rows, infobox values that
-#: list pictures with names keep the names.
-READER_VERSION = 3
+#: list pictures with names keep the names; 4: a facts passage that fits opens the page's lead passage.
+READER_VERSION = 4
 #: sections left out by default (compared case-insensitively): references, links and galleries, not content
 DEFAULT_SKIP_SECTIONS = ("references", "notes", "notes and references", "footnotes", "citations", "works cited",
                          "sources", "bibliography", "further reading", "external links", "external link", "links",
@@ -111,6 +115,7 @@ class PassageConfig(JsonConfig):
     max_page_chars: int = DEFAULT_MAX_PAGE_CHARS  # longer pages: fallback cleaner (wikidump.clean_page)
     page_time_budget: Optional[float] = DEFAULT_TIME_BUDGET  # parser seconds per page, then fallback; None: no limit
     infobox_passage: bool = True  # a page's infobox fields make one facts passage (False: dropped)
+    facts_in_lead: bool = True  # the facts open the lead passage when both fit in max_words (False: own passage)
     tables: bool = True  # table rows as "header: cell; header: cell." lines (False: tables dropped)
     skip_sections: tuple = DEFAULT_SKIP_SECTIONS  # headings whose sections (with subsections) are left out
     #: templates no renderer knows: "positional" (an inline call shows its positional arguments), "first" (its
@@ -168,12 +173,14 @@ class DumpStats:
     ``namespace``, ``translation``, ``disambiguation``, ``empty``: no text at all, ``stub``: under
     ``min_page_words``). ``guarded``: articles that the fallback cleaner made in part or whole, by reason
     (``size``, ``time``; see ``wikidump.clean_page``), with the first titles in ``guarded_titles``.
-    ``facts_passages``: passages made of infobox fields; ``facts``: the fields."""
+    ``facts_passages``: passages made of infobox fields (``facts_in_lead`` of them open the page's lead passage,
+    ``PassageConfig.facts_in_lead``); ``facts``: the fields."""
     pages: int = 0
     articles: int = 0
     passages: int = 0
     bytes_read: int = 0
     facts_passages: int = 0
+    facts_in_lead: int = 0
     facts: int = 0
     min_page_words: int = 0
     skipped: Counter = field(default_factory=Counter)
@@ -395,6 +402,20 @@ def facts_passages(title: str, facts, config: PassageConfig = PassageConfig()) -
     return [facts_text(title, part) for part in out if part]
 
 
+def _with_facts(facts: list[str], text: list[tuple[str, str]], config: PassageConfig) -> list[tuple[str, str]]:
+    """A page's ``(section, text)`` passages from its facts passages and its text's: the facts first, or, with
+    ``config.facts_in_lead``, one facts passage that fits in ``max_words`` with the lead passage opening it.
+
+    >>> _with_facts(["Kael — born: 19 BBY"], [("", "Kael is a knight."), ("Story", "Story. He left.")],
+    ...             PassageConfig())
+    [('', 'Kael — born: 19 BBY. Kael is a knight.'), ('Story', 'Story. He left.')]
+    """
+    if (config.facts_in_lead and len(facts) == 1 and text and text[0][0] == ""
+            and _words(facts[0]) + _words(text[0][1]) <= config.max_words):
+        return [("", _join_heading(facts[0], text[0][1])), *text[1:]]
+    return [("", body) for body in facts] + text
+
+
 def _read(page: WikiPage, config: PassageConfig):
     """(clean text without skipped sections, facts, fallback reason, disambiguation) of a page."""
     text = read_page(page.text, page.title, config.max_page_chars, config.page_time_budget, tables=config.tables,
@@ -408,9 +429,8 @@ def page_passages(site: SiteInfo, page: WikiPage, config: PassageConfig = Passag
     ``config.infobox_passage``), then its text's. ``clean_text``/``facts``: the page already read."""
     if clean_text is None:
         clean_text, facts, _, _ = _read(page, config)
-    parts = [("", text) for text in facts_passages(page.title, facts or (), config)] \
-        if config.infobox_passage else []
-    parts += text_passages(clean_text, config)
+    parts = _with_facts(facts_passages(page.title, facts or (), config) if config.infobox_passage else [],
+                        text_passages(clean_text, config), config)
     url = site.page_url(page.title)
     return [Passage(f"{site.dbname}-{page.page_id}-{n}", body, page.title, site.dbname, url, section,
                     page.page_id, page.revid)
@@ -443,10 +463,13 @@ def read_article(site: SiteInfo, page: WikiPage, config: PassageConfig = Passage
         stats.guarded[fallback] += 1
         if len(stats.guarded_titles) < stats.MAX_TITLES:
             stats.guarded_titles.append(page.title)
+    passages = page_passages(site, page, config, clean, facts)
     if config.infobox_passage and facts:
+        made = facts_passages(page.title, facts, config)
         stats.facts += len(facts)
-        stats.facts_passages += len(facts_passages(page.title, facts, config))
-    return None, page_passages(site, page, config, clean, facts)
+        stats.facts_passages += len(made)
+        stats.facts_in_lead += len(made) == 1 and passages[0].text != made[0]
+    return None, passages
 
 
 def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional[DumpStats] = None,
