@@ -3,10 +3,11 @@
 
 For each query, the token vectors of its ``fb_docs`` best documents are clustered by k-means into ``k``
 centroids (FAISS, fixed seed); each centroid stands for the token id most frequent among its ``nn_tokens``
-nearest feedback-document vectors, the tokens held by every document ([CLS], [SEP], the document marker) not voting
-(as pyterrier_colbert skips special tokens; a centroid left without votes is dropped); centroids are ranked by that token's IDF in the index
-(``log((N + 1) / (df + 1))``, ``df`` the documents holding the token), and the ``fb_embs`` best become expansion
-embeddings ``f`` with weights ``σ_f`` (the IDF). A document is then scored as in the paper
+nearest feedback-document vectors, the tokens held by every document ([CLS], [SEP], the document marker) not
+voting (as pyterrier_colbert skips special tokens; a centroid left without votes is dropped); centroids are ranked
+by that token's IDF in the index (``log((N + 1) / (df + 1))``, ``df`` the documents holding the token), and the
+``fb_embs`` best become expansion embeddings ``f`` with weights ``σ_f`` (the IDF). A document is then scored as in
+the paper
 
     ``score(d) = Σ_i max_j sim(q_i, d_j) + β Σ_f σ_f max_j sim'(f, d_j)``
 
