@@ -76,9 +76,12 @@ def reference(index, run, settings, candidates=None):
         for c, centroid in enumerate(centroids):
             sims = _cos(centroid[None].astype(np.float64), vecs.astype(np.float64))[0]
             near = sorted(range(len(vecs)), key=lambda j: -sims[j])[:settings.nn_tokens]
-            votes = Counter(int(tids[j]) for j in near)
+            voters = [int(tids[j]) for j in near if df[int(tids[j])] < n_docs]  # tokens in every document skipped
+            if not voters:
+                continue  # the centroid is dropped
+            votes = Counter(voters)
             top = max(votes.values())
-            token = next(int(tids[j]) for j in near if votes[int(tids[j])] == top)
+            token = next(t for t in voters if votes[t] == top)
             chosen.append((-math.log((n_docs + 1) / (df[token] + 1)), c, token))
         chosen = sorted(chosen)[:settings.fb_embs]
         tokens[qid] = [t for _, _, t in chosen]

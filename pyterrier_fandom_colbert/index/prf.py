@@ -3,9 +3,11 @@
 
 For each query, the token vectors of its ``fb_docs`` best documents are clustered by k-means into ``k``
 centroids (FAISS, fixed seed); each centroid stands for the token id most frequent among its ``nn_tokens``
-nearest feedback-document vectors; centroids are ranked by that token's IDF in the index
-(``log((N + 1) / (df + 1))``, ``df`` the documents holding the token), and the ``fb_embs`` best become expansion
-embeddings ``f`` with weights ``σ_f`` (the IDF). A document is then scored as in the paper
+nearest feedback-document vectors, the tokens held by every document ([CLS], [SEP], the document marker) not
+voting (as pyterrier_colbert skips special tokens; a centroid left without votes is dropped); centroids are ranked
+by that token's IDF in the index (``log((N + 1) / (df + 1))``, ``df`` the documents holding the token), and the
+``fb_embs`` best become expansion embeddings ``f`` with weights ``σ_f`` (the IDF). A document is then scored as in
+the paper
 
     ``score(d) = Σ_i max_j sim(q_i, d_j) + β Σ_f σ_f max_j sim'(f, d_j)``
 
@@ -112,22 +114,33 @@ def kmeans(vectors: np.ndarray, k: int, seed: int = 42, niter: int = 20) -> np.n
     return np.asarray(clustering.centroids, dtype=np.float32).reshape(k, -1)
 
 
-def nearest_token_ids(sims: np.ndarray, token_ids: np.ndarray, nn_tokens: int = 10) -> np.ndarray:
+def nearest_token_ids(sims: np.ndarray, token_ids: np.ndarray, nn_tokens: int = 10,
+                      skipped: Optional[np.ndarray] = None) -> np.ndarray:
     """For each centroid (a row of ``sims [k, n]``, its similarity to the ``n`` feedback vectors), the token id
-    most frequent among its ``nn_tokens`` most similar vectors; a tie goes to the token met first, nearest first.
+    most frequent among its ``nn_tokens`` most similar vectors, not counting the votes of ``skipped`` token ids
+    (they still take their places among the nearest); a tie goes to the token met first, nearest first; ``-1``
+    when every one of the nearest is skipped (pyterrier_colbert drops such a centroid).
 
     >>> sims = np.array([[.9, .8, .7, .1], [.1, .2, .3, .95]])
     >>> nearest_token_ids(sims, np.array([4, 6, 6, 9]), nn_tokens=3).tolist()   # votes 4,6,6 and 9,6,6
     [6, 6]
     >>> nearest_token_ids(sims, np.array([4, 6, 6, 9]), nn_tokens=1).tolist()
     [4, 9]
+    >>> nearest_token_ids(sims, np.array([4, 6, 6, 9]), nn_tokens=3, skipped=np.array([6])).tolist()
+    [4, 9]
+    >>> nearest_token_ids(sims, np.array([4, 6, 6, 9]), nn_tokens=1, skipped=np.array([4, 9])).tolist()
+    [-1, -1]
     """
     sims = np.asarray(sims)
     token_ids = np.asarray(token_ids)
     nearest = np.argsort(-sims, axis=1, kind="stable")[:, :nn_tokens]
-    chosen = np.empty(len(sims), dtype=np.int64)
+    chosen = np.full(len(sims), -1, dtype=np.int64)
     for c, rows in enumerate(nearest):
         tokens = token_ids[rows]
+        if skipped is not None and len(skipped):
+            tokens = tokens[~np.isin(tokens, skipped)]
+        if len(tokens) == 0:
+            continue
         values, first, counts = np.unique(tokens, return_index=True, return_counts=True)
         best = np.flatnonzero(counts == counts.max())
         chosen[c] = values[best[np.argmin(first[best])]]
@@ -135,13 +148,18 @@ def nearest_token_ids(sims: np.ndarray, token_ids: np.ndarray, nn_tokens: int = 
 
 
 def choose_expansions(token_of_centroid: np.ndarray, token_idf: np.ndarray, fb_embs: int) -> np.ndarray:
-    """Indices of the ``fb_embs`` centroids whose tokens have the highest IDF, best first (ties: lower index).
+    """Indices of the ``fb_embs`` centroids whose tokens have the highest IDF, best first (ties: lower index);
+    centroids without a token (``-1``) are never chosen, so fewer may come back.
 
     >>> choose_expansions(np.array([3, 1, 2, 0]), np.array([0.5, 2.0, 1.0, 0.1]), 2).tolist()
     [1, 2]
+    >>> choose_expansions(np.array([-1, 1, -1, 0]), np.array([0.5, 2.0]), 3).tolist()
+    [1, 3]
     """
-    weights = np.asarray(token_idf, dtype=np.float64)[np.asarray(token_of_centroid)]
-    return np.argsort(-weights, kind="stable")[:fb_embs]
+    token_of_centroid = np.asarray(token_of_centroid)
+    kept = np.flatnonzero(token_of_centroid >= 0)
+    weights = np.asarray(token_idf, dtype=np.float64)[token_of_centroid[kept]]
+    return kept[np.argsort(-weights, kind="stable")[:fb_embs]]
 
 
 def doc_maxima(sims: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -285,9 +303,20 @@ class ColBERTPRF(EqualByKey, Parameters, pt.Transformer):
 
     # -- index statistics ----------------------------------------------------------------------------------
     @cached_property
+    def _df(self) -> np.ndarray:
+        return document_frequencies(self.index.token_ids, self.index.offsets)
+
+    @cached_property
     def token_idf(self) -> np.ndarray:
         """IDF of every token id over the index's documents (computed once per transformer)."""
-        return idf(document_frequencies(self.index.token_ids, self.index.offsets), len(self.index))
+        return idf(self._df, len(self.index))
+
+    @cached_property
+    def structural_tokens(self) -> np.ndarray:
+        """Token ids held by every document of the index: the encoder's [CLS], [SEP] and document marker (on a
+        real collection no word is in every document). Their votes do not count, as pyterrier_colbert skips the
+        tokenizer's special tokens and markers when it names a centroid's token."""
+        return np.flatnonzero(self._df == len(self.index))
 
     # -- one query -----------------------------------------------------------------------------------------
     def expansions(self, feedback_ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -295,7 +324,8 @@ class ColBERTPRF(EqualByKey, Parameters, pt.Transformer):
         s, config = self.settings, self.index.config
         vectors, tokens, _ = _doc_rows(self.index, feedback_ids)
         centroids = kmeans(vectors, s.k, s.seed)
-        token_of = nearest_token_ids(_similarities(vectors, centroids, config.similarity).T, tokens, s.nn_tokens)
+        token_of = nearest_token_ids(_similarities(vectors, centroids, config.similarity).T, tokens, s.nn_tokens,
+                                     self.structural_tokens)
         chosen = choose_expansions(token_of, self.token_idf, s.fb_embs)
         return centroids[chosen], token_of[chosen], self.token_idf[token_of[chosen]]
 
