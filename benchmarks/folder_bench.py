@@ -145,22 +145,10 @@ def quality(args) -> Dict[str, Any]:
     colbert = ColBERT.from_pretrained(args.checkpoint)
     fp16, r2 = args.out / "fp16", args.out / "residual2"
     report: Dict[str, Any] = {"dump": str(args.dump), "data": args.data}
-    source: Any = args.dump
-    topics = qrels = None
-    if args.data:  # a pipelines/evaluate.py question set: its corpus, questions and judgements
-        sys.path.insert(0, str(ROOT / "pipelines"))
-        import evaluate as pipeline
-
-        docs, topics, qrels = pipeline.load(args.data, args.data_root)
-        source = docs
-        qrels = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})
-    elif args.dataset:
-        topics, qrels = irds_questions(args.dataset)
+    # measures average over the judged questions: only those asked
+    source, topics, qrels = question_set(args)
     if topics is not None and args.queries:
-        topics = topics.head(args.queries)
         report["questions_asked"] = f"the first {len(topics)}"
-    if topics is not None:  # (measures average over the judged questions: only those asked)
-        qrels = qrels[qrels["query_id"].isin(set(topics["qid"]))]
     if not fp16.exists():
         started = time.perf_counter()
         build_folder(source, fp16, colbert=colbert, checkpoint=args.checkpoint,
@@ -203,7 +191,8 @@ def plaid_centroids(tokens: int) -> int:
 
 
 def question_set(args):
-    """(source, topics, qrels) of ``--data``/``--dataset``/``--dump`` (topics and qrels None without judgements)."""
+    """(source, topics, qrels) of ``--data``/``--dataset``/``--dump`` (topics and qrels None without judgements).
+    ``--data`` is a pipelines/evaluate.py question set: its corpus, questions and judgements."""
     topics = qrels = None
     source: Any = args.dump
     if args.data:
