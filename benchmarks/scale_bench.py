@@ -210,15 +210,61 @@ def build(args) -> Dict[str, Any]:
             "load": os.getloadavg()[0], **extra}
 
 
+def ray_timed(remote):
+    """Actors like ``remote``'s (the same shard groups, options and CPU share) whose ``timed`` method returns
+    the seconds their search took inside the actor."""
+    import ray
+
+    from pyterrier_fandom_colbert.distributed.search import ShardServer
+    from pyterrier_fandom_colbert.storage import artifact_path
+
+    class TimedShardServer(ShardServer):
+        def timed(self, qids, embs) -> float:
+            started = time.perf_counter()
+            self.search(qids, embs)
+            return time.perf_counter() - started
+
+    server = ray.remote(TimedShardServer).options(num_cpus=remote.cpus_per_actor)
+    folder = str(artifact_path(remote.index).resolve())
+    actors = [server.remote(folder, group, remote.options) for group in remote.groups]
+    ray.get([a.ready.remote() for a in actors])
+    return actors
+
+
+def split_times(actors, encoded) -> Dict[str, List[float]]:
+    """Per query: the whole Ray call (``ray call``), the slowest actor's search inside it (``in actors``) and
+    their difference (``ray round trip``: sending, scheduling, answering)."""
+    import ray
+
+    out: Dict[str, List[float]] = {"ray call": [], "in actors": [], "ray round trip": []}
+    for i in range(len(encoded)):
+        one = encoded.iloc[i:i + 1]
+        qids, embs = one["qid"].tolist(), np.stack(one["query_embs"].tolist())
+        started = time.perf_counter()
+        inside = max(ray.get([a.timed.remote(qids, embs) for a in actors]))
+        whole = time.perf_counter() - started
+        out["ray call"].append(whole)
+        out["in actors"].append(inside)
+        out["ray round trip"].append(whole - inside)
+    for a in actors:
+        ray.kill(a)
+    return out
+
+
 def search(args) -> List[Dict[str, Any]]:
     import pandas as pd
     import torch
+    from threadpoolctl import threadpool_limits  # the [ray] extra
 
     import pyterrier_fandom_colbert as pfc
     from pyterrier_fandom_colbert.distributed.cluster import connect
     from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever
 
     torch.set_num_threads(args.threads)
+    # numpy's BLAS and OpenMP pools too: a Ray actor runs with OMP_NUM_THREADS=1 (its CPU share), while this
+    # process would otherwise give numpy's OpenBLAS a thread per core, and the local merge would be timed with
+    # more threads than the actors have
+    threadpool_limits(limits=args.threads)
     checkpoint, config, options = encoder(args.encoder, args.workdir)
     colbert = pfc.ColBERT.from_pretrained(checkpoint, config=config, device="cpu", **options)
     topics = pd.DataFrame({"qid": [str(i) for i in range(args.queries)], "query": questions(args.queries)})
@@ -245,6 +291,8 @@ def search(args) -> List[Dict[str, Any]]:
                 times[name].append(time.perf_counter() - t)
                 if name == "ray" and i < 20:
                     assert out["docno"].tolist() == local(one)["docno"].tolist()
+        if args.split:  # the same Ray calls made by hand, timed inside the actors too
+            times.update(split_times(ray_timed(remote), encoded))
         remote.close()
         for name, values in times.items():
             ms = np.array(values[5:]) * 1000  # the first calls warm the memory maps
@@ -267,6 +315,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--sample-docs", type=int, default=4096, help="build: passages whose vectors train the codec")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--split", action="store_true",
+                    help="search: also time the Ray call's search inside the actors and its round trip")
     ap.add_argument("--shard-counts", type=int, nargs="+", default=[1, 2, 4], help="search: the indexes searched")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None)
