@@ -4,7 +4,7 @@ a qid). The array functions are pure numpy; the frame builders only lay their ar
 """
 from __future__ import annotations
 
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -92,12 +92,30 @@ def ranked(inp: pd.DataFrame, codes: np.ndarray, found: Sequence[Tuple[np.ndarra
     rows = np.repeat(np.arange(len(inp)), counts)
     ids = np.concatenate([found[c][0] for c in codes]) if len(rows) else np.zeros(0, np.int64)
     scores = np.concatenate([found[c][1] for c in codes]).astype(np.float64) if len(rows) else np.zeros(0)
-    docnos = docnos_of(ids)
+    return hits_frame(inp, rows, docnos_of(ids), scores)
+
+
+def hits_frame(inp: pd.DataFrame, rows: np.ndarray, docnos: np.ndarray, scores: np.ndarray,
+               num_results: Optional[int] = None) -> pd.DataFrame:
+    """The result frame of hits in any order (each: the row of ``inp`` it answers, its docno and score): ``inp``'s
+    rows repeated per hit with ``docno``, ``score`` and ``rank``, grouped by qid in order of first appearance, by
+    score descending, docno breaking ties, ``rank`` from 0 within a qid; the best ``num_results`` of each qid
+    (all when None).
+
+    >>> frame = pd.DataFrame({"qid": ["q"], "x": [1]})
+    >>> hits_frame(frame, np.array([0, 0, 0]), np.array(["d1", "d3", "d2"], dtype=object), np.array([.5, .9, .5]), 2)
+      qid  x docno  score  rank
+    0   q  1    d3    0.9     0
+    1   q  1    d1    0.5     1
+    """
     qorder = np.zeros(len(rows), np.int64) if len(inp) == 1 else pd.factorize(inp["qid"])[0][rows]
     order = np.lexsort((docnos.astype(str), -scores, qorder))
     rows, docnos, scores, qorder = rows[order], docnos[order], scores[order], qorder[order]
     firsts = np.flatnonzero(np.concatenate([[True], qorder[1:] != qorder[:-1]])) if len(rows) else np.zeros(0, int)
     rank = np.arange(len(rows)) - np.repeat(firsts, np.diff(np.append(firsts, len(rows))))
+    if num_results is not None:
+        keep = rank < num_results
+        rows, docnos, scores, rank = rows[keep], docnos[keep], scores[keep], rank[keep]
     # one DataFrame constructor: iloc + reset_index + three column assignments cost more than the search of a top 10
     columns = {c: inp[c].array.take(rows) for c in inp.columns}  # .array keeps each column's dtype
     columns.update(docno=docnos, score=scores, rank=rank.astype(np.int64))

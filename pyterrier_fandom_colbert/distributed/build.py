@@ -246,11 +246,11 @@ def shard_blocks(frame: pd.DataFrame, shards: Dict[int, Tuple[int, int]], batch_
     >>> [b["docno"].tolist() for b in shard_blocks(frame, {0: (0, 3), 1: (3, 5), 2: (5, 6)}, 2, 1, 2)]
     [['a', 'b'], ['d', 'e'], ['c'], ['f']]
     """
-    blocks = aligned_blocks(frame, shards, batch_size, block_batches)
+    by_shard = {i: aligned_blocks(frame, {i: rng}, batch_size, block_batches) for i, rng in shards.items()}
     ordered: List[pd.DataFrame] = []
     names = list(shards)
     for w in range(0, len(names), slots):
-        wave = [[b for b in blocks if int(b["shard"].iloc[0]) == i] for i in names[w:w + slots]]
+        wave = [by_shard[i] for i in names[w:w + slots]]
         for turn in range(max(len(x) for x in wave)):
             ordered += [x[turn] for x in wave if turn < len(x)]
     return ordered
@@ -360,6 +360,7 @@ class ShardedIndexer:
         blocks = shard_blocks(frame, {i: (plan.bounds[i], plan.bounds[i + 1]) for i in pending}, self.batch_size,
                               self.block_batches, slots)
         owner = [int(b["shard"].iloc[0]) for b in blocks]
+        slot = {i: n % slots for n, i in enumerate(pending)}  # the writer of each shard (its wave's position)
         first = {i: n for n, i in reversed(list(enumerate(owner)))}  # the position of each shard's first block
         last = {i: n for n, i in enumerate(owner)}  # and of its last
         codec_folder = str(build.codec_folder) if self.compression.compressed else None
@@ -377,7 +378,7 @@ class ShardedIndexer:
                 self.timings["codec_trained"] = time.perf_counter() - started
             for n, ref in enumerate(refs):
                 i = owner[n]
-                actor = writers[pending.index(i) % slots]
+                actor = writers[slot[i]]
                 if n == first[i]:
                     actor.open.remote(i, str(build.shard_path(i)), str(build.work / f"{shard_name(i)}{RUNNING_SUFFIX}"))
                 actor.add.remote(ref)

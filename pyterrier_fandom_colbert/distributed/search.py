@@ -23,6 +23,7 @@ import pyterrier as pt
 from ..frames import EqualByKey, artifact_key, empty_output, require_columns
 from ..index.sharded import ShardedColBERTIndex, merge_ranked
 from ..params import Parameters
+from ..ranking import hits_frame
 from ..storage import artifact_path
 from .cluster import connect
 
@@ -98,16 +99,7 @@ def merged_hits(inp: pd.DataFrame, answers: Sequence[Tuple[np.ndarray, np.ndarra
     rows = np.concatenate([a[0] for a in answers]) if answers else np.zeros(0, np.int64)
     docnos = np.concatenate([a[1] for a in answers]) if answers else np.zeros(0, object)
     scores = np.concatenate([a[2] for a in answers]) if answers else np.zeros(0)
-    qorder = pd.factorize(inp["qid"])[0][rows]
-    order = np.lexsort((docnos.astype(str), -scores, qorder))
-    rows, docnos, scores, qorder = rows[order], docnos[order], scores[order], qorder[order]
-    firsts = np.flatnonzero(np.concatenate([[True], qorder[1:] != qorder[:-1]])) if len(rows) else np.zeros(0, int)
-    rank = np.arange(len(rows)) - np.repeat(firsts, np.diff(np.append(firsts, len(rows))))
-    keep = rank < num_results if num_results is not None else np.ones(len(rows), bool)
-    rows, docnos, scores, rank = rows[keep], docnos[keep], scores[keep], rank[keep]
-    columns = {c: inp[c].array.take(rows) for c in inp.columns}  # .array keeps each column's dtype
-    columns.update(docno=docnos, score=scores, rank=rank.astype(np.int64))
-    return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
+    return hits_frame(inp, rows, docnos, scores, num_results)
 
 
 class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
