@@ -148,6 +148,16 @@ def test_a_shard_that_does_not_answer_in_time_is_never_silently_left_out(built, 
 
 
 def test_a_killed_worker_loses_only_its_shard_and_the_build_resumes(cluster, tiny_bert_dir, corpus, tmp_path):
+    from pyterrier_fandom_colbert.distributed.build import ShardWriter
+
+    class StallingWriter(ShardWriter):
+        """Waits (to be killed) once it has opened the last shard: the marker cannot vanish before it is read."""
+
+        def open(self, shard, path, marker):
+            super().open(shard, path, marker)
+            if shard == 1:
+                time.sleep(600)
+
     target = tmp_path / "resumed"
     work = work_folder(target)
     marker = work / "shard-00001.running"  # the last of two shards: the first is kept
@@ -155,7 +165,7 @@ def test_a_killed_worker_loses_only_its_shard_and_the_build_resumes(cluster, tin
 
     def run():
         try:
-            _indexer(target, tiny_bert_dir, num_shards=2, workers=1).index(corpus)
+            _indexer(target, tiny_bert_dir, num_shards=2, workers=1, writer=StallingWriter).index(corpus)
         except RuntimeError as err:
             errors.append(err)
 
@@ -164,6 +174,7 @@ def test_a_killed_worker_loses_only_its_shard_and_the_build_resumes(cluster, tin
     deadline = time.monotonic() + 300
     while not marker.is_file() and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert marker.is_file(), "the writer of the last shard never started"
     pid = int(marker.read_text().split()[1])
     os.kill(pid, signal.SIGKILL)
     thread.join()
@@ -198,3 +209,8 @@ def test_pfc_search_folder_with_a_sharded_colbert_part_built_and_served_on_ray(c
         b = remote.search("dragon castle", system=system, k=5)
         assert [r["docno"] for r in a["results"]] == [r["docno"] for r in b["results"]]
         assert a["results"][0]["words"]  # explained from the re-encoded text
+
+
+def test_the_writer_must_be_a_shard_writer(tiny_bert_dir, tmp_path):
+    with pytest.raises(TypeError, match="writer must be ShardWriter or a subclass of it, not <class 'object'>"):
+        _indexer(tmp_path / "x", tiny_bert_dir, num_shards=2, writer=object)

@@ -267,7 +267,8 @@ class ShardedIndexer:
     (no CPU reserved: it mostly waits for blocks).
     ``batch_size``: passages per model call (the local indexer's batches); ``block_batches``: model batches per
     Ray block (fewer, larger blocks: less of Ray Data's work per passage). ``address``: the cluster (see
-    :func:`~.cluster.connect`; None starts one on this machine).
+    :func:`~.cluster.connect`; None starts one on this machine). ``writer``: the actor class that writes the shards
+    (:class:`ShardWriter` or a subclass of it).
     """
 
     def __init__(self, path: Union[str, Path], checkpoint: Optional[str] = None, *,
@@ -276,7 +277,8 @@ class ShardedIndexer:
                  compression: Union[str, CompressionSpec] = "residual2", workers: Optional[int] = None,
                  batch_size: int = 256, block_batches: int = 4, long_docs: str = "windows",
                  stride: Optional[int] = None, sample_docs: int = SAMPLE_DOCS, address: Optional[str] = None,
-                 overwrite: bool = False, text_field: str = "text", verbose: bool = False):
+                 overwrite: bool = False, text_field: str = "text", writer: type = ShardWriter,
+                 verbose: bool = False):
         from ..model.colbert import ColBERT
         from ..model.tokenization import check_long_docs
 
@@ -295,6 +297,9 @@ class ShardedIndexer:
                                       self.colbert.config.doc_maxlen)
         self.sample_docs = positive_int("sample_docs", sample_docs, what="documents sampled to train the codec")
         self.address, self.overwrite, self.text_field, self.verbose = address, overwrite, text_field, verbose
+        if not (isinstance(writer, type) and issubclass(writer, ShardWriter)):
+            raise TypeError(f"writer must be ShardWriter or a subclass of it, not {writer!r}")
+        self.writer = writer
         #: per shard written by the last :meth:`index`: its timings and peak memory (writer and encoder actor)
         self.reports: List[Dict[str, Any]] = []
         #: seconds from the start of the last :meth:`index` to each of its steps (where the driver's time goes)
@@ -364,7 +369,7 @@ class ShardedIndexer:
         first = {i: n for n, i in reversed(list(enumerate(owner)))}  # the position of each shard's first block
         last = {i: n for n, i in enumerate(owner)}  # and of its last
         codec_folder = str(build.codec_folder) if self.compression.compressed else None
-        writer = ray.remote(ShardWriter).options(num_cpus=0, max_restarts=0)
+        writer = ray.remote(self.writer).options(num_cpus=0, max_restarts=0)
         # started first: they start while the encoders start and the codec is trained
         writers: List[Any] = [writer.remote(self.colbert.config.to_dict(), plan.fingerprint, plan.compression,
                                             codec_folder, plan.long_docs, plan.stride) for _ in range(slots)]
