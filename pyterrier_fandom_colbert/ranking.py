@@ -4,7 +4,7 @@ a qid). The array functions are pure numpy; the frame builders only lay their ar
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -73,6 +73,59 @@ def rank_by_score(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+class Hits(NamedTuple):
+    """A retriever's answer before it is laid out as a frame: ``frame``, the input rows it answers (rows of
+    unusable queries left out), and per hit, in any order, the row of ``frame`` it answers, its docno and score.
+    :func:`hits_frame` makes the result frame of it; the hits of several indexes over the same ``frame`` (shards)
+    are merged by concatenating their arrays."""
+
+    frame: pd.DataFrame
+    rows: np.ndarray
+    docnos: np.ndarray
+    scores: np.ndarray
+
+
+class HitsSource(Protocol):
+    """A retriever that can answer as :class:`Hits` (both single-index retrievers: fp16 and compressed)."""
+
+    def hits(self, inp: pd.DataFrame) -> Hits:
+        ...
+
+
+def found_hits(codes: np.ndarray, found: Sequence[Tuple[np.ndarray, np.ndarray]],
+               docnos_of: Callable[[np.ndarray], np.ndarray]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The hits of rows whose query is ``codes[i]``, each query's ``found`` (document ids, scores): arrays of
+    (row, docno, score), float64 scores.
+
+    >>> found = [(np.array([7, 3]), np.array([0.5, 0.25])), (np.array([1]), np.array([0.9]))]
+    >>> [a.tolist() for a in found_hits(np.array([1, 0]), found, lambda ids: np.array([f"d{i}" for i in ids]))]
+    [[0, 1, 1], ['d1', 'd7', 'd3'], [0.9, 0.5, 0.25]]
+    """
+    counts = np.array([len(found[c][0]) for c in codes], dtype=np.int64)
+    rows = np.repeat(np.arange(len(codes)), counts)
+    ids = np.concatenate([found[c][0] for c in codes]) if len(rows) else np.zeros(0, np.int64)
+    scores = np.concatenate([found[c][1] for c in codes]).astype(np.float64) if len(rows) else np.zeros(0)
+    return rows, docnos_of(ids), scores
+
+
+def best_hits(rows: np.ndarray, docnos: np.ndarray, scores: np.ndarray,
+              k: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``k`` best hits of each row (by score descending, docno breaking ties), in that order, rows ascending:
+    a merge of several indexes' hits cut before they are sent on (the final frame cuts per qid again).
+
+    >>> got = best_hits(np.array([1, 0, 1, 1]), np.array(["a", "b", "c", "d"], dtype=object),
+    ...                 np.array([0.1, 0.2, 0.9, 0.1]), 2)
+    >>> [a.tolist() for a in got]
+    [[0, 1, 1], ['b', 'c', 'a'], [0.2, 0.9, 0.1]]
+    """
+    order = np.lexsort((docnos.astype(str), -scores, rows))
+    rows, docnos, scores = rows[order], docnos[order], scores[order]
+    firsts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]])) if len(rows) else np.zeros(0, int)
+    rank = np.arange(len(rows)) - np.repeat(firsts, np.diff(np.append(firsts, len(rows))))
+    keep = rank < k
+    return rows[keep], docnos[keep], scores[keep]
+
+
 def ranked(inp: pd.DataFrame, codes: np.ndarray, found: Sequence[Tuple[np.ndarray, np.ndarray]],
            docnos_of: Callable[[np.ndarray], np.ndarray]) -> pd.DataFrame:
     """The result frame: each input row ``i`` repeated for ``found[codes[i]]`` (document ids, scores), with
@@ -88,11 +141,7 @@ def ranked(inp: pd.DataFrame, codes: np.ndarray, found: Sequence[Tuple[np.ndarra
     1   b  1    d7    0.5     1
     2   a  2    d1    0.9     0
     """
-    counts = np.array([len(found[c][0]) for c in codes], dtype=np.int64)
-    rows = np.repeat(np.arange(len(inp)), counts)
-    ids = np.concatenate([found[c][0] for c in codes]) if len(rows) else np.zeros(0, np.int64)
-    scores = np.concatenate([found[c][1] for c in codes]).astype(np.float64) if len(rows) else np.zeros(0)
-    return hits_frame(inp, rows, docnos_of(ids), scores)
+    return hits_frame(inp, *found_hits(codes, found, docnos_of))
 
 
 def hits_frame(inp: pd.DataFrame, rows: np.ndarray, docnos: np.ndarray, scores: np.ndarray,

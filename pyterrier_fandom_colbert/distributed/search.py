@@ -14,16 +14,16 @@ An actor that does not answer within ``timeout_s`` is never silently left out: b
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
 from ..frames import EqualByKey, artifact_key, empty_output, require_columns
-from ..index.sharded import ShardedColBERTIndex, merge_ranked
+from ..index.sharded import ShardedColBERTIndex, concat_hits
 from ..params import Parameters
-from ..ranking import hits_frame
+from ..ranking import HitsSource, best_hits, hits_frame
 from ..storage import artifact_path
 from .cluster import connect
 
@@ -53,16 +53,16 @@ class ShardServer:
 
         self.names = list(names)
         self.shards = [ColBERTIndex(Path(path) / name) for name in names]
-        self.stages = [shard.retriever(**options) for shard in self.shards]
+        self.stages = [cast(HitsSource, shard.retriever(**options)) for shard in self.shards]
         self.num_results = int(options.get("num_results", 1000))
 
     def search(self, qids: List[str], embs: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The top ``num_results`` of these shards for each query (``qids[i]``, its encoded query ``embs[i]``),
         as arrays: (the query's position, docno, score); arrays both ways, so that neither side pickles a frame."""
         inp = pd.DataFrame({"qid": qids, "query_embs": list(embs), ROW: np.arange(len(qids))})
-        found = merge_ranked([stage(inp) for stage in self.stages], self.num_results)
-        return (found[ROW].to_numpy(np.int64), found["docno"].to_numpy(object),
-                found["score"].to_numpy(np.float64))
+        found = concat_hits([stage.hits(inp) for stage in self.stages])
+        rows, docnos, scores = best_hits(found.rows, found.docnos, found.scores, self.num_results)
+        return found.frame[ROW].to_numpy(np.int64)[rows], docnos.astype(object), scores.astype(np.float64)
 
     def ready(self) -> List[str]:
         """The shard names, once every shard's lazily read parts are loaded (a first, empty search)."""

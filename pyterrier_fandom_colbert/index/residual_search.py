@@ -40,7 +40,7 @@ from ..frames import (
 from ..model.encoders import query_tensors
 from ..params import Parameters
 from ..progress import progress
-from ..ranking import concat_slices, ranked, top_k
+from ..ranking import Hits, concat_slices, found_hits, hits_frame, top_k
 from .blocks import doc_spans, refuse_non_finite_queries
 from .codec import ResidualCodec
 
@@ -477,10 +477,18 @@ class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
         return [*input_columns, "docno", "score", "rank"]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        found = self.hits(inp)
+        if len(found.frame) == 0:
+            return empty_output(found.frame, ["docno", "score", "rank"])
+        return hits_frame(*found)
+
+    def hits(self, inp: pd.DataFrame) -> Hits:
+        """The search's answer as arrays (:class:`~pyterrier_fandom_colbert.ranking.Hits`): what
+        :meth:`transform` lays out as its frame, and what a sharded index merges across its shards."""
         require_columns(inp.columns, ["qid", "query_embs"], self)
         inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
-            return empty_output(inp, ["docno", "score", "rank"])
+            return Hits(inp, np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0))
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
         store = cast("ResidualStore", self.index.store).arrays  # a compressed index's store (its retriever)
@@ -492,7 +500,7 @@ class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
                 bar.update(1)
         finally:
             bar.close()
-        return ranked(inp, codes, found, self.index.docnos_of)
+        return Hits(inp, *found_hits(codes, found, self.index.docnos_of))
 
     def __repr__(self) -> str:
         p = self.params

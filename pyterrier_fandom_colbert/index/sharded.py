@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,7 @@ import pyterrier as pt
 
 from ..frames import EqualByKey, artifact_key, empty_output, require_columns
 from ..params import Parameters
-from ..ranking import rank_by_score
+from ..ranking import Hits, HitsSource, hits_frame, rank_by_score
 from ..storage import ArtifactIntegrity, DamagedFileError, artifact_path, raise_damaged
 from .layout import ARTIFACT_TYPE, META_FILE, PACKAGE_HINT
 from .shard_build import SHARDED_FORMAT, ShardedMeta, is_sharded_folder
@@ -268,6 +268,20 @@ def merge_ranked(results: Sequence[pd.DataFrame], num_results: Optional[int]) ->
     return merged
 
 
+def concat_hits(parts: Sequence[Hits]) -> Hits:
+    """The hits of every shard's retriever over the same input as one (their frames are the same rows: each
+    retriever leaves out the same unusable queries).
+
+    >>> frame = pd.DataFrame({"qid": ["q"]})
+    >>> a = Hits(frame, np.array([0]), np.array(["d1"], dtype=object), np.array([0.5]))
+    >>> b = Hits(frame, np.array([0, 0]), np.array(["d3", "d2"], dtype=object), np.array([0.9, 0.4]))
+    >>> concat_hits([a, b]).docnos.tolist()
+    ['d1', 'd3', 'd2']
+    """
+    return Hits(parts[0].frame, *(np.concatenate([getattr(p, name) for p in parts])
+                                  for name in ("rows", "docnos", "scores")))
+
+
 class ShardedRetriever(EqualByKey, Parameters, pt.Transformer):
     """Every shard's retriever on the same encoded queries, merged (:func:`merge_ranked`): qid, query_embs →
     + docno, score, rank (other input columns kept)."""
@@ -277,7 +291,7 @@ class ShardedRetriever(EqualByKey, Parameters, pt.Transformer):
         self.options = dict(options)
         self.num_results = int(options.get("num_results", 1000))
         # made now: each shard refuses options of another format, naming them, before any query
-        self.stages = [shard.retriever(**options) for shard in index.shards]
+        self.stages = [cast(HitsSource, shard.retriever(**options)) for shard in index.shards]
 
     def _key(self) -> Tuple[Any, ...]:
         return (artifact_key(self.index), tuple(sorted((k, repr(v)) for k, v in self.options.items())))
@@ -298,7 +312,10 @@ class ShardedRetriever(EqualByKey, Parameters, pt.Transformer):
         require_columns(inp.columns, ["qid", "query_embs"], self)
         if len(inp) == 0:
             return empty_output(inp, ["docno", "score", "rank"])
-        return merge_ranked([stage(inp) for stage in self.stages], self.num_results)
+        found = concat_hits([stage.hits(inp) for stage in self.stages])
+        if len(found.frame) == 0:
+            return empty_output(found.frame, ["docno", "score", "rank"])
+        return hits_frame(*found, self.num_results)
 
     def __repr__(self) -> str:
         options = ", ".join(f"{k}={v!r}" for k, v in self.options.items())

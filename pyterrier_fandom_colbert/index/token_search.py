@@ -30,7 +30,7 @@ from ..frames import (
 from ..model.encoders import query_tensors
 from ..params import Parameters
 from ..progress import progress
-from ..ranking import rank_by_score, top_k
+from ..ranking import Hits, found_hits, hits_frame, rank_by_score, top_k
 from ..storage import DamagedFileError, artifact_path
 from .ann import FaissSpec
 from .blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
@@ -269,10 +269,18 @@ class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
         return [*input_columns, "docno", "score", "rank"]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        found = self.hits(inp)
+        if len(found.frame) == 0:
+            return empty_output(found.frame, ["docno", "score", "rank"])
+        return hits_frame(*found)
+
+    def hits(self, inp: pd.DataFrame) -> Hits:
+        """The search's answer as arrays (:class:`~pyterrier_fandom_colbert.ranking.Hits`): what
+        :meth:`transform` lays out as its frame, and what a sharded index merges across its shards."""
         require_columns(inp.columns, QUERY_INPUT, self)
         inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
-            return empty_output(inp, ["docno", "score", "rank"])
+            return Hits(inp, np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0))
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
         ann = self.index.ann(self.spec)
@@ -286,11 +294,7 @@ class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
                 bar.update(len(queries))
         finally:
             bar.close()
-        counts = np.array([len(found[c][0]) for c in codes])
-        out = inp.iloc[np.repeat(np.arange(len(inp)), counts)].reset_index(drop=True)
-        ids = np.concatenate([found[c][0] for c in codes])
-        scores = np.concatenate([found[c][1] for c in codes])
-        return rank_by_score(with_columns(out, {"docno": self.index.docnos_of(ids), "score": scores}))
+        return Hits(inp, *found_hits(codes, found, self.index.docnos_of))
 
     def __repr__(self) -> str:
         neighbours = f"lam={self.lam}" if self.lam is not None else f"k_hat={self.k_hat}"
