@@ -259,6 +259,7 @@ def search(args) -> List[Dict[str, Any]]:
     import pyterrier_fandom_colbert as pfc
     from pyterrier_fandom_colbert.distributed.cluster import connect
     from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever
+    from pyterrier_fandom_colbert.index.sharded import merge_ranked
 
     torch.set_num_threads(args.threads)
     # numpy's BLAS and OpenMP pools too: a Ray actor runs with OMP_NUM_THREADS=1 (its CPU share), while this
@@ -282,23 +283,35 @@ def search(args) -> List[Dict[str, Any]]:
         index = pfc.ShardedColBERTIndex(target)
         local = index.retriever(num_results=10)
         remote = RayShardedRetriever(index, cpus_per_actor=0.25, num_results=10)
-        times: Dict[str, List[float]] = {"local": [], "ray": []}
-        for i in range(len(encoded)):  # interleaved: both see the same load
+        stages = [shard.retriever(num_results=10) for shard in index.shards]
+
+        def frames_merge(one, stages=stages):  # the local merge as it was: a frame per shard, merged by pandas
+            return merge_ranked([stage(one) for stage in stages], 10)
+
+        systems = [("local", local), ("ray", remote), ("local, frame per shard", frames_merge)]
+        times: Dict[str, List[float]] = {name: [] for name, _ in systems}
+        for i in range(len(encoded)):  # interleaved: all see the same load; the order turns with each query
             one = encoded.iloc[i:i + 1]
-            for name, stage in (("local", local), ("ray", remote)):
+            for name, stage in systems[i % 3:] + systems[:i % 3]:
                 t = time.perf_counter()
                 out = stage(one)
                 times[name].append(time.perf_counter() - t)
-                if name == "ray" and i < 20:
+                if name != "local" and i < 20:
                     assert out["docno"].tolist() == local(one)["docno"].tolist()
         if args.split:  # the same Ray calls made by hand, timed inside the actors too
             times.update(split_times(ray_timed(remote), encoded))
         remote.close()
+        base = np.array(times["local"][5:]) * 1000
         for name, values in times.items():
             ms = np.array(values[5:]) * 1000  # the first calls warm the memory maps
-            rows.append({"bench": "search", "encoder": args.encoder, "shards": shards, "via": name,
-                         "queries": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 2),
-                         "p95_ms": round(float(np.percentile(ms, 95)), 2), "load": os.getloadavg()[0]})
+            row = {"bench": "search", "encoder": args.encoder, "shards": shards, "via": name,
+                   "queries": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 2),
+                   "p95_ms": round(float(np.percentile(ms, 95)), 2), "load": os.getloadavg()[0]}
+            if name in ("ray", "local, frame per shard"):  # per query, against the local merge of the same query
+                diff = ms - base
+                row.update(paired_p50_ms=round(float(np.percentile(diff, 50)), 2),
+                           paired_p95_ms=round(float(np.percentile(diff, 95)), 2))
+            rows.append(row)
     return rows
 
 
