@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
@@ -251,6 +251,45 @@ def split_times(actors, encoded) -> Dict[str, List[float]]:
     return out
 
 
+def phase_times(local, remote, encoded, rounds: int = 2) -> Dict[str, List[float]]:
+    """Where a Ray search's time goes, per query: the local merge's calls back to back, the Ray retriever's back
+    to back, a hand-made Ray call to actors that also time their search inside (``hand``, ``inside``), then the
+    three interleaved (``interleaved …``); ``rounds`` times over."""
+    import ray
+
+    actors = ray_timed(remote)
+    ones = [encoded.iloc[i:i + 1] for i in range(len(encoded))]
+
+    def timed(stage, one) -> float:
+        started = time.perf_counter()
+        stage(one)
+        return time.perf_counter() - started
+
+    def hand(one) -> Tuple[float, float]:
+        qids, embs = one["qid"].tolist(), np.stack(one["query_embs"].tolist())
+        started = time.perf_counter()
+        inside = max(ray.get([a.timed.remote(qids, embs) for a in actors]))
+        return time.perf_counter() - started, inside
+
+    out: Dict[str, List[float]] = {}
+    for r in range(rounds):
+        out[f"round {r}: local"] = [timed(local, one) for one in ones]
+        out[f"round {r}: ray"] = [timed(remote, one) for one in ones]
+        calls = [hand(one) for one in ones]
+        out[f"round {r}: hand"], out[f"round {r}: inside"] = [c[0] for c in calls], [c[1] for c in calls]
+        for key in ("local", "ray", "hand", "inside"):
+            out[f"round {r}: interleaved {key}"] = []
+        for one in ones:
+            out[f"round {r}: interleaved local"].append(timed(local, one))
+            out[f"round {r}: interleaved ray"].append(timed(remote, one))
+            whole, inside = hand(one)
+            out[f"round {r}: interleaved hand"].append(whole)
+            out[f"round {r}: interleaved inside"].append(inside)
+    for a in actors:
+        ray.kill(a)
+    return out
+
+
 def search(args) -> List[Dict[str, Any]]:
     import pandas as pd
     import torch
@@ -272,6 +311,9 @@ def search(args) -> List[Dict[str, Any]]:
     encoded = colbert.query_encoder()(topics)
     corpus = passages(args.passages)
     connect(num_cpus=2)
+    # a cluster just started is still starting its own processes (agents, monitors): the first configuration
+    # timed would otherwise share the cores with them
+    time.sleep(args.settle)
     rows = []
     for shards in args.shard_counts:
         target = args.workdir / f"search-{shards}"
@@ -300,6 +342,8 @@ def search(args) -> List[Dict[str, Any]]:
                     assert out["docno"].tolist() == local(one)["docno"].tolist()
         if args.split:  # the same Ray calls made by hand, timed inside the actors too
             times.update(split_times(ray_timed(remote), encoded))
+        if args.phases:
+            times.update(phase_times(local, remote, encoded))
         remote.close()
         base = np.array(times["local"][5:]) * 1000
         for name, values in times.items():
@@ -330,6 +374,10 @@ def main(argv=None) -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--split", action="store_true",
                     help="search: also time the Ray call's search inside the actors and its round trip")
+    ap.add_argument("--phases", action="store_true",
+                    help="search: also time each system back to back and interleaved, two rounds (phase_times)")
+    ap.add_argument("--settle", type=float, default=30.0,
+                    help="search: seconds to wait after the Ray cluster starts, before anything is timed")
     ap.add_argument("--shard-counts", type=int, nargs="+", default=[1, 2, 4], help="search: the indexes searched")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None)
