@@ -13,7 +13,11 @@ import pandas as pd
 import pyterrier as pt
 
 from .display import is_blank
-from .ranking import rank_by_score  # noqa: F401  (its home is ranking; kept importable from here)
+from .ranking import (
+    Hits,
+    hits_frame,
+    rank_by_score,  # noqa: F401  (its home is ranking; kept importable from here)
+)
 
 #: how to obtain a column a transformer needs, shown when it is missing
 COLUMN_HINTS: Dict[str, str] = {
@@ -54,6 +58,15 @@ def empty_output(inp: pd.DataFrame, new_columns: List[str]) -> pd.DataFrame:
         if col not in out.columns:
             out[col] = pd.Series(dtype="float64" if col == "score" else ("int64" if col == "rank" else object))
     return out
+
+
+def hits_output(found: Hits, num_results: Optional[int] = None) -> pd.DataFrame:
+    """A retriever's result frame from its :class:`~pyterrier_fandom_colbert.ranking.Hits`, the best
+    ``num_results`` of each qid (all when None); the empty frame with the declared columns when no query was
+    usable."""
+    if len(found.frame) == 0:
+        return empty_output(found.frame, ["docno", "score", "rank"])
+    return hits_frame(*found, num_results)
 
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")

@@ -84,6 +84,11 @@ class Hits(NamedTuple):
     docnos: np.ndarray
     scores: np.ndarray
 
+    @classmethod
+    def none(cls, frame: pd.DataFrame) -> "Hits":
+        """No hits for the rows of ``frame``."""
+        return cls(frame, np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0))
+
 
 class HitsSource(Protocol):
     """A retriever that can answer as :class:`Hits` (both single-index retrievers: fp16 and compressed)."""

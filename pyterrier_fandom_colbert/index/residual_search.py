@@ -33,14 +33,14 @@ from ..checks import positive_int, real_in_range
 from ..frames import (
     EqualByKey,
     artifact_key,
-    empty_output,
+    hits_output,
     require_columns,
     usable_query_rows,
 )
 from ..model.encoders import query_tensors
 from ..params import Parameters
 from ..progress import progress
-from ..ranking import Hits, concat_slices, found_hits, hits_frame, top_k
+from ..ranking import Hits, concat_slices, found_hits, top_k
 from .blocks import doc_spans, refuse_non_finite_queries
 from .codec import ResidualCodec
 
@@ -477,10 +477,7 @@ class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
         return [*input_columns, "docno", "score", "rank"]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        found = self.hits(inp)
-        if len(found.frame) == 0:
-            return empty_output(found.frame, ["docno", "score", "rank"])
-        return hits_frame(*found)
+        return hits_output(self.hits(inp))
 
     def hits(self, inp: pd.DataFrame) -> Hits:
         """The search's answer as arrays (:class:`~pyterrier_fandom_colbert.ranking.Hits`): what
@@ -488,7 +485,7 @@ class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
         require_columns(inp.columns, ["qid", "query_embs"], self)
         inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
-            return Hits(inp, np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0))
+            return Hits.none(inp)
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
         store = cast("ResidualStore", self.index.store).arrays  # a compressed index's store (its retriever)

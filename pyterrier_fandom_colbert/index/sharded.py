@@ -35,9 +35,9 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..frames import EqualByKey, artifact_key, empty_output, require_columns
+from ..frames import EqualByKey, artifact_key, empty_output, hits_output, require_columns
 from ..params import Parameters
-from ..ranking import Hits, HitsSource, hits_frame, rank_by_score
+from ..ranking import Hits, HitsSource, rank_by_score
 from ..storage import ArtifactIntegrity, DamagedFileError, artifact_path, raise_damaged
 from .layout import ARTIFACT_TYPE, META_FILE, PACKAGE_HINT
 from .shard_build import SHARDED_FORMAT, ShardedMeta, is_sharded_folder
@@ -312,10 +312,7 @@ class ShardedRetriever(EqualByKey, Parameters, pt.Transformer):
         require_columns(inp.columns, ["qid", "query_embs"], self)
         if len(inp) == 0:
             return empty_output(inp, ["docno", "score", "rank"])
-        found = concat_hits([stage.hits(inp) for stage in self.stages])
-        if len(found.frame) == 0:
-            return empty_output(found.frame, ["docno", "score", "rank"])
-        return hits_frame(*found, self.num_results)
+        return hits_output(concat_hits([stage.hits(inp) for stage in self.stages]), self.num_results)
 
     def __repr__(self) -> str:
         options = ", ".join(f"{k}={v!r}" for k, v in self.options.items())

@@ -23,6 +23,7 @@ from ..frames import (
     EqualByKey,
     artifact_key,
     empty_output,
+    hits_output,
     require_columns,
     usable_query_rows,
     with_columns,
@@ -30,7 +31,7 @@ from ..frames import (
 from ..model.encoders import query_tensors
 from ..params import Parameters
 from ..progress import progress
-from ..ranking import Hits, found_hits, hits_frame, rank_by_score, top_k
+from ..ranking import Hits, found_hits, rank_by_score, top_k
 from ..storage import DamagedFileError, artifact_path
 from .ann import FaissSpec
 from .blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
@@ -269,10 +270,7 @@ class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
         return [*input_columns, "docno", "score", "rank"]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        found = self.hits(inp)
-        if len(found.frame) == 0:
-            return empty_output(found.frame, ["docno", "score", "rank"])
-        return hits_frame(*found)
+        return hits_output(self.hits(inp))
 
     def hits(self, inp: pd.DataFrame) -> Hits:
         """The search's answer as arrays (:class:`~pyterrier_fandom_colbert.ranking.Hits`): what
@@ -280,7 +278,7 @@ class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
         require_columns(inp.columns, QUERY_INPUT, self)
         inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
-            return Hits(inp, np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0))
+            return Hits.none(inp)
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
         ann = self.index.ann(self.spec)
