@@ -2,9 +2,10 @@
 
 Each :class:`ShardServer` actor opens one or more shards of a
 :class:`~pyterrier_fandom_colbert.index.sharded.ShardedColBERTIndex` (memory-mapped, on the node it runs on) and
-answers with its shards' merged top ``num_results``. A query frame (already encoded: ``query_embs``) is sent to
-every actor at once and their answers merged to the exact top ``num_results``
-(:func:`~pyterrier_fandom_colbert.index.sharded.merge_ranked`), as the local sharded retriever merges its shards.
+answers with its shards' best ``num_results`` hits per query as arrays (no frame is built in the actor). A query
+frame's qids and vectors (already encoded: ``query_embs``) are sent to every actor at once and their hits laid out
+as the exact top ``num_results`` (:func:`~pyterrier_fandom_colbert.ranking.hits_frame`), as the local sharded
+retriever merges its shards' hits.
 
 An actor that does not answer within ``timeout_s`` is never silently left out: by default the call raises
 :class:`ShardTimeoutError` naming the shards; with ``partial=True`` the answer of the others is returned with a

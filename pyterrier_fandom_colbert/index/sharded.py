@@ -14,8 +14,9 @@ those lists the checksums of its shard's files, so :meth:`ShardedColBERTIndex.ve
 checks the manifest's small files (all of them).
 
 Search: ``index.retriever(**options)`` runs each shard's own retriever (the options are the shards' format's) on
-the same encoded queries and keeps, per query, the best ``num_results`` of all shards' results, by score then
-docno (:func:`merge_ranked`). Each shard's top k holds every one of its documents that is in the overall top k,
+the same encoded queries and keeps, per query, the best ``num_results`` of all shards' hits, by score then docno
+(each shard answers as arrays, :meth:`hits`, and one frame is laid out for all of them; :func:`merge_ranked`
+merges result frames the same way). Each shard's top k holds every one of its documents that is in the overall top k,
 so the merge is exact: with the same codec and a retriever that scores all its candidates (``ndocs=None`` for
 the residual formats), the results are those of one index over all the documents. With pruning (the default),
 each shard prunes its own candidates, so a sharded search scores at least as many documents as one index.
