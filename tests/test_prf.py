@@ -222,3 +222,37 @@ def test_missing_columns_are_named(index, first_pass):
 
     with pytest.raises(pt.validate.InputValidationError, match="query_embs"):
         index.prf()(first_pass.drop(columns=["query_embs"]))
+
+
+def _prf_eval():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "prf_eval.py"
+    spec = importlib.util.spec_from_file_location("prf_eval", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_one_pass_over_fb_docs_gives_one_run_per_value(index, first_pass):
+    """benchmarks/prf_eval.py scores the expansions of several fb_docs in one similarity pass: each run must be
+    what index.prf(fb_docs=...) gives on its own (the benchmark's figures rest on it)."""
+    base = index.prf(fb_embs=4, beta=0.7)
+    runs = _prf_eval().rerank_fb_docs(base, first_pass, [1, 3, 2, 3])
+    assert list(runs) == [1, 3, 2]
+    for fb_docs, run in runs.items():
+        alone = base.replace(fb_docs=fb_docs)(first_pass)
+        assert list(run.columns) == list(alone.columns)
+        key = ["qid", "docno"]
+        run, alone = run.sort_values(key).reset_index(drop=True), alone.sort_values(key).reset_index(drop=True)
+        assert run[key].equals(alone[key]) and run["rank"].tolist() == alone["rank"].tolist()
+        np.testing.assert_allclose(run["score"], alone["score"], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(run["prf_query_score"], alone["prf_query_score"], rtol=1e-6, atol=1e-7)
+        for column in ("prf_toks", "prf_weights", "prf_maxsim", "prf_embs"):
+            for got, want in zip(run[column], alone[column]):
+                np.testing.assert_allclose(np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64),
+                                           rtol=1e-6, atol=1e-7)
+    assert len({tuple(r["prf_toks"].iloc[0]) for r in runs.values()}) > 1  # the values do differ
+    with pytest.raises(ValueError, match="re-retrieves"):
+        _prf_eval().rerank_fb_docs(index.prf(retriever=index.retriever()), first_pass, [1])
