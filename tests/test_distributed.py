@@ -111,7 +111,8 @@ def test_shard_actors_answer_as_the_local_merge(built, small_colbert):
 
     remote, _ = built
     queries = _queries(small_colbert)
-    retriever = RayShardedRetriever(remote, cpus_per_actor=0.5, **SEARCH)
+    # the 30 s default was exceeded by the actors' first search under -n 2 and two CPU hogs: only a hang may fail
+    retriever = RayShardedRetriever(remote, cpus_per_actor=0.5, timeout_s=PATIENCE_S, **SEARCH)
     try:
         got, want = retriever(queries), remote.retriever(**SEARCH)(queries)
         pd.testing.assert_frame_equal(got.drop(columns="query_embs"), want.drop(columns="query_embs"))
