@@ -237,7 +237,7 @@ def test_pfc_search_folder_with_a_sharded_colbert_part_built_and_served_on_ray(c
                  ray=RayBuild(shards=2, workers=2))
     assert (tmp_path / "folder" / "colbert" / "shard-00001" / "pt_meta.json").is_file()
     local = Searcher(tmp_path / "folder", colbert=colbert, warm=False)
-    remote = Searcher(tmp_path / "folder", colbert=colbert, warm=False, ray="")
+    remote = Searcher(tmp_path / "folder", colbert=colbert, warm=False, ray="", ray_timeout_s=PATIENCE_S)
     for system in ("colbert", "hybrid"):
         a = local.search("dragon castle", system=system, k=5)
         b = remote.search("dragon castle", system=system, k=5)
