@@ -25,6 +25,9 @@ from pyterrier_fandom_colbert.display import BIDI_CONTROLS, json_text
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = Path(pfc.__file__).parent / "data" / "sample" / "samplewiki_pages_current.xml"
 HEAVY = ("torch", "transformers", "pyterrier", "faiss", "pandas")
+#: how long the server tests wait for a start, an answer or a stop: only a hang should fail them, never a slow
+#: (loaded, 2-core) machine; pytest's own timeout stops a real hang
+PATIENCE_S = 300.0
 
 
 def one_line(capsys, status: int, prog: str = "pfc") -> str:
@@ -307,7 +310,7 @@ class Running:
 
     def __enter__(self) -> str:
         self.thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE_S
         while not self.server.started:
             assert time.monotonic() < deadline and self.thread.is_alive(), "the test server did not start"
             time.sleep(0.05)
@@ -315,8 +318,9 @@ class Running:
 
     def __exit__(self, *exc):
         self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self.thread.join(timeout=PATIENCE_S)
         self.sock.close()
+        assert not self.thread.is_alive(), "the test server did not stop"  # none is left running into later tests
 
 
 def test_info_names_the_dump_by_file_name_only(folder):
@@ -336,13 +340,15 @@ def test_invisible_query_is_a_400_with_a_message(folder, colbert):
 
     with Running(Searcher(folder, colbert=colbert, warm=False)) as url:
         for query in ("\u200e\u200f", "\u00ad \u061c", "\U000e0041\ufe0f"):
-            response = httpx.get(url + "/api/search", params={"q": query}, timeout=60)
+            response = httpx.get(url + "/api/search", params={"q": query}, timeout=PATIENCE_S)
             assert response.status_code == 400 and "shows nothing" in response.json()["error"]
 
 
 def test_rebuilding_a_served_folder_never_fails_a_request(tmp_path, colbert, tiny_bert_dir):
     """Requests keep coming while the folder is rebuilt in place (``overwrite=True``) with one more page: every
-    answer is a 200, and the new page is found once the new version is served."""
+    answer is a 200, and the new page is found once the new version is served. Each asker has answered whole rounds
+    before the rebuild starts and after the new version is served (handshakes, not sleeps: a slow machine asks
+    fewer times, never too few)."""
     httpx = pytest.importorskip("httpx")
     from pyterrier_fandom_colbert.app.live import ServedFolder
     from pyterrier_fandom_colbert.app.search import Searcher
@@ -352,38 +358,58 @@ def test_rebuilding_a_served_folder_never_fails_a_request(tmp_path, colbert, tin
     served = ServedFolder(target, Searcher(target, colbert=colbert))
     new = {"docno": "w-99", "text": "Orlaith Quenby rebuilt the Brannoch lighthouse with green glass.",
            "title": "Orlaith Quenby", "url": "https://example.org/99", "section": "", "page_id": 99}
-    statuses, stop = [], threading.Event()
+    queries = ("Orlaith Quenby lighthouse", "salt barges of Quellmoor")
+    statuses, errors, rounds = [], [], [0] * len(queries)  # rounds: whole rounds each asker has had answered
+    stop, changed = threading.Event(), threading.Condition()
 
-    def ask(url, query):
-        with httpx.Client(base_url=url, timeout=120) as client:
-            while not stop.is_set():
-                for system in ("hybrid", "tfidf", "colbert"):
-                    statuses.append(client.get("/api/search", params={"q": query, "system": system, "k": 3})
-                                    .status_code)
-                statuses.append(client.get("/api/info").status_code)
+    def ask(n, url, query):
+        try:
+            with httpx.Client(base_url=url, timeout=PATIENCE_S) as client:
+                while not stop.is_set():
+                    for system in ("hybrid", "tfidf", "colbert"):
+                        statuses.append(client.get("/api/search", params={"q": query, "system": system, "k": 3})
+                                        .status_code)
+                    statuses.append(client.get("/api/info").status_code)
+                    with changed:
+                        rounds[n] += 1
+                        changed.notify_all()
+        except BaseException as err:  # the test fails on it, and stops waiting for this asker
+            errors.append(err)
+            with changed:
+                changed.notify_all()
+
+    def more_rounds(count):
+        """Wait until every asker has had ``count`` more whole rounds answered than now."""
+        with changed:
+            wanted = [r + count for r in rounds]
+            assert changed.wait_for(lambda: errors or all(r >= w for r, w in zip(rounds, wanted)),
+                                    timeout=PATIENCE_S), f"the askers did not get answers: {rounds}"
+        assert not errors, errors
 
     with Running(served) as url:
-        askers = [threading.Thread(target=ask, args=(url, q)) for q in ("Orlaith Quenby lighthouse",
-                                                                           "salt barges of Quellmoor")]
+        askers = [threading.Thread(target=ask, args=(n, url, q)) for n, q in enumerate(queries)]
         for thread in askers:
             thread.start()
-        time.sleep(0.5)
-        build_folder(records([new]), target, colbert=colbert, checkpoint=tiny_bert_dir, overwrite=True)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            info = httpx.get(url + "/api/info", timeout=60).json()
-            if info["passages"] == len(records()) + 1:
-                break
-            time.sleep(0.1)
-        top = httpx.get(url + "/api/search", params={"q": "Orlaith Quenby lighthouse", "system": "tfidf", "k": 1},
-                        timeout=60).json()["results"]
-        time.sleep(0.3)
-        stop.set()
-        for thread in askers:
-            thread.join(timeout=120)
+        try:
+            more_rounds(1)  # requests are coming before the rebuild starts
+            build_folder(records([new]), target, colbert=colbert, checkpoint=tiny_bert_dir, overwrite=True)
+            deadline = time.monotonic() + PATIENCE_S
+            while time.monotonic() < deadline:
+                info = httpx.get(url + "/api/info", timeout=PATIENCE_S).json()
+                if info["passages"] == len(records()) + 1:
+                    break
+                time.sleep(0.1)
+            top = httpx.get(url + "/api/search", params={"q": "Orlaith Quenby lighthouse", "system": "tfidf",
+                                                         "k": 1}, timeout=PATIENCE_S).json()["results"]
+            more_rounds(2)  # and a whole round after the new version is served (the first may have begun before)
+        finally:
+            stop.set()
+            for thread in askers:
+                thread.join(timeout=PATIENCE_S)
+    assert not errors and not any(thread.is_alive() for thread in askers), errors
     assert info["passages"] == len(records()) + 1
     assert top[0]["docno"] == "w-99"
-    assert len(statuses) > 8 and set(statuses) == {200}, statuses
+    assert len(statuses) >= 3 * 4 * len(queries) and set(statuses) == {200}, statuses
 
 
 def test_a_busy_port_fails_before_serving_or_loading(folder, capsys):
@@ -395,6 +421,24 @@ def test_a_busy_port_fails_before_serving_or_loading(folder, capsys):
     assert f"127.0.0.1:{port} is in use" in line and "--port" in line
 
 
+def _answers(process: subprocess.Popen, port: int) -> int:
+    """The status of ``GET /api/info`` from the server ``process`` serves on ``port``, once it listens (a refused
+    connection is tried again while the process runs, for at most PATIENCE_S)."""
+    import http.client
+
+    deadline = time.monotonic() + PATIENCE_S
+    while True:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=PATIENCE_S)  # no proxy in between
+        try:
+            connection.request("GET", "/api/info")
+            return connection.getresponse().status
+        except ConnectionRefusedError:
+            assert process.poll() is None and time.monotonic() < deadline, "the server never listened"
+            time.sleep(0.05)
+        finally:
+            connection.close()
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_the_server_without_a_traceback(folder):
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
@@ -402,16 +446,18 @@ def test_ctrl_c_stops_the_server_without_a_traceback(folder):
                                 "0"], stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     try:
         seen = []
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + PATIENCE_S
         while time.monotonic() < deadline:
             line = process.stderr.readline()
             seen.append(line)
             if "serving" in line or not line:
                 break
         assert "serving" in seen[-1] and "http://127.0.0.1:" in seen[-1], seen
-        time.sleep(1.0)  # let uvicorn start accepting
+        # "serving" is printed before uvicorn starts; Ctrl-C is uvicorn's to handle once it answers a request
+        port = int(seen[-1].split("http://127.0.0.1:")[1].split("/")[0])
+        assert _answers(process, port) == 200
         process.send_signal(signal.SIGINT)
-        _, rest = process.communicate(timeout=60)
+        _, rest = process.communicate(timeout=PATIENCE_S)
     finally:
         if process.poll() is None:
             process.kill()

@@ -94,12 +94,12 @@ def test_pagename_is_the_title():
 def test_deeply_nested_templates_stay_linear():
     depth = 20_000
     nested = "{{nowrap|" * depth + "x" + "}}" * depth
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: other processes on a busy machine do not count
     assert clean_wikitext(f"a {nested} b") == "a b"  # deeper than MAX_DEPTH: removed by the guard
     table = "{|\n" + "|-\n| rowspan=50 colspan=50 | x || y\n" * 20_000 + "|}"
     rows = tables_to_text(table)
     assert rows.count("\n") > 1000
-    assert time.perf_counter() - start < 30
+    assert time.process_time() - start < 30  # ~1.4 s on the loaded 2-core machine
 
 
 def test_wikitable_rows_with_headers_rowspan_and_colspan():

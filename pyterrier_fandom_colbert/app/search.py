@@ -81,7 +81,7 @@ class Searcher:
     """A loaded search folder. ``search(query)`` → a JSON-ready dict of explained results."""
 
     def __init__(self, folder: Union[str, Path], *, colbert: Optional["ColBERT"] = None, warm: bool = True,
-                 ray: Optional[str] = None, calibration: AnswerCalibration = CALIBRATION):
+                 ray: Optional[str] = None, ray_timeout_s: float = 30.0, calibration: AnswerCalibration = CALIBRATION):
         from ..lexical.tfidf import TfidfIndex
         from .sharded import open_colbert
 
@@ -92,6 +92,7 @@ class Searcher:
         self.index = open_colbert(self.folder / COLBERT_DIR)  # a ColBERT index, or a sharded one (app/sharded.py)
         # the address of the cluster whose shard actors search a sharded index ("": RAY_ADDRESS or a local one)
         self._ray = ray
+        self._ray_timeout_s = ray_timeout_s  # how long the shard actors may take to answer (else the query fails)
         counts = {"passages.jsonl": len(self.passages), "tfidf": self.tfidf.meta.num_docs,
                   "colbert": len(self.index)}
         if len(set(counts.values())) != 1:
@@ -136,7 +137,7 @@ class Searcher:
                 elif system == "dense":
                     from .sharded import dense_retriever
 
-                    self._systems[system] = dense_retriever(self.index, s, depth, self._ray)
+                    self._systems[system] = dense_retriever(self.index, s, depth, self._ray, self._ray_timeout_s)
                 elif system == "colbert":
                     self._systems[system] = self.colbert.query_encoder() >> self.pipeline("dense")
                 else:

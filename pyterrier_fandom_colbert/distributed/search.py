@@ -108,17 +108,21 @@ class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
     qid, query_embs → + docno, score, rank (+ partial, with ``partial=True``).
 
     ``actors``: how many actors hold the shards (default one per shard); ``cpus_per_actor``: the CPUs Ray
-    reserves for each; ``address``: the cluster (:func:`~.cluster.connect`); ``options``: the shards' retriever's
+    reserves for each; ``address``: the cluster (:func:`~.cluster.connect`); ``server``: the actor class that
+    holds the shards (:class:`ShardServer` or a subclass of it); ``options``: the shards' retriever's
     (``num_results``, ...).
     """
 
     def __init__(self, index: Union[ShardedColBERTIndex, str, Path], *, actors: Optional[int] = None,
                  timeout_s: float = 30.0, partial: bool = False, cpus_per_actor: float = 1.0,
-                 address: Optional[str] = None, **options: Any):
+                 address: Optional[str] = None, server: type = ShardServer, **options: Any):
         if not isinstance(index, ShardedColBERTIndex):
             index = ShardedColBERTIndex(index)
         if not timeout_s > 0:
             raise ValueError(f"timeout_s={timeout_s!r}; expected a positive number of seconds")
+        if not (isinstance(server, type) and issubclass(server, ShardServer)):
+            raise TypeError(f"server must be ShardServer or a subclass of it, not {server!r}")
+        self.server = server
         self.index = index
         self.timeout_s, self.partial, self.cpus_per_actor = float(timeout_s), bool(partial), float(cpus_per_actor)
         self.address = address
@@ -128,18 +132,21 @@ class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
         names = [s["name"] for s in index.meta.shards]
         self.groups = groups(names, actors or len(names))
         ray = connect(address)
-        server = ray.remote(ShardServer).options(num_cpus=self.cpus_per_actor)
+        remote = ray.remote(server).options(num_cpus=self.cpus_per_actor)
         folder = str(artifact_path(index).resolve())
-        self.actors = [server.remote(folder, group, self.options) for group in self.groups]
+        self.actors = [remote.remote(folder, group, self.options) for group in self.groups]
         ray.get([a.ready.remote() for a in self.actors])
 
     def _key(self) -> Tuple[Any, ...]:
+        # another actor class may answer otherwise: it is part of the key (the default adds nothing)
+        own = () if self.server is ShardServer else (f"{self.server.__module__}.{self.server.__qualname__}",)
         return (artifact_key(self.index), "ray", self.partial, tuple(sorted((k, repr(v)) for k, v in
-                                                                           self.options.items())))
+                                                                           self.options.items())), *own)
 
     def _constructor_args(self) -> Dict[str, Any]:
         return {"index": self.index, "actors": len(self.actors), "timeout_s": self.timeout_s, "partial": self.partial,
-                "cpus_per_actor": self.cpus_per_actor, "address": self.address, **self.options}
+                "cpus_per_actor": self.cpus_per_actor, "address": self.address, "server": self.server,
+                **self.options}
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query_embs"], self)
