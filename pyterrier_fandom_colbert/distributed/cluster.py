@@ -32,7 +32,9 @@ def connect(address: Optional[str] = None, *, num_cpus: Optional[int] = None, qu
     os.environ.setdefault(USAGE_STATS_ENV, "0")
     options: Dict[str, Any] = {"log_to_driver": not quiet, "logging_level": logging.WARNING if quiet else logging.INFO}
     if address is None and not os.environ.get("RAY_ADDRESS"):
-        ray.init(num_cpus=num_cpus, include_dashboard=False, **options)
+        # "local": always a new cluster of this process's own (no address would join one that `ray start`
+        # left running on this machine, and then refuse num_cpus)
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **options)
     else:
         ray.init(address=address, **options)
     return ray
