@@ -113,6 +113,21 @@ def found_hits(codes: np.ndarray, found: Sequence[Tuple[np.ndarray, np.ndarray]]
     return rows, docnos_of(ids), scores
 
 
+def group_ranks(groups: np.ndarray, docnos: np.ndarray, scores: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The order of hits by group ascending, score descending, docno breaking ties, and each hit's rank (from 0)
+    within its group in that order.
+
+    >>> order, rank = group_ranks(np.array([1, 0, 1]), np.array(["b", "a", "a"]), np.array([0.5, 0.1, 0.5]))
+    >>> order.tolist(), rank.tolist()
+    ([1, 2, 0], [0, 0, 1])
+    """
+    order = np.lexsort((docnos.astype(str), -scores, groups))
+    ordered = groups[order]
+    firsts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]])) if len(order) else np.zeros(0, int)
+    rank = np.arange(len(order)) - np.repeat(firsts, np.diff(np.append(firsts, len(order))))
+    return order, rank
+
+
 def best_hits(rows: np.ndarray, docnos: np.ndarray, scores: np.ndarray,
               k: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``k`` best hits of each row (by score descending, docno breaking ties), in that order, rows ascending:
@@ -123,38 +138,18 @@ def best_hits(rows: np.ndarray, docnos: np.ndarray, scores: np.ndarray,
     >>> [a.tolist() for a in got]
     [[0, 1, 1], ['b', 'c', 'a'], [0.2, 0.9, 0.1]]
     """
-    order = np.lexsort((docnos.astype(str), -scores, rows))
-    rows, docnos, scores = rows[order], docnos[order], scores[order]
-    firsts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]])) if len(rows) else np.zeros(0, int)
-    rank = np.arange(len(rows)) - np.repeat(firsts, np.diff(np.append(firsts, len(rows))))
-    keep = rank < k
-    return rows[keep], docnos[keep], scores[keep]
-
-
-def ranked(inp: pd.DataFrame, codes: np.ndarray, found: Sequence[Tuple[np.ndarray, np.ndarray]],
-           docnos_of: Callable[[np.ndarray], np.ndarray]) -> pd.DataFrame:
-    """The result frame: each input row ``i`` repeated for ``found[codes[i]]`` (document ids, scores), with
-    ``docno``, ``score`` and ``rank`` set; rows grouped by qid in order of first appearance, by score descending,
-    docno breaking ties, ``rank`` from 0 within a qid: the order of :func:`rank_by_score`, whose pandas sort and
-    groupby cost more than the search of a small top k (one numpy lexsort here).
-
-    >>> frame = pd.DataFrame({"qid": ["b", "a"], "x": [1, 2]})
-    >>> found = [(np.array([7, 3]), np.array([0.5, 0.5])), (np.array([1]), np.array([0.9]))]
-    >>> ranked(frame, np.array([0, 1]), found, lambda ids: np.array([f"d{i}" for i in ids], dtype=object))
-      qid  x docno  score  rank
-    0   b  1    d3    0.5     0
-    1   b  1    d7    0.5     1
-    2   a  2    d1    0.9     0
-    """
-    return hits_frame(inp, *found_hits(codes, found, docnos_of))
+    order, rank = group_ranks(rows, docnos, scores)
+    order = order[rank < k]
+    return rows[order], docnos[order], scores[order]
 
 
 def hits_frame(inp: pd.DataFrame, rows: np.ndarray, docnos: np.ndarray, scores: np.ndarray,
                num_results: Optional[int] = None) -> pd.DataFrame:
     """The result frame of hits in any order (each: the row of ``inp`` it answers, its docno and score): ``inp``'s
     rows repeated per hit with ``docno``, ``score`` and ``rank``, grouped by qid in order of first appearance, by
-    score descending, docno breaking ties, ``rank`` from 0 within a qid; the best ``num_results`` of each qid
-    (all when None).
+    score descending, docno breaking ties, ``rank`` from 0 within a qid (the order of :func:`rank_by_score`, whose
+    pandas sort and groupby cost more than the search of a small top k); the best ``num_results`` of each qid (all
+    when None).
 
     >>> frame = pd.DataFrame({"qid": ["q"], "x": [1]})
     >>> hits_frame(frame, np.array([0, 0, 0]), np.array(["d1", "d3", "d2"], dtype=object), np.array([.5, .9, .5]), 2)
@@ -163,13 +158,11 @@ def hits_frame(inp: pd.DataFrame, rows: np.ndarray, docnos: np.ndarray, scores: 
     1   q  1    d1    0.5     1
     """
     qorder = np.zeros(len(rows), np.int64) if len(inp) == 1 else pd.factorize(inp["qid"])[0][rows]
-    order = np.lexsort((docnos.astype(str), -scores, qorder))
-    rows, docnos, scores, qorder = rows[order], docnos[order], scores[order], qorder[order]
-    firsts = np.flatnonzero(np.concatenate([[True], qorder[1:] != qorder[:-1]])) if len(rows) else np.zeros(0, int)
-    rank = np.arange(len(rows)) - np.repeat(firsts, np.diff(np.append(firsts, len(rows))))
+    order, rank = group_ranks(qorder, docnos, scores)
     if num_results is not None:
         keep = rank < num_results
-        rows, docnos, scores, rank = rows[keep], docnos[keep], scores[keep], rank[keep]
+        order, rank = order[keep], rank[keep]
+    rows, docnos, scores = rows[order], docnos[order], scores[order]
     # one DataFrame constructor: iloc + reset_index + three column assignments cost more than the search of a top 10
     columns = {c: inp[c].array.take(rows) for c in inp.columns}  # .array keeps each column's dtype
     columns.update(docno=docnos, score=scores, rank=rank.astype(np.int64))

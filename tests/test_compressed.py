@@ -7,7 +7,7 @@ import torch
 from pyterrier_fandom_colbert.index import codec as rc
 from pyterrier_fandom_colbert.index import compressed
 from pyterrier_fandom_colbert.index import residual_search as cs
-from pyterrier_fandom_colbert.ranking import ranked
+from pyterrier_fandom_colbert.ranking import found_hits, hits_frame
 
 DIM = 16
 
@@ -502,7 +502,7 @@ def test_ranked_frame_matches_rank_by_score():
     ids = np.concatenate([found[c][0] for c in codes])
     expected = rank_by_score(with_columns(out, {"docno": docnos_of(ids),
                                                 "score": np.concatenate([found[c][1] for c in codes])}))
-    pd.testing.assert_frame_equal(ranked(inp, codes, found, docnos_of), expected)
+    pd.testing.assert_frame_equal(hits_frame(inp, *found_hits(codes, found, docnos_of)), expected)
 
 
 def test_set_parameter_rebuilds_the_centroid_retriever_as_its_constructor(both, colbert):

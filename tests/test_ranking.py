@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pyterrier_fandom_colbert.ranking import concat_slices, rank_by_score, ranked, stacked_hits, top_k
+from pyterrier_fandom_colbert.ranking import concat_slices, found_hits, hits_frame, rank_by_score, stacked_hits, top_k
 
 
 def _brute_top_k(scores, ids, k):
@@ -45,14 +45,14 @@ def test_concat_slices_matches_python_ranges():
     assert idx.dtype == np.int64
 
 
-def test_ranked_orders_as_rank_by_score():
+def test_hits_frame_of_found_hits_orders_as_rank_by_score():
     rng = np.random.default_rng(5)
     inp = pd.DataFrame({"qid": ["q2", "q1", "q3"], "query": ["b", "a", "c"]})
     found = [(rng.permutation(20)[:6], rng.integers(0, 3, 6).astype(float)) for _ in range(3)]
     found[2] = (np.zeros(0, np.int64), np.zeros(0))  # a query with no result
     docnos_of = lambda ids: np.array([f"d{i:02d}" for i in ids], dtype=object)
     codes = np.array([0, 1, 2])
-    got = ranked(inp, codes, found, docnos_of)
+    got = hits_frame(inp, *found_hits(codes, found, docnos_of))
     rows = [(inp.iloc[c]["qid"], inp.iloc[c]["query"], d, s) for c in codes for d, s in
             zip(docnos_of(found[c][0]), found[c][1])]
     expected = rank_by_score(pd.DataFrame(rows, columns=["qid", "query", "docno", "score"]))

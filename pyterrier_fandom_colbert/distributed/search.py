@@ -24,7 +24,7 @@ import pyterrier as pt
 from ..frames import EqualByKey, artifact_key, empty_output, require_columns
 from ..index.sharded import ShardedColBERTIndex, concat_hits
 from ..params import Parameters
-from ..ranking import HitsSource, best_hits, hits_frame
+from ..ranking import Hits, HitsSource, best_hits, hits_frame
 from ..storage import artifact_path
 from .cluster import connect
 
@@ -97,10 +97,8 @@ def merged_hits(inp: pd.DataFrame, answers: Sequence[Tuple[np.ndarray, np.ndarra
     0   q  1    d3    0.9     0
     1   q  1    d1    0.5     1
     """
-    rows = np.concatenate([a[0] for a in answers]) if answers else np.zeros(0, np.int64)
-    docnos = np.concatenate([a[1] for a in answers]) if answers else np.zeros(0, object)
-    scores = np.concatenate([a[2] for a in answers]) if answers else np.zeros(0)
-    return hits_frame(inp, rows, docnos, scores, num_results)
+    found = concat_hits([Hits(inp, *answer) for answer in answers]) if answers else Hits.none(inp)
+    return hits_frame(*found, num_results)
 
 
 class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
