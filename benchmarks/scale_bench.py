@@ -231,6 +231,17 @@ def ray_timed(remote):
     return actors
 
 
+def hand_call(actors, one) -> Tuple[float, float]:
+    """One query (``one``: a one-row encoded frame) sent by hand to ``ray_timed`` actors: (the whole call's
+    seconds, the slowest actor's search inside it)."""
+    import ray
+
+    qids, embs = one["qid"].tolist(), np.stack(one["query_embs"].tolist())
+    started = time.perf_counter()
+    inside = max(ray.get([a.timed.remote(qids, embs) for a in actors]))
+    return time.perf_counter() - started, inside
+
+
 def split_times(actors, encoded) -> Dict[str, List[float]]:
     """Per query: the whole Ray call (``ray call``), the slowest actor's search inside it (``in actors``) and
     their difference (``ray round trip``: sending, scheduling, answering)."""
@@ -238,11 +249,7 @@ def split_times(actors, encoded) -> Dict[str, List[float]]:
 
     out: Dict[str, List[float]] = {"ray call": [], "in actors": [], "ray round trip": []}
     for i in range(len(encoded)):
-        one = encoded.iloc[i:i + 1]
-        qids, embs = one["qid"].tolist(), np.stack(one["query_embs"].tolist())
-        started = time.perf_counter()
-        inside = max(ray.get([a.timed.remote(qids, embs) for a in actors]))
-        whole = time.perf_counter() - started
+        whole, inside = hand_call(actors, encoded.iloc[i:i + 1])
         out["ray call"].append(whole)
         out["in actors"].append(inside)
         out["ray round trip"].append(whole - inside)
@@ -265,24 +272,18 @@ def phase_times(local, remote, encoded, rounds: int = 2) -> Dict[str, List[float
         stage(one)
         return time.perf_counter() - started
 
-    def hand(one) -> Tuple[float, float]:
-        qids, embs = one["qid"].tolist(), np.stack(one["query_embs"].tolist())
-        started = time.perf_counter()
-        inside = max(ray.get([a.timed.remote(qids, embs) for a in actors]))
-        return time.perf_counter() - started, inside
-
     out: Dict[str, List[float]] = {}
     for r in range(rounds):
         out[f"round {r}: local"] = [timed(local, one) for one in ones]
         out[f"round {r}: ray"] = [timed(remote, one) for one in ones]
-        calls = [hand(one) for one in ones]
+        calls = [hand_call(actors, one) for one in ones]
         out[f"round {r}: hand"], out[f"round {r}: inside"] = [c[0] for c in calls], [c[1] for c in calls]
         for key in ("local", "ray", "hand", "inside"):
             out[f"round {r}: interleaved {key}"] = []
         for one in ones:
             out[f"round {r}: interleaved local"].append(timed(local, one))
             out[f"round {r}: interleaved ray"].append(timed(remote, one))
-            whole, inside = hand(one)
+            whole, inside = hand_call(actors, one)
             out[f"round {r}: interleaved hand"].append(whole)
             out[f"round {r}: interleaved inside"].append(inside)
     for a in actors:
