@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -210,15 +210,27 @@ def build(args) -> Dict[str, Any]:
             "load": os.getloadavg()[0], **extra}
 
 
+def pinned(server: type, core: Optional[int]) -> type:
+    """``server`` (a ShardServer class), or with ``core`` a subclass whose actors run on that core only."""
+    if core is None:
+        return server
+
+    class PinnedShardServer(server):
+        def __init__(self, *args, **kwargs):
+            os.sched_setaffinity(0, {core})
+            super().__init__(*args, **kwargs)
+
+    return PinnedShardServer
+
+
 def ray_timed(remote):
-    """Actors like ``remote``'s (the same shard groups, options and CPU share) whose ``timed`` method returns
-    the seconds their search took inside the actor."""
+    """Actors like ``remote``'s (the same shard groups, options, CPU share and actor class) whose ``timed`` method
+    returns the seconds their search took inside the actor."""
     import ray
 
-    from pyterrier_fandom_colbert.distributed.search import ShardServer
     from pyterrier_fandom_colbert.storage import artifact_path
 
-    class TimedShardServer(ShardServer):
+    class TimedShardServer(remote.server):
         def timed(self, qids, embs) -> float:
             started = time.perf_counter()
             self.search(qids, embs)
@@ -258,13 +270,75 @@ def split_times(actors, encoded) -> Dict[str, List[float]]:
     return out
 
 
-def phase_times(local, remote, encoded, rounds: int = 2) -> Dict[str, List[float]]:
+def _serve_shards(conn, folder: str, names: List[str], options: Dict[str, Any], core: Optional[int],
+                  niceness: int) -> None:
+    """A plain process (no Ray) holding shards as a ShardServer does: answers each (qids, embs) on ``conn`` with
+    the seconds its search took inside."""
+    os.nice(niceness)
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    from pyterrier_fandom_colbert.distributed.search import ShardServer
+
+    torch.set_num_threads(1)
+    threadpool_limits(limits=1)
+    server = ShardServer(folder, names, options)
+    server.ready()
+    conn.send("ready")
+    while (message := conn.recv()) is not None:
+        started = time.perf_counter()
+        server.search(*message)
+        conn.send(time.perf_counter() - started)
+
+
+class ProcessShards:
+    """The control for a Ray shard actor: the same ShardServer in a plain child process, called through a pipe."""
+
+    def __init__(self, remote, core: Optional[int], niceness: int = 0):
+        import multiprocessing
+
+        from pyterrier_fandom_colbert.storage import artifact_path
+
+        folder = str(artifact_path(remote.index).resolve())
+        context = multiprocessing.get_context("spawn")
+        self.conns, self.procs = [], []
+        for group in remote.groups:
+            here, there = context.Pipe()
+            proc = context.Process(target=_serve_shards, args=(there, folder, group, remote.options, core, niceness),
+                                   daemon=True)
+            proc.start()
+            self.conns.append(here)
+            self.procs.append(proc)
+        for conn in self.conns:
+            assert conn.recv() == "ready"
+
+    def call(self, one) -> Tuple[float, float]:
+        """(the whole call's seconds, the slowest process's search inside it), as ``hand_call``."""
+        qids, embs = one["qid"].tolist(), np.stack(one["query_embs"].tolist())
+        started = time.perf_counter()
+        for conn in self.conns:
+            conn.send((qids, embs))
+        inside = max(conn.recv() for conn in self.conns)
+        return time.perf_counter() - started, inside
+
+    def close(self) -> None:
+        for conn, proc in zip(self.conns, self.procs):
+            conn.send(None)
+            proc.join(timeout=30)
+
+
+def phase_times(local, remote, encoded, rounds: int = 2, core: Optional[int] = None) -> Dict[str, List[float]]:
     """Where a Ray search's time goes, per query: the local merge's calls back to back, the Ray retriever's back
-    to back, a hand-made Ray call to actors that also time their search inside (``hand``, ``inside``), then the
-    three interleaved (``interleaved …``); ``rounds`` times over."""
+    to back, a hand-made Ray call to actors that also time their search inside (``hand``, ``inside``), then those
+    three and the same search in plain child processes (no Ray; on ``core``) at nice 0 (``process``, ``process
+    inside``) and at Ray's worker niceness, 15 (``process nice 15``, ``… inside``) interleaved (``interleaved …``);
+    ``rounds`` times over."""
     import ray
 
     actors = ray_timed(remote)
+    controls = [("process", ProcessShards(remote, core)), ("process nice 15", ProcessShards(remote, core, 15))]
     ones = [encoded.iloc[i:i + 1] for i in range(len(encoded))]
 
     def timed(stage, one) -> float:
@@ -278,7 +352,7 @@ def phase_times(local, remote, encoded, rounds: int = 2) -> Dict[str, List[float
         out[f"round {r}: ray"] = [timed(remote, one) for one in ones]
         calls = [hand_call(actors, one) for one in ones]
         out[f"round {r}: hand"], out[f"round {r}: inside"] = [c[0] for c in calls], [c[1] for c in calls]
-        for key in ("local", "ray", "hand", "inside"):
+        for key in ("local", "ray", "hand", "inside", *(k for name, _ in controls for k in (name, name + " inside"))):
             out[f"round {r}: interleaved {key}"] = []
         for one in ones:
             out[f"round {r}: interleaved local"].append(timed(local, one))
@@ -286,6 +360,12 @@ def phase_times(local, remote, encoded, rounds: int = 2) -> Dict[str, List[float
             whole, inside = hand_call(actors, one)
             out[f"round {r}: interleaved hand"].append(whole)
             out[f"round {r}: interleaved inside"].append(inside)
+            for name, procs in controls:
+                whole, inside = procs.call(one)
+                out[f"round {r}: interleaved {name}"].append(whole)
+                out[f"round {r}: interleaved {name} inside"].append(inside)
+    for _, procs in controls:
+        procs.close()
     for a in actors:
         ray.kill(a)
     return out
@@ -298,9 +378,11 @@ def search(args) -> List[Dict[str, Any]]:
 
     import pyterrier_fandom_colbert as pfc
     from pyterrier_fandom_colbert.distributed.cluster import connect
-    from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever
+    from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever, ShardServer
     from pyterrier_fandom_colbert.index.sharded import merge_ranked
 
+    if args.pin:  # this process (the local merge, the driver) on core 0, the shard actors on core 1
+        os.sched_setaffinity(0, {0})
     torch.set_num_threads(args.threads)
     # numpy's BLAS and OpenMP pools too: a Ray actor runs with OMP_NUM_THREADS=1 (its CPU share), while this
     # process would otherwise give numpy's OpenBLAS a thread per core, and the local merge would be timed with
@@ -325,7 +407,8 @@ def search(args) -> List[Dict[str, Any]]:
                                                     batch_size=args.batch_size, overwrite=True).index(corpus)
         index = pfc.ShardedColBERTIndex(target)
         local = index.retriever(num_results=10)
-        remote = RayShardedRetriever(index, cpus_per_actor=0.25, num_results=10)
+        remote = RayShardedRetriever(index, cpus_per_actor=0.25, num_results=10, timeout_s=600,
+                                     server=pinned(ShardServer, 1 if args.pin else None))
         stages = [shard.retriever(num_results=10) for shard in index.shards]
 
         def frames_merge(one, stages=stages):  # the local merge as it was: a frame per shard, merged by pandas
@@ -344,7 +427,7 @@ def search(args) -> List[Dict[str, Any]]:
         if args.split:  # the same Ray calls made by hand, timed inside the actors too
             times.update(split_times(ray_timed(remote), encoded))
         if args.phases:
-            times.update(phase_times(local, remote, encoded))
+            times.update(phase_times(local, remote, encoded, core=1 if args.pin else None))
         remote.close()
         base = np.array(times["local"][5:]) * 1000
         for name, values in times.items():
@@ -352,8 +435,11 @@ def search(args) -> List[Dict[str, Any]]:
             row = {"bench": "search", "encoder": args.encoder, "shards": shards, "via": name,
                    "queries": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 2),
                    "p95_ms": round(float(np.percentile(ms, 95)), 2), "load": os.getloadavg()[0]}
-            if name in ("ray", "local, frame per shard"):  # per query, against the local merge of the same query
-                diff = ms - base
+            paired = base
+            if name.startswith("round ") and ": interleaved " in name:  # against that round's interleaved local
+                paired = np.array(times[name.split(": ")[0] + ": interleaved local"][5:]) * 1000
+            if name in ("ray", "local, frame per shard") or (paired is not base and not name.endswith(" local")):
+                diff = ms - paired  # per query, against the local merge of the same query
                 row.update(paired_p50_ms=round(float(np.percentile(diff, 50)), 2),
                            paired_p95_ms=round(float(np.percentile(diff, 95)), 2))
             rows.append(row)
@@ -377,6 +463,8 @@ def main(argv=None) -> int:
                     help="search: also time the Ray call's search inside the actors and its round trip")
     ap.add_argument("--phases", action="store_true",
                     help="search: also time each system back to back and interleaved, two rounds (phase_times)")
+    ap.add_argument("--pin", action="store_true",
+                    help="search: this process on core 0, the shard actors on core 1 (each on its own caches)")
     ap.add_argument("--settle", type=float, default=30.0,
                     help="search: seconds to wait after the Ray cluster starts, before anything is timed")
     ap.add_argument("--shard-counts", type=int, nargs="+", default=[1, 2, 4], help="search: the indexes searched")
