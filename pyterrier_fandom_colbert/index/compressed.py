@@ -290,7 +290,7 @@ class CodedLists:
         vectors = np.asarray(vectors)
         as_float = vectors.astype(np.float32)
         codes, packed = self.codec.compress(as_float)
-        doc_of_row = np.full(len(codes), doc_id, dtype=np.int64) if np.ndim(doc_id) == 0 else doc_id
+        doc_of_row = np.full(len(codes), doc_id, dtype=np.int64) if np.ndim(doc_id) == 0 else np.asarray(doc_id)
         exact = None
         if self.codec.exact_above is not None:
             rows = np.flatnonzero(self.codec.exact_mask(as_float, codes, packed))

@@ -191,7 +191,7 @@ class CompressedStore:
         if codes.dtype == torch.int16:  # uint16 ids stored as int16 (torch has no uint16 indexing)
             row_codes = row_codes.long() & 0xFFFF
         self.codec.decompress_into(row_codes, residuals.index_select(0, index), out, scratch)
-        if self.exact_rows is not None and len(self.exact_rows) and len(rows):
+        if self.exact_vectors is not None and len(rows):
             at, found = self.exact_positions(rows)
             if len(at):
                 out[torch.from_numpy(at)] = torch.from_numpy(np.asarray(self.exact_vectors[found], dtype=np.float32))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -102,6 +102,13 @@ class BlockGuard(ReadGuard):
         first = int(np.searchsorted(self.ivf_offsets, start // 4, side="right")) - 1
         last = int(np.searchsorted(self.ivf_offsets, (end - 1) // 4, side="right")) - 1
         return f"the inverted lists of centroids {first}-{last}"
+
+
+def _exact_held(row_bytes: int) -> Callable[[int, int], str]:
+    """What a block of an exact-outlier file holds (for the error naming a damaged one)."""
+    def locate(start: int, end: int) -> str:
+        return f"exact outliers {start // row_bytes}-{(end - 1) // row_bytes}"
+    return locate
 
 
 class ResidualStore(IndexStore):
@@ -237,9 +244,7 @@ class ResidualStore(IndexStore):
         arrays = []
         for name, dtype, shape in ((exact_rows_file(row_dtype), row_dtype, (count,)),
                                    (EXACT_VECTORS_FILE, np.dtype(np.float16), (count, dim))):
-            row_bytes = dtype.itemsize * (shape[1] if len(shape) > 1 else 1)
-            blocks = index.integrity.blocks(name, lambda start, end, w=row_bytes: (
-                f"exact outliers {start // w}-{(end - 1) // w}"))
+            blocks = index.integrity.blocks(name, _exact_held(dtype.itemsize * int(np.prod(shape[1:]))))
             if blocks is not None:
                 blocks.all()
             arrays.append(np.array(index.read_array(name, dtype, shape)))
