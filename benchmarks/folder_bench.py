@@ -29,6 +29,8 @@ and with ``--bf16`` also the bfloat16 vectors with the float32 folder's codec an
 codec; it reports the codec's error per vector against bfloat16's deviation and the codes bfloat16 changes, then
 searches each folder with one encoding of the questions and one TF-IDF run, fused as the ``Searcher`` fuses them
 (judged measures with qrels; the fact questions' counts and answer RR@10 with ``--facts``), and top-10 overlaps.
+``--exact-shares`` also converts the fp16 folder into residual2 folders that store that share of tokens exactly
+(``CompressionSpec.exact_share``, written by the index writer; ``--outliers`` is the older simulation of the same).
 
 ``update`` edits ``--changed`` of the folder's article pages (a sentence appended, a new revision id), writes the
 edited dump as ``.xml`` beside a copy of the folder and times ``update_folder`` on the copy, against the folder's
@@ -465,8 +467,8 @@ def variants(args) -> Dict[str, Any]:
     results: Dict[str, Any] = {}
     tops: Dict[str, Dict[str, Any]] = {}
     for name in folders:
-        searches = ["folder"] + ([] if name == "fp16" or "-seed" in name or "-exact" in name
-                                 or name.startswith("mixed-") else list(args.searches))
+        searches = ["folder"] + ([] if name == "fp16" or "-seed" in name or name.startswith("mixed-")
+                                 else list(args.searches))
         if name == "fp16" and args.outliers:
             searches.append("flat")
         for search in searches:
