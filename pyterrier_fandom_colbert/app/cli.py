@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "by centroids), residual1, residual4, or fp16 (exact vectors and a FAISS neighbour index)")
     ix.add_argument("--exact-share", type=float, default=None, metavar="S",
                     help="residual compression: the share of tokens, those the codes reconstruct worst, also stored "
-                         f"exactly (default {DEFAULT_EXACT_SHARE:g}; 0: none; about +0.6 MiB per 1,000 passages at "
+                         f"exactly (default {DEFAULT_EXACT_SHARE:g}; 0: none; about +1 MiB per 1,000 passages at "
                          "0.01, docs/app.md)")
     fusion = FusionSettings()
     ix.add_argument("--weight", type=float, default=fusion.weight, metavar="W",
