@@ -29,6 +29,8 @@ and with ``--bf16`` also the bfloat16 vectors with the float32 folder's codec an
 codec; it reports the codec's error per vector against bfloat16's deviation and the codes bfloat16 changes, then
 searches each folder with one encoding of the questions and one TF-IDF run, fused as the ``Searcher`` fuses them
 (judged measures with qrels; the fact questions' counts and answer RR@10 with ``--facts``), and top-10 overlaps.
+``--exact-shares`` also converts the fp16 folder into residual2 folders that store that share of tokens exactly
+(``CompressionSpec.exact_share``, written by the index writer; ``--outliers`` is the older simulation of the same).
 
 ``update`` edits ``--changed`` of the folder's article pages (a sentence appended, a new revision id), writes the
 edited dump as ``.xml`` beside a copy of the folder and times ``update_folder`` on the copy, against the folder's
@@ -63,6 +65,7 @@ def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec:
 
     from pyterrier_fandom_colbert.app.folder import COLBERT_DIR, MANIFEST, Manifest, _parts_of, folder_bytes
     from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+    from pyterrier_fandom_colbert.index.compressed import CompressionSpec
     from pyterrier_fandom_colbert.index.writer import IndexWriter
     from pyterrier_fandom_colbert.storage import build_manifest, read_json, write_json
 
@@ -80,8 +83,8 @@ def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec:
                        np.asarray(source.token_ids[start:end]), _parts_of(source, doc))
         writer.truncated_docs, writer.windowed_docs = meta.truncated_docs, meta.windowed_docs
     manifest = Manifest.from_dict(read_json(out / MANIFEST))
-    fmt = compression if isinstance(compression, str) else compression.format
-    settings = dataclasses.replace(manifest.settings, compression=fmt)
+    spec = CompressionSpec(compression) if isinstance(compression, str) else compression
+    settings = dataclasses.replace(manifest.settings, compression=spec.format, exact_share=spec.exact_share)
     if vectors_of is not None:  # simulated vectors are searched exhaustively (no neighbour index to train)
         settings = dataclasses.replace(settings, faiss="flat")
     manifest = dataclasses.replace(manifest, settings=settings,
@@ -213,7 +216,7 @@ def question_set(args):
 
 def vector_rows(folder: Path, start: int, end: int):
     """Token vectors ``[start, end)`` of a folder's ColBERT index as float32: an fp16 index's stored vectors, a
-    compressed index's decompressed ones."""
+    compressed index's decompressed ones (its exact outliers as stored)."""
     import numpy as np
 
     from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
@@ -221,8 +224,7 @@ def vector_rows(folder: Path, start: int, end: int):
     index = ColBERTIndex(folder / "colbert")
     if not index.compressed:
         return np.asarray(index.vectors[start:end], dtype=np.float32)
-    arrays = index.store.arrays  # type: ignore[attr-defined]
-    return index.codec.decompress(np.asarray(arrays.codes[start:end]), np.asarray(arrays.residuals[start:end]))
+    return index.store.rows(start, end)
 
 
 def codec_noise(out: Path, rule: str) -> Dict[str, Any]:
@@ -338,6 +340,16 @@ def make_variants(args, source) -> Dict[str, Any]:
             report[f"codec_noise_{rule}"] = codec_noise(args.out, rule)
         for share in args.outliers:
             report.setdefault("outliers", {})[f"{rule}-{share:g}"] = mixed_folder(args.out, rule, share)
+        for share in (s for s in args.exact_shares if s > 0):  # exact outliers, written by the index writer
+            name = f"residual2-{rule}-exact{share:g}"
+            if not (args.out / name / "manifest.json").exists() or args.reconvert:
+                started = time.perf_counter()
+                convert(args.out / "fp16", args.out / name, dataclasses.replace(spec, exact_share=share))
+                report["convert_seconds"][name] = round(time.perf_counter() - started, 1)
+            index = ColBERTIndex(args.out / name / "colbert")
+            report.setdefault("exact_outliers", {})[name] = {"exact_above": index.codec.exact_above,
+                                                             "exact_rows": index.meta.exact_rows,
+                                                             "tokens": index.meta.num_tokens}
     return report
 
 
@@ -440,6 +452,8 @@ def variants(args) -> Dict[str, Any]:
         topics = pd.DataFrame({"qid": [q["qid"] for q in facts], "query": [q["question"] for q in facts]})
     folders = ["fp16"] + [f"{p}residual2-{rule}{x}" for rule in args.centroids
                           for p, x in ((("", ""), ("bf16-", ""), ("", "-seed1")) if args.bf16 else (("", ""),))]
+    folders += [f"residual2-{rule}-exact{share:g}" for rule in args.centroids for share in args.exact_shares
+                if share > 0]
     for name in folders:
         report.setdefault("sizes", {})[name] = sizes(args.out / name)
     if args.outliers:  # the simulated folders, and fp16's exact vectors under the same (flat) search
@@ -588,6 +602,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     v.add_argument("--outliers", nargs="*", type=float, default=[], metavar="SHARE",
                    help="also simulate codecs that keep each SHARE (e.g. 0 0.01) of the worst-coded tokens exact: "
                         "fp16 folders of mixed vectors, searched with exact neighbour search")
+    v.add_argument("--exact-shares", nargs="*", type=float, default=[], metavar="SHARE",
+                   help="also residual2 folders that store this share of tokens exactly (CompressionSpec.exact_share; "
+                        "0: the plain residual2 folder), written by the index writer")
     v.add_argument("--build-only", action="store_true")
     v.add_argument("--reconvert", action="store_true", help="write the residual2 conversions again")
     u = sub.add_parser("update")

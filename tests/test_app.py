@@ -61,6 +61,12 @@ def test_cli_index_then_search_json(tmp_path, tiny_bert_dir, capsys):
     assert manifest.passages == len(reference) and f"{len(reference):,} passages" in summary
     assert manifest.articles == len({r["page_id"] for r in reference.values()})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wiki"]  # no temporary folder left beside it
+    # residual2 with its worst-coded tokens also stored exactly, as recorded
+    from pyterrier_fandom_colbert.app.folder import DEFAULT_EXACT_SHARE
+
+    index = pfc.ColBERTIndex(folder / "colbert")
+    assert (manifest.settings.compression, manifest.settings.exact_share) == ("residual2", DEFAULT_EXACT_SHARE)
+    assert index.meta.exact_rows > 0 and index.codec.exact_above is not None
 
     assert main(["search", str(folder), QUESTION, "--json", "-k", "4", "--system", "hybrid"]) == 0
     response = json.loads(capsys.readouterr().out)

@@ -245,3 +245,44 @@ def test_an_fp16_folder_updates_to_what_a_fresh_build_makes(tmp_path, colbert, t
     for got, expected in zip(results(folder, colbert), results(tmp_path / "fresh", colbert)):
         assert [d for d, _ in got] == [d for d, _ in expected]
         np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=2e-3)
+
+
+def test_a_folder_with_exact_outliers_updates_to_what_a_build_with_its_codec_makes(tmp_path, colbert, tiny_bert_dir,
+                                                                                  capsys):
+    from pyterrier_fandom_colbert.app.folder import SearchSettings
+
+    settings = SearchSettings(exact_share=0.05)
+    (tmp_path / "first").mkdir()
+    folder = tmp_path / "wiki"
+    build_folder(small_dump(tmp_path / "first" / "small.xml"), folder, colbert=colbert, checkpoint=tiny_bert_dir,
+                 settings=settings)
+    before = pfc.ColBERTIndex(folder / COLBERT_DIR)
+    assert before.meta.exact_rows > 0 and before.codec.exact_above is not None
+    dump = edited_dump(tmp_path)
+    report = update_folder(dump, folder, colbert=colbert)
+    assert report.manifest.settings.exact_share == 0.05  # kept, as every setting
+    fresh = tmp_path / "fresh"
+    build_folder(dump, fresh, colbert=colbert, checkpoint=tiny_bert_dir, settings=settings,
+                 codec_from=tmp_path / "wiki")
+    after = pfc.ColBERTIndex(folder / COLBERT_DIR)
+    assert after.meta.exact_rows == pfc.ColBERTIndex(fresh / COLBERT_DIR).meta.exact_rows > 0
+    for name in ("codes.u16", "residuals.u8", "exact_rows.u32", "offsets.i64"):
+        assert (folder / COLBERT_DIR / name).read_bytes() == (fresh / COLBERT_DIR / name).read_bytes(), name
+    # the kept pages' exact vectors are those of the first build, whose batches padded them differently (the
+    # fp16 folders' test above): equal up to their last bits, as the scores
+    mine, theirs = (np.fromfile(f / COLBERT_DIR / "exact_vectors.f16", dtype=np.float16).astype(np.float32)
+                    for f in (folder, fresh))
+    np.testing.assert_allclose(mine, theirs, atol=2e-3)
+    for got, expected in zip(results(folder, colbert), results(fresh, colbert)):
+        assert [d for d, _ in got] == [d for d, _ in expected]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=2e-3)
+    with pytest.raises(ValueError, match=r"its codec stores exact outliers, but exact_share=0\.0"):
+        build_folder(dump, tmp_path / "other", colbert=colbert, codec_from=folder)
+    # pfc index: --exact-share checked before any model loads; fp16 has none to store
+    assert main(["index", str(SAMPLE), str(tmp_path / "x"), "--exact-share", "1.5", "--quiet"]) == 2
+    assert "exact_share=1.5; expected a share of the tokens in [0, 1)" in capsys.readouterr().err
+    assert main(["index", str(SAMPLE), str(tmp_path / "x"), "--exact-share", "0.01", "--compression", "fp16",
+                 "--quiet"]) == 2
+    assert "--exact-share 0.01 needs a residual --compression" in capsys.readouterr().err
+    assert main(["index", str(SAMPLE), str(folder), "--update", "--exact-share", "0.02", "--quiet"]) == 2
+    assert "leave out --exact-share" in capsys.readouterr().err

@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ..index.__main__ import add_build_ann_arguments
     from ..index.layout import FORMATS
     from ..model.colbert import CPU_PRECISIONS
+    from .folder import DEFAULT_EXACT_SHARE
     from .hybrid import NORMALISATIONS, FusionSettings
     from .queries import MAX_K, SYSTEMS
 
@@ -54,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--compression", choices=FORMATS, default=None,
                     help="how the ColBERT index stores vectors: residual2 (default: 2 bits per dimension, searched "
                          "by centroids), residual1, residual4, or fp16 (exact vectors and a FAISS neighbour index)")
+    ix.add_argument("--exact-share", type=float, default=None, metavar="S",
+                    help="residual compression: the share of tokens, those the codes reconstruct worst, also stored "
+                         f"exactly (default {DEFAULT_EXACT_SHARE:g}; 0: none; about +1 MiB per 1,000 passages at "
+                         "0.01, docs/app.md)")
     fusion = FusionSettings()
     ix.add_argument("--weight", type=float, default=fusion.weight, metavar="W",
                     help=f"the hybrid's TF-IDF share, 0 to 1 (pfc.Hybrid; default {fusion.weight:g})")
@@ -240,6 +245,7 @@ def _check_index(args: argparse.Namespace) -> None:
     if args.update:
         given = [name for name, value in (("--overwrite", args.overwrite), ("--checkpoint", args.checkpoint),
                                           ("--compression", args.compression), ("--faiss", args.faiss),
+                                          ("--exact-share", args.exact_share is not None),
                                           ("--min-words", args.min_words), ("--ray", args.ray is not None))
                  if value]
         if given:
@@ -249,6 +255,7 @@ def _check_index(args: argparse.Namespace) -> None:
             raise FileNotFoundError(f"{folder} is not a search folder to update; build one with `pfc index "
                                     f"{args.source} {folder}`")
         return
+    _check_exact_share(args)
     if args.faiss is not None and (args.compression or "residual2") != "fp16":
         raise ValueError(f"--faiss {args.faiss} needs --compression fp16: a {args.compression or 'residual2'} index "
                          "is searched by its centroids, with no neighbour index")
@@ -330,6 +337,16 @@ def _verify(args) -> int:
     return 0
 
 
+def _check_exact_share(args: argparse.Namespace) -> None:
+    if args.exact_share is not None:
+        from ..index.codec import check_exact_share
+
+        check_exact_share(args.exact_share)
+        if args.exact_share and args.compression == "fp16":
+            raise ValueError(f"--exact-share {args.exact_share:g} needs a residual --compression: an fp16 index "
+                             "stores every vector exactly already")
+
+
 def _build_ann(args) -> int:
     from ..index.__main__ import run_build_ann
 
@@ -337,7 +354,7 @@ def _build_ann(args) -> int:
 
 
 def _index(args) -> int:
-    from .folder import SearchSettings, build_folder, update_folder
+    from .folder import DEFAULT_EXACT_SHARE, SearchSettings, build_folder, update_folder
     from .hybrid import FusionSettings
 
     if args.update:
@@ -345,9 +362,12 @@ def _index(args) -> int:
         print(report.summary())
         return 0
     compression = args.compression or "residual2"
+    exact_share = args.exact_share
+    if exact_share is None:
+        exact_share = 0.0 if compression == "fp16" else DEFAULT_EXACT_SHARE
     settings = SearchSettings(fusion=FusionSettings(weight=args.weight, normalise=args.normalise,
                                                     depth=args.depth), compression=compression,
-                              faiss=args.faiss or "ivf")
+                              exact_share=exact_share, faiss=args.faiss or "ivf")
     passage_config = None
     if args.min_words is not None:
         from ..data.passages import PassageConfig

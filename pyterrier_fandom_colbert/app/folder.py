@@ -92,6 +92,11 @@ ANN_MIN_TOKENS = 4_000_000
 ADVISE_REBUILD = 0.25
 
 
+#: the share of tokens a residual folder built by ``pfc index`` also stores exactly (``--exact-share``): the 1% the
+#: codec reconstructs worst, which gives the PokéClicker fact questions back what 2-bit codes lose (docs/app.md)
+DEFAULT_EXACT_SHARE = 0.01
+
+
 @dataclass(frozen=True)
 class SearchSettings(JsonConfig):
     """How the folder is searched: results per system before fusion, the ColBERT neighbour search, explanations."""
@@ -101,6 +106,10 @@ class SearchSettings(JsonConfig):
     #: by its centroids; about a sixth of the fp16 folder on disk at the same search quality, docs/app.md),
     #: ``residual1``, ``residual4`` or ``fp16`` (exact vectors and a FAISS neighbour index)
     compression: str = "residual2"
+    #: residual formats only: the share of tokens (those the codec reconstructs worst) also stored exactly
+    #: (``CompressionSpec.exact_share``; 0: none, and what a folder built before the option reads as; ``pfc index``
+    #: builds residual folders with :data:`DEFAULT_EXACT_SHARE`)
+    exact_share: float = 0.0
     #: fp16 only: token neighbours per query vector in ColBERT end-to-end retrieval (None: the retriever's default)
     k_hat: Optional[int] = 64
     #: fp16 only: ``flat`` (exact, every token vector read per query) or a FAISS kind (docs/index.md); IVF halves
@@ -125,6 +134,25 @@ class SearchSettings(JsonConfig):
 
         if self.compression not in FORMATS:
             raise ValueError(f"compression={self.compression!r}; expected one of {FORMATS}")
+        from ..index.codec import check_exact_share
+
+        check_exact_share(self.exact_share)
+        if self.exact_share and self.compression == "fp16":
+            raise ValueError(f"exact_share={self.exact_share} needs a residual compression; an fp16 index stores "
+                             "every vector exactly already")
+
+    def to_dict(self) -> Dict[str, Any]:
+        """As JSON; ``exact_share`` only when above 0 (a folder without exact outliers records what it did before)."""
+        values = super().to_dict()
+        if not self.exact_share:
+            del values["exact_share"]
+        return values
+
+    def compression_spec(self):
+        """The ColBERT index's :class:`~..index.compressed.CompressionSpec`: its format and exact share."""
+        from ..index.compressed import CompressionSpec
+
+        return CompressionSpec(self.compression, exact_share=self.exact_share)
 
     def dense_options(self) -> Dict[str, Any]:
         """The options of the ColBERT index's retriever that the settings fix (the fp16 neighbour search; a
@@ -641,6 +669,10 @@ def _codec_of(folder: Path, settings: SearchSettings):
     if not index.compressed or index.compression != settings.compression:
         raise ValueError(f"codec_from={str(folder)!r}: its ColBERT index is {index.compression}, not "
                          f"{settings.compression}; give a folder built with compression {settings.compression!r}")
+    if (index.codec.exact_above is not None) != (settings.exact_share > 0):
+        has = "stores" if index.codec.exact_above is not None else "does not store"
+        raise ValueError(f"codec_from={str(folder)!r}: its codec {has} exact outliers, but exact_share="
+                         f"{settings.exact_share}; give the settings of that folder's manifest")
     return index.codec
 
 
@@ -690,13 +722,16 @@ def _build(source, folder: Path, *, checkpoint: Optional[str], colbert, settings
             from .sharded import build_sharded_colbert
 
             sharded = build_sharded_colbert(tmp / COLBERT_DIR, _stored_passages(tfidf, count), ray,
-                                            checkpoint=checkpoint, batch_size=colbert.batch_size, verbose=verbose)
+                                            checkpoint=checkpoint, batch_size=colbert.batch_size, verbose=verbose,
+                                            compression=settings.compression_spec() if settings.compression != "fp16"
+                                            else "residual2")  # (sharded folders are always compressed)
             tokens = sharded.meta.num_tokens
         else:
             if codec is None and previous is None:  # a fresh build: encode everything, train the codec on it
                 # the indexer's own read batch (1,024 passages, length-sorted together: little padding)
                 index.indexer(colbert, verbose=verbose, ann=None,
-                              compression=settings.compression).index(_stored_passages(tfidf, count), total=count)
+                              compression=settings.compression_spec()).index(_stored_passages(tfidf, count),
+                                                                             total=count)
             else:
                 _assemble(index, colbert, tfidf, reuse, settings, codec, previous, tmp / _ENCODED, verbose)
             tokens = index.meta.num_tokens
@@ -821,7 +856,7 @@ def _assemble(index, colbert, tfidf, reuse: np.ndarray, settings: SearchSettings
                          f"as this build would (windows, stride {stride}); rebuild the folder")
     docnos = tfidf.docnos.fwd[np.arange(count)] if count else []
     writer = IndexWriter(index.path, colbert.config, colbert.fingerprint(), long_docs="windows", stride=stride,
-                         compression=settings.compression, codec=codec)
+                         compression=settings.compression_spec(), codec=codec)
     with writer:
         windowed = 0
         sources = (old, encoded)
@@ -842,7 +877,8 @@ def _assemble(index, colbert, tfidf, reuse: np.ndarray, settings: SearchSettings
                 assert isinstance(store, ResidualStore)
                 arrays = store.arrays
                 writer.add_coded(str(docno), np.asarray(arrays.codes[start:end]),
-                                 np.asarray(arrays.residuals[start:end]), ids, parts)
+                                 np.asarray(arrays.residuals[start:end]), ids, parts,
+                                 exact=arrays.exact_between(start, end) if codec.exact_above is not None else None)
             else:
                 writer.add(str(docno), np.asarray(source.vectors[start:end]), ids, parts)
         writer.truncated_docs, writer.windowed_docs = 0, windowed

@@ -41,13 +41,14 @@ class RayBuild:
 
 
 def build_sharded_colbert(path: Path, passages: Iterable[dict], ray: RayBuild, *, checkpoint: Optional[str],
-                          batch_size: int, verbose: bool) -> "ShardedColBERTIndex":
-    """Build the folder's ColBERT part at ``path`` as a sharded index on the Ray cluster ``ray``."""
+                          batch_size: int, verbose: bool, compression: Any = "residual2") -> "ShardedColBERTIndex":
+    """Build the folder's ColBERT part at ``path`` as a sharded index on the Ray cluster ``ray`` (``compression``:
+    the folder's format name or CompressionSpec)."""
     from ..distributed.build import ShardedIndexer
 
     indexer = ShardedIndexer(path, checkpoint, num_shards=ray.shards,
                              shard_size=None if ray.shards else SHARD_SIZE, workers=ray.workers,
-                             batch_size=batch_size, address=ray.address, verbose=verbose)
+                             batch_size=batch_size, address=ray.address, verbose=verbose, compression=compression)
     return indexer.index(list(passages))
 
 

@@ -19,11 +19,11 @@ files (see compressed.py for those).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import numpy as np
 
-from ..checks import positive_int
+from ..checks import positive_int, real_in_range
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -52,6 +52,26 @@ def check_nbits(nbits: int, dim: int) -> None:
     if dim % per_byte:
         raise ValueError(f"dim={dim} is not a multiple of {per_byte}: {nbits}-bit codes pack {per_byte} dimensions "
                          "per byte")
+
+
+def check_exact_share(share: Any) -> float:
+    """``share`` if it is a share of tokens in ``[0, 1)``, else a ValueError naming it.
+
+    >>> check_exact_share(0.01)
+    0.01
+    >>> check_exact_share(-0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: exact_share=-0.5; expected a share of the tokens in [0, 1) (stored exactly as well as coded)
+    """
+    what = "a share of the tokens in [0, 1) (stored exactly as well as coded)"
+    try:
+        real_in_range("exact_share", share, 0.0, what=what)
+    except ValueError:
+        raise ValueError(f"exact_share={share!r}; expected {what}") from None
+    if not share < 1:
+        raise ValueError(f"exact_share={share!r}; expected {what}")
+    return float(share)
 
 
 def default_num_centroids(num_tokens: int) -> int:
@@ -220,9 +240,13 @@ class ResidualCodec:
     ([0], [[28]])
     >>> codec.decompress(codes, packed).astype(np.float64).round(2).tolist()
     [[0.85, 0.15, -0.05, -0.15]]
+
+    ``exact_above``, when set, is the reconstruction error (:meth:`errors`) beyond which an index written with this
+    codec also stores a token's vector exactly (its "exact outliers"; :func:`exact_threshold`); None: none are.
     """
 
-    def __init__(self, centroids: np.ndarray, cutoffs: np.ndarray, weights: np.ndarray, nbits: int):
+    def __init__(self, centroids: np.ndarray, cutoffs: np.ndarray, weights: np.ndarray, nbits: int,
+                 exact_above: Optional[float] = None):
         self.centroids = np.ascontiguousarray(centroids, dtype=np.float32)
         self.cutoffs = np.ascontiguousarray(cutoffs, dtype=np.float32)
         self.weights = np.ascontiguousarray(weights, dtype=np.float32)
@@ -233,6 +257,10 @@ class ResidualCodec:
             raise ValueError(f"cutoffs {self.cutoffs.shape} and weights {self.weights.shape} do not fit {nbits}-bit "
                              f"codes of dimension {self.dim}: expected ({self.dim}, {options - 1}) and "
                              f"({self.dim}, {options})")
+        if exact_above is not None and not (isinstance(exact_above, (int, float)) and math.isfinite(exact_above)
+                                            and exact_above >= 0):
+            raise ValueError(f"exact_above={exact_above!r}; expected a finite reconstruction error >= 0 or None")
+        self.exact_above = None if exact_above is None else float(exact_above)
         self._tables: dict = {}
 
     @property
@@ -281,6 +309,18 @@ class ResidualCodec:
         ids = unpack_bits(packed, self.nbits)
         return self.centroids[np.asarray(codes, dtype=np.int64)] + self.weights[np.arange(self.dim), ids]
 
+    def errors(self, vectors: np.ndarray, codes: np.ndarray, packed: np.ndarray) -> np.ndarray:
+        """Reconstruction error ``[n]`` float32 of each of ``vectors [n, d]`` coded as ``(codes, packed)``: the L2
+        norm of the vector minus its decompressed form (row by row, so the same whatever the batch)."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        return np.linalg.norm(self.decompress(codes, packed) - vectors, axis=1)
+
+    def exact_mask(self, vectors: np.ndarray, codes: np.ndarray, packed: np.ndarray) -> np.ndarray:
+        """Which of ``vectors`` an index stores exactly as well (error above :attr:`exact_above`; none if unset)."""
+        if self.exact_above is None:
+            return np.zeros(len(codes), dtype=bool)
+        return self.errors(vectors, codes, packed) > self.exact_above
+
     def decompress_into(self, codes: "torch.Tensor", packed: "torch.Tensor", out: "torch.Tensor",
                         scratch: Optional["torch.Tensor"] = None) -> "torch.Tensor":
         """:meth:`decompress` in torch, into ``out [n, d]`` float32 (CPU), with one table gather per packed
@@ -306,4 +346,24 @@ class ResidualCodec:
         return self._tables["torch"]
 
     def __repr__(self) -> str:
-        return f"ResidualCodec(num_centroids={self.num_centroids}, dim={self.dim}, nbits={self.nbits})"
+        exact = "" if self.exact_above is None else f", exact_above={self.exact_above:.4g}"
+        return f"ResidualCodec(num_centroids={self.num_centroids}, dim={self.dim}, nbits={self.nbits}{exact})"
+
+
+def exact_threshold(codec: ResidualCodec, sample: np.ndarray, share: float) -> Optional[float]:
+    """The reconstruction error above which ``share`` of ``sample [n, d]`` (the codec's training sample) falls:
+    the ``1 − share`` quantile of their :meth:`~ResidualCodec.errors` (None for ``share`` 0: nothing stored
+    exactly). Tokens coded worse than it are an index's exact outliers.
+
+    >>> codec = ResidualCodec(np.eye(2, 4), np.tile([-0.1, 0., 0.1], (4, 1)), np.tile([-0.15, -0.05, 0.05, 0.15],
+    ...                       (4, 1)), nbits=2)
+    >>> sample = np.array([[1., 0, 0, 0], [1., 0, 0, 0.5], [0, 1., 0.9, 0]])  # errors 0.1, √0.13, √0.57
+    >>> round(exact_threshold(codec, sample, 0.5), 4)  # the median
+    0.3606
+    """
+    if share == 0:
+        return None
+    sample = np.asarray(sample, dtype=np.float32)
+    errors = np.concatenate([codec.errors(sample[s:s + ASSIGN_BLOCK], *codec.compress(sample[s:s + ASSIGN_BLOCK]))
+                             for s in range(0, len(sample), ASSIGN_BLOCK)])
+    return float(np.quantile(errors, 1 - share))

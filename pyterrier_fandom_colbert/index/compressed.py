@@ -11,18 +11,26 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
 from ..checks import positive_int
 from ..progress import progress
 from ..storage import JsonConfig, write_json
-from .codec import ResidualCodec, check_nbits, code_dtype, default_num_centroids
+from .codec import (
+    ResidualCodec,
+    check_exact_share,
+    check_nbits,
+    code_dtype,
+    default_num_centroids,
+    exact_threshold,
+)
 from .layout import (
     CENTROIDS_FILE,
     CODEC_FILE,
     CUTOFFS_FILE,
+    EXACT_VECTORS_FILE,
     FORMATS,
     IVF_DOCS_FILE,
     IVF_OFFSETS_FILE,
@@ -32,6 +40,7 @@ from .layout import (
 from .residual_search import doc_code_pairs
 
 _PAIRS_SPILL = "pairs.spill"
+_EXACT_ROWS_SPILL = "exact_rows.spill"
 #: token rows quantised per chunk while building (whole documents; ~32 MB of float32 at d = 128)
 CHUNK_TOKENS = 65536
 
@@ -59,6 +68,19 @@ def token_ids_file(dtype: np.dtype) -> str:
     return "token_ids.u16" if np.dtype(dtype) == np.uint16 else "token_ids.i32"
 
 
+def exact_rows_file(dtype: np.dtype) -> str:
+    return "exact_rows.u32" if np.dtype(dtype) == np.uint32 else "exact_rows.i64"
+
+
+def exact_row_dtype(num_tokens: int) -> np.dtype:
+    """The dtype of an index's exact-outlier row ids: uint32 when every row id fits, else int64.
+
+    >>> exact_row_dtype(2**32), exact_row_dtype(2**32 + 1)
+    (dtype('uint32'), dtype('int64'))
+    """
+    return np.dtype(np.uint32) if num_tokens <= 1 << 32 else np.dtype(np.int64)
+
+
 def compressed_files(info: Dict[str, Any]) -> List[str]:
     """The files a compressed index stores besides ``offsets.i64``, ``docnos.npids``, ``colbert_config.json`` (and
     ``parts.i64``), given its ``codec.json``.
@@ -66,19 +88,28 @@ def compressed_files(info: Dict[str, Any]) -> List[str]:
     >>> compressed_files({"code_dtype": "uint16", "token_id_dtype": "int32"})[:2]
     ['codec.json', 'centroids.f16']
     """
-    return [CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE, codes_file(np.dtype(info["code_dtype"])),
-            RESIDUALS_FILE, IVF_OFFSETS_FILE, IVF_DOCS_FILE, token_ids_file(np.dtype(info["token_id_dtype"]))]
+    names = [CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE, codes_file(np.dtype(info["code_dtype"])),
+             RESIDUALS_FILE, IVF_OFFSETS_FILE, IVF_DOCS_FILE, token_ids_file(np.dtype(info["token_id_dtype"]))]
+    if "exact_rows" in info:
+        names += [exact_rows_file(np.dtype(info["exact_row_dtype"])), EXACT_VECTORS_FILE]
+    return names
 
 
 def array_layout(info: Dict[str, Any], num_tokens: int, num_docs: int, dim: int) -> Dict[str, Tuple[Any, Tuple]]:
     """(dtype, shape) of each array file of a compressed index, as its ``codec.json`` and sizes imply."""
     nbits, centroids = int(info["nbits"]), int(info["num_centroids"])
     code, token_id = np.dtype(info["code_dtype"]), np.dtype(info["token_id_dtype"])
-    return {CENTROIDS_FILE: (np.float16, (centroids, dim)), CUTOFFS_FILE: (np.float32, (dim, (1 << nbits) - 1)),
-            WEIGHTS_FILE: (np.float32, (dim, 1 << nbits)), codes_file(code): (code, (num_tokens,)),
-            RESIDUALS_FILE: (np.uint8, (num_tokens, dim * nbits // 8)),
-            IVF_OFFSETS_FILE: (np.int64, (centroids + 1,)), IVF_DOCS_FILE: (np.int32, (int(info["num_pairs"]),)),
-            token_ids_file(token_id): (token_id, (num_tokens,))}
+    layout: Dict[str, Tuple[Any, Tuple]] = {
+        CENTROIDS_FILE: (np.float16, (centroids, dim)), CUTOFFS_FILE: (np.float32, (dim, (1 << nbits) - 1)),
+        WEIGHTS_FILE: (np.float32, (dim, 1 << nbits)), codes_file(code): (code, (num_tokens,)),
+        RESIDUALS_FILE: (np.uint8, (num_tokens, dim * nbits // 8)),
+        IVF_OFFSETS_FILE: (np.int64, (centroids + 1,)), IVF_DOCS_FILE: (np.int32, (int(info["num_pairs"]),)),
+        token_ids_file(token_id): (token_id, (num_tokens,))}
+    if "exact_rows" in info:
+        rows, row_dtype = int(info["exact_rows"]), np.dtype(info["exact_row_dtype"])
+        layout[exact_rows_file(row_dtype)] = (row_dtype, (rows,))
+        layout[EXACT_VECTORS_FILE] = (np.float16, (rows, dim))
+    return layout
 
 
 @dataclass(frozen=True)
@@ -86,7 +117,10 @@ class CompressionSpec(JsonConfig):
     """How an index is stored: ``format`` ``'fp16'`` or ``'residual1'``/``'residual2'``/``'residual4'`` (bits per
     dimension), and for the residual formats the codec's training: ``num_centroids`` (default: the power of two
     nearest ``4·sqrt(num_tokens)``), ``sample`` token vectors for k-means (default ``32 · num_centroids``, at
-    least 65,536), ``niter`` k-means iterations, ``seed``.
+    least 65,536), ``niter`` k-means iterations, ``seed``, and ``exact_share``: the share of the training sample
+    whose reconstruction error (L2) sets the codec's ``exact_above`` threshold; every token coded worse than it is
+    also stored exactly (fp16) beside its codes and read instead of them (0, the default: none; docs/index.md,
+    "Exact outliers").
 
     >>> CompressionSpec("residual2").nbits, CompressionSpec("fp16").compressed
     (2, False)
@@ -94,6 +128,10 @@ class CompressionSpec(JsonConfig):
     Traceback (most recent call last):
     ...
     ValueError: num_centroids=0; expected a positive integer or None (centroids; None: the default)
+    >>> CompressionSpec("residual2", exact_share=1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: exact_share=1.0; expected a share of the tokens in [0, 1) (stored exactly as well as coded)
     """
 
     format: str = "fp16"
@@ -101,6 +139,7 @@ class CompressionSpec(JsonConfig):
     sample: Optional[int] = None
     niter: int = 4
     seed: int = 0
+    exact_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -110,6 +149,24 @@ class CompressionSpec(JsonConfig):
         positive_int("niter", self.niter, what="k-means iterations")
         if self.num_centroids is not None and self.num_centroids > 1 << 31:
             raise ValueError(f"num_centroids={self.num_centroids} is beyond int32 centroid ids")
+        check_exact_share(self.exact_share)
+        if self.exact_share and not self.compressed:
+            raise ValueError(f"exact_share={self.exact_share} needs a residual format; compression={self.format!r} "
+                             "stores every vector exactly already")
+
+    def to_dict(self) -> Dict[str, Any]:
+        """As JSON; ``exact_share`` only when above 0 (so a spec without exact outliers reads as before)."""
+        values = super().to_dict()
+        if not self.exact_share:
+            del values["exact_share"]
+        return values
+
+    def train_codec(self, sample: np.ndarray, num_centroids: int) -> ResidualCodec:
+        """A codec trained on ``sample [n, d]`` (float32) with this spec's settings, its ``exact_above`` set from
+        ``exact_share`` of the same sample (:func:`~.codec.exact_threshold`)."""
+        codec = ResidualCodec.train(sample, self.nbits, num_centroids, niter=self.niter, seed=self.seed)
+        codec.exact_above = exact_threshold(codec, sample, self.exact_share)
+        return codec
 
     @property
     def compressed(self) -> bool:
@@ -178,7 +235,7 @@ def compress_spill(folder: Path, num_tokens: int, dim: int, spec: CompressionSpe
     rng = np.random.default_rng(spec.seed)
     rows = np.sort(rng.choice(num_tokens, size=sample_size, replace=False))
     sample = np.asarray(vectors[rows], dtype=np.float32)
-    codec = ResidualCodec.train(sample, nbits, num_centroids, niter=spec.niter, seed=spec.seed)
+    codec = spec.train_codec(sample, num_centroids)
     del sample
     trained = time.perf_counter()
 
@@ -187,8 +244,7 @@ def compress_spill(folder: Path, num_tokens: int, dim: int, spec: CompressionSpe
     try:
         for first, end in doc_chunks(offsets, chunk_tokens):
             lo, hi = int(offsets[first]), int(offsets[end])
-            codes, packed = codec.compress(np.asarray(vectors[lo:hi], dtype=np.float32))
-            lists.add(codes, packed, np.repeat(np.arange(first, end), np.diff(offsets[first:end + 1])))
+            lists.add_vectors(np.repeat(np.arange(first, end), np.diff(offsets[first:end + 1])), vectors[lo:hi])
             bar.update(hi - lo)
     except BaseException:
         lists.close()
@@ -207,6 +263,8 @@ class CodedLists:
     packed residuals are appended as the document arrives (:meth:`add_vectors` compresses a document's vectors,
     :meth:`add` takes codes made earlier, e.g. copied from another index with the same codec), the (centroid,
     document) pairs are spilled, and :meth:`finish` scatters them into the inverted lists and writes the codec.
+    With a codec that has an ``exact_above`` threshold, the rows coded worse than it are also appended, exactly
+    (fp16), to the exact outliers' files.
 
     Documents must arrive in document-id order (the inverted lists come out ascending).
     """
@@ -217,18 +275,33 @@ class CodedLists:
         self.code_dtype = code_dtype(codec.num_centroids)
         self.counts = np.zeros(codec.num_centroids, dtype=np.int64)
         self.num_tokens = 0
+        self.num_exact = 0
         self._codes = open(self.folder / codes_file(self.code_dtype), "wb")  # noqa: SIM115 (close/finish close them)
         self._residuals = open(self.folder / RESIDUALS_FILE, "wb")  # noqa: SIM115
         self._pairs = open(self.folder / _PAIRS_SPILL, "wb")  # noqa: SIM115
+        self._exact_rows = self._exact_vectors = None
+        if codec.exact_above is not None:
+            self._exact_rows = open(self.folder / _EXACT_ROWS_SPILL, "wb")  # noqa: SIM115
+            self._exact_vectors = open(self.folder / EXACT_VECTORS_FILE, "wb")  # noqa: SIM115
 
-    def add_vectors(self, doc_id: int, vectors: np.ndarray) -> None:
-        """Compress one document's vectors ``[n, d]`` with the codec and append them."""
-        codes, packed = self.codec.compress(np.asarray(vectors, dtype=np.float32))
-        self.add(codes, packed, np.full(len(codes), doc_id, dtype=np.int64))
+    def add_vectors(self, doc_id: Union[int, np.ndarray], vectors: np.ndarray) -> None:
+        """Compress vectors ``[n, d]`` (fp16 values) with the codec and append them: one document's (``doc_id``
+        an int) or whole documents' (``doc_id``: the document of each row, ascending)."""
+        vectors = np.asarray(vectors)
+        as_float = vectors.astype(np.float32)
+        codes, packed = self.codec.compress(as_float)
+        doc_of_row = np.full(len(codes), doc_id, dtype=np.int64) if np.ndim(doc_id) == 0 else np.asarray(doc_id)
+        exact = None
+        if self.codec.exact_above is not None:
+            rows = np.flatnonzero(self.codec.exact_mask(as_float, codes, packed))
+            exact = (rows, vectors[rows])
+        self.add(codes, packed, doc_of_row, exact)
 
-    def add(self, codes: np.ndarray, packed: np.ndarray, doc_of_row: np.ndarray) -> None:
+    def add(self, codes: np.ndarray, packed: np.ndarray, doc_of_row: np.ndarray,
+            exact: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> None:
         """Append coded rows (centroid ids ``[n]``, packed residuals ``[n, packed_bytes]``) of the documents
-        ``doc_of_row [n]`` (ascending, after every document added before)."""
+        ``doc_of_row [n]`` (ascending, after every document added before); ``exact``: with a codec that stores
+        exact outliers, which of these rows are (ascending positions among them) and their vectors."""
         codes = np.asarray(codes)
         packed = np.asarray(packed, dtype=np.uint8)
         if packed.shape != (len(codes), self.codec.packed_bytes):
@@ -237,21 +310,45 @@ class CodedLists:
         if len(codes) and (int(codes.min()) < 0 or int(codes.max()) >= self.codec.num_centroids):
             raise ValueError(f"centroid ids outside 0..{self.codec.num_centroids - 1}: the codes were not made by "
                              "this codec")
+        rows, vectors = self._check_exact(exact, len(codes))
         self._codes.write(codes.astype(self.code_dtype).tobytes())
         self._residuals.write(packed.tobytes())
         cents, docs = doc_code_pairs(codes, doc_of_row)
         self.counts += np.bincount(cents, minlength=self.codec.num_centroids)
         self._pairs.write(np.stack([cents, docs], 1).astype(np.int32).tobytes())
+        if self._exact_rows is not None and self._exact_vectors is not None:
+            self._exact_rows.write((rows + self.num_tokens).astype(np.int64).tobytes())
+            self._exact_vectors.write(vectors.tobytes())
+            self.num_exact += len(rows)
         self.num_tokens += len(codes)
 
+    def _check_exact(self, exact: Optional[Tuple[np.ndarray, np.ndarray]], n: int) -> Tuple[np.ndarray, np.ndarray]:
+        """The exact rows (int64, ascending, in ``0..n-1``) and vectors (fp16 ``[k, d]``) given for ``n`` rows."""
+        if self.codec.exact_above is None:
+            if exact is not None and len(exact[0]):
+                raise ValueError("exact outlier rows given, but the codec stores none (no exact_above)")
+            return np.zeros(0, np.int64), np.zeros((0, self.codec.dim), np.float16)
+        if exact is None:
+            raise ValueError(f"codes of a codec that stores exact outliers (exact_above={self.codec.exact_above:.4g}) "
+                             "need their exact rows and vectors (exact=(rows, vectors))")
+        rows = np.asarray(exact[0], dtype=np.int64)
+        vectors = np.ascontiguousarray(exact[1], dtype=np.float16)
+        if vectors.shape != (len(rows), self.codec.dim) or (len(rows) and (
+                rows[0] < 0 or rows[-1] >= n or (np.diff(rows) <= 0).any())):
+            raise ValueError(f"exact outliers: rows {rows[:5].tolist()}... and vectors of shape {vectors.shape}; "
+                             f"expected ascending rows in 0..{n - 1} and vectors [{len(rows)}, {self.codec.dim}]")
+        return rows, vectors
+
     def close(self) -> None:
-        for f in (self._codes, self._residuals, self._pairs):
-            f.close()
+        for f in (self._codes, self._residuals, self._pairs, self._exact_rows, self._exact_vectors):
+            if f is not None:
+                f.close()
 
     def finish(self, spec: CompressionSpec, num_tokens: int, token_ids_file_i32: str, chunk_tokens: int = CHUNK_TOKENS,
                *, sample: Optional[int] = None, seconds: Optional[Dict[str, float]] = None,
                extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-        """Write the inverted lists, the narrowed token ids, the codec and ``codec.json`` (returned)."""
+        """Write the inverted lists, the narrowed token ids, the exact outliers' row ids, the codec and
+        ``codec.json`` (returned)."""
         started = time.perf_counter()
         self.close()
         if self.num_tokens != num_tokens:
@@ -263,6 +360,14 @@ class CodedLists:
         _fill_lists(folder / _PAIRS_SPILL, folder / IVF_DOCS_FILE, ivf_offsets, num_pairs, chunk_tokens)
         (folder / _PAIRS_SPILL).unlink()
         id_dtype = _narrow_token_ids(folder, token_ids_file_i32, num_tokens, chunk_tokens)
+        exact: Dict[str, Any] = {}
+        if codec.exact_above is not None:
+            row_dtype = exact_row_dtype(num_tokens)
+            rows = np.fromfile(folder / _EXACT_ROWS_SPILL, dtype=np.int64)
+            rows.astype(row_dtype).tofile(folder / exact_rows_file(row_dtype))
+            (folder / _EXACT_ROWS_SPILL).unlink()
+            exact = {"exact_above": codec.exact_above, "exact_rows": self.num_exact,
+                     "exact_row_dtype": row_dtype.name}
 
         codec.centroids.astype(np.float16).tofile(folder / CENTROIDS_FILE)
         codec.cutoffs.tofile(folder / CUTOFFS_FILE)
@@ -271,7 +376,7 @@ class CodedLists:
         seconds["lists"] = round(time.perf_counter() - started, 3)
         info = {"spec": spec.to_dict(), "nbits": codec.nbits, "num_centroids": codec.num_centroids,
                 "sample": sample, "code_dtype": self.code_dtype.name, "token_id_dtype": id_dtype.name,
-                "num_pairs": num_pairs, "seconds": seconds, **(extra or {})}
+                "num_pairs": num_pairs, "seconds": seconds, **exact, **(extra or {})}
         write_json(folder / CODEC_FILE, info)
         return info
 
@@ -321,7 +426,7 @@ def load_codec(folder: Path, info: Dict[str, Any], dim: int) -> ResidualCodec:
     centroids = _read(folder / CENTROIDS_FILE, np.float16, (num_centroids, dim)).astype(np.float32)
     cutoffs = _read(folder / CUTOFFS_FILE, np.float32, (dim, options - 1))
     weights = _read(folder / WEIGHTS_FILE, np.float32, (dim, options))
-    return ResidualCodec(centroids, cutoffs, weights, nbits)
+    return ResidualCodec(centroids, cutoffs, weights, nbits, exact_above=info.get("exact_above"))
 
 
 def _read(path: Path, dtype: Any, shape: Tuple[int, ...]) -> np.ndarray:

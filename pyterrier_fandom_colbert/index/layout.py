@@ -28,6 +28,13 @@ The residual-compressed formats (``format`` ``residual1``, ``residual2`` or ``re
     ivf_docs.i32           the documents (ascending within a list) holding a token coded by each centroid
     token_ids.u16 | .i32   the wordpiece id of every token (uint16 when every id is below 65,536)
 
+and, when the CompressionSpec's ``exact_share`` is above 0 (codec.json's ``exact_above``: the reconstruction error
+beyond which a token is an "exact outlier"; ``exact_rows`` in codec.json and in pt_meta.json: how many)::
+
+    exact_rows.u32 | .i64  [n] ascending: the token rows whose codes reconstruct them worse than exact_above
+    exact_vectors.f16      [n, dim] their vectors, stored exactly (fp16) beside their codes; read instead of the
+                           decompressed codes wherever vectors are (exact scoring, PRF, explanations)
+
 Opening checks the cheap things (:func:`check_offsets`, every file's size, the checksums of
 :data:`CHECKED_ON_OPEN`); the other files' blocks are verified as they are first read (their block checksums in
 the manifest); ``ColBERTIndex.verify()`` checks every checksum and that every vector is finite.
@@ -75,6 +82,7 @@ WEIGHTS_FILE = "bucket_weights.f32"
 RESIDUALS_FILE = "residuals.u8"
 IVF_OFFSETS_FILE = "ivf_offsets.i64"
 IVF_DOCS_FILE = "ivf_docs.i32"
+EXACT_VECTORS_FILE = "exact_vectors.f16"
 #: a compressed index's small files, whose checksums are also compared on every open
 CHECKED_ON_OPEN_COMPRESSED = (*CHECKED_ON_OPEN, CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE,
                               IVF_OFFSETS_FILE)
@@ -107,6 +115,9 @@ class IndexMeta(JsonConfig):
     type: str = ARTIFACT_TYPE
     format: str = ARTIFACT_FORMAT
     package_hint: str = PACKAGE_HINT
+    #: compressed formats with exact outliers only: how many token rows are also stored exactly (None: the index has
+    #: no exact outliers; then absent from pt_meta.json, so that code which does not know them refuses the index)
+    exact_rows: Optional[int] = None
     #: manifest: {file name: {"size": bytes, "xxh3_128": checksum, "blocks": {"bytes", "xxh3_64": [...]}}} of every
     #: other file (None: an index written before checksums were recorded, refused unless opened unchecked)
     files: Optional[Dict[str, Dict[str, Any]]] = field(default=None, hash=False)
@@ -114,6 +125,12 @@ class IndexMeta(JsonConfig):
     def __post_init__(self) -> None:
         if self.long_docs not in LONG_DOCS:
             raise ValueError(f"long_docs={self.long_docs!r}; expected one of {LONG_DOCS}")
+
+    def to_dict(self) -> Dict[str, Any]:
+        values = super().to_dict()
+        if self.exact_rows is None:
+            del values["exact_rows"]
+        return values
 
     def save(self, folder: Union[str, Path]) -> Path:
         return write_json(Path(folder) / META_FILE, self.to_dict())

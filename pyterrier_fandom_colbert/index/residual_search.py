@@ -129,15 +129,24 @@ class CompressedStore:
     memory maps (an index's: ``index.store.arrays``, :class:`~.stores.residual.ResidualStore`).
 
     ``guard``, when given, is told which documents' codes (and residuals) and which inverted lists are about to be
-    read, before they are (an index's verifies their blocks on first read: :class:`ReadGuard`)."""
+    read, before they are (an index's verifies their blocks on first read: :class:`ReadGuard`).
+
+    ``exact_rows [k]`` (ascending) and ``exact_vectors [k, d]``: the exact outliers, token rows whose vectors are
+    stored exactly beside their codes; every decompression reads those instead (None: none)."""
 
     def __init__(self, codec: ResidualCodec, codes: np.ndarray, residuals: np.ndarray, offsets: np.ndarray,
                  ivf_offsets: np.ndarray, ivf_docs: np.ndarray, similarity: str = "cosine", reduction: str = "mean",
-                 guard: Optional["ReadGuard"] = None):
+                 guard: Optional["ReadGuard"] = None, exact_rows: Optional[np.ndarray] = None,
+                 exact_vectors: Optional[np.ndarray] = None):
         self.codec, self.codes, self.residuals, self.offsets = codec, codes, residuals, offsets
         self.ivf_offsets, self.ivf_docs = ivf_offsets, ivf_docs
         self.similarity, self.reduction = similarity, reduction
         self.guard = guard
+        if (exact_rows is None) != (exact_vectors is None) or (
+                exact_rows is not None and exact_vectors is not None and len(exact_rows) != len(exact_vectors)):
+            raise ValueError("exact_rows and exact_vectors go together, one vector per row")
+        self.exact_rows = None if exact_rows is None else np.asarray(exact_rows, dtype=np.int64)
+        self.exact_vectors = exact_vectors
         self._tensors: dict = {}
 
     def listed(self, cells: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -176,11 +185,47 @@ class CompressedStore:
         import torch
 
         codes, residuals = self.tensors()
-        index = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64))
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        index = torch.from_numpy(rows)
         row_codes = codes.index_select(0, index)
         if codes.dtype == torch.int16:  # uint16 ids stored as int16 (torch has no uint16 indexing)
             row_codes = row_codes.long() & 0xFFFF
-        return self.codec.decompress_into(row_codes, residuals.index_select(0, index), out, scratch)
+        self.codec.decompress_into(row_codes, residuals.index_select(0, index), out, scratch)
+        if self.exact_vectors is not None and len(rows):
+            at, found = self.exact_positions(rows)
+            if len(at):
+                out[torch.from_numpy(at)] = torch.from_numpy(np.asarray(self.exact_vectors[found], dtype=np.float32))
+        return out
+
+    def exact_positions(self, rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """``(at, found)``: the positions in ``rows`` of exact outliers, and their positions in
+        :attr:`exact_rows` (both empty without exact outliers).
+
+        >>> store = CompressedStore(None, None, None, None, None, None, exact_rows=np.array([2, 7]),
+        ...                         exact_vectors=np.zeros((2, 1)))
+        >>> [a.tolist() for a in store.exact_positions(np.array([7, 1, 2, 9]))]
+        [[0, 2], [1, 0]]
+        """
+        if self.exact_rows is None or len(self.exact_rows) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        pos = np.minimum(np.searchsorted(self.exact_rows, rows), len(self.exact_rows) - 1)
+        at = np.flatnonzero(self.exact_rows[pos] == rows)
+        return at, pos[at]
+
+    def exact_between(self, start: int, end: int) -> Tuple[np.ndarray, np.ndarray]:
+        """The exact outliers among token rows ``start:end``: their rows counted from ``start`` (int64, ascending)
+        and their vectors ``[k, d]`` float16 (empty without exact outliers)."""
+        if self.exact_rows is None or self.exact_vectors is None:
+            return np.zeros(0, np.int64), np.zeros((0, self.codec.dim), np.float16)
+        a, b = np.searchsorted(self.exact_rows, [start, end])
+        return self.exact_rows[a:b] - start, np.asarray(self.exact_vectors[a:b], dtype=np.float16)
+
+    def rows_between(self, start: int, end: int) -> np.ndarray:
+        """Token rows ``start:end`` decompressed (float32 ``[end - start, d]``), exact outliers as stored."""
+        vectors = self.codec.decompress(self.codes[start:end], self.residuals[start:end])
+        rows, exact = self.exact_between(start, end)
+        vectors[rows] = exact
+        return vectors
 
 
 class ReadGuard:

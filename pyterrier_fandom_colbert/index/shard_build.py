@@ -262,8 +262,9 @@ class ShardBuild:
             codec.centroids.astype(np.float16).tofile(tmp / CENTROIDS_FILE)
             codec.cutoffs.tofile(tmp / CUTOFFS_FILE)
             codec.weights.tofile(tmp / WEIGHTS_FILE)
+            exact = {} if codec.exact_above is None else {"exact_above": codec.exact_above}
             write_json(tmp / CODEC_FILE, {"nbits": codec.nbits, "num_centroids": codec.num_centroids,
-                                          "sample": sample_tokens, "spec": self.plan.compression})
+                                          "sample": sample_tokens, "spec": self.plan.compression, **exact})
 
     # -- finishing -------------------------------------------------------------------------------------------
     def finish(self) -> Path:
@@ -330,9 +331,8 @@ def train_shared_codec(vectors: Sequence[np.ndarray], spec: CompressionSpec, num
     per document), and the number of vectors it was trained on. The number of centroids follows
     ``spec.resolve`` for the corpus's estimated size (the sample's mean tokens per document times
     ``num_docs``); k-means runs on ``spec``'s sample size of the sampled vectors (all of them when fewer),
-    drawn with ``spec.seed``."""
-    from .codec import ResidualCodec
-
+    drawn with ``spec.seed``; with ``spec.exact_share``, the codec's ``exact_above`` comes from the same
+    sample."""
     stacked = np.concatenate([np.asarray(v, dtype=np.float16) for v in vectors]).astype(np.float32)
     estimated = max(len(stacked), round(len(stacked) / max(sampled_docs, 1) * num_docs))
     num_centroids, sample = spec.resolve(estimated)
@@ -343,8 +343,7 @@ def train_shared_codec(vectors: Sequence[np.ndarray], spec: CompressionSpec, num
     if sample < len(stacked):
         rows = np.sort(np.random.default_rng(spec.seed).choice(len(stacked), size=sample, replace=False))
         stacked = stacked[rows]
-    codec = ResidualCodec.train(stacked, spec.nbits, num_centroids, niter=spec.niter, seed=spec.seed)
-    return codec, len(stacked)
+    return spec.train_codec(stacked, num_centroids), len(stacked)
 
 
 def records_of(inp: Union[Iterable[Dict[str, Any]], pd.DataFrame], text_field: str) -> List[Tuple[str, str]]:

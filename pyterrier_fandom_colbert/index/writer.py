@@ -130,13 +130,16 @@ class IndexWriter:
         self._append(docno, len(half), token_ids, lengths)
 
     def add_coded(self, docno: str, codes: np.ndarray, packed: np.ndarray, token_ids: np.ndarray,
-                  parts: Optional[Sequence[int]] = None) -> None:
+                  parts: Optional[Sequence[int]] = None,
+                  exact: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> None:
         """Append one document already coded by this writer's codec (centroid ids ``[n]``, packed residuals
-        ``[n, packed_bytes]``, e.g. read from an index built with the same codec), without decoding it."""
+        ``[n, packed_bytes]``, e.g. read from an index built with the same codec), without decoding it.
+        ``exact``: with a codec that stores exact outliers, the document's (its rows among ``0..n-1``, ascending,
+        and their fp16 vectors: ``CompressedStore.exact_between``)."""
         if self._coded is None:
             raise ValueError(f"add_coded({docno!r}, ...) needs a writer opened with the codec that made the codes")
         lengths = self._check(docno, len(codes), token_ids, parts)
-        self._coded.add(codes, packed, np.full(len(codes), self.num_docs, dtype=np.int64))
+        self._coded.add(codes, packed, np.full(len(codes), self.num_docs, dtype=np.int64), exact)
         self._append(docno, len(codes), token_ids, lengths)
 
     def _check(self, docno: str, rows: int, token_ids: np.ndarray, parts: Optional[Sequence[int]]) -> np.ndarray:
@@ -187,15 +190,18 @@ class IndexWriter:
                 info = self._coded.finish(self.compression, self.num_tokens, TOKEN_IDS_FILE,
                                           extra={"codec": "given"})
                 names = compressed_files(info)
+                exact_rows = info.get("exact_rows")
             else:
                 names = self.format_writer.finish(self._tmp, self.num_tokens, self.config.dim, self.verbose)
+                exact_rows = self.format_writer.exact_rows()
             names += [OFFSETS_FILE, DOCNOS_FILE, CONFIG_FILE]
             if (self._tmp / PARTS_FILE).exists():
                 names.append(PARTS_FILE)
             files = build_manifest(self._tmp, names, known={k: v for k, v in streamed.items() if k in names})
             IndexMeta(self.num_docs, self.num_tokens, self.config.dim, self.fingerprint, long_docs=self.long_docs,
                       stride=self.stride, truncated_docs=self.truncated_docs, windowed_docs=self.windowed_docs,
-                      num_parts=self.num_parts, format=self.compression.format, files=files).save(self._tmp)
+                      num_parts=self.num_parts, format=self.compression.format, files=files,
+                      exact_rows=exact_rows).save(self._tmp)
             self._folder.commit()
         except BaseException:
             self.abort()

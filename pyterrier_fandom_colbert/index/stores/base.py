@@ -48,6 +48,10 @@ class StoreWriter(ABC):
         """Turn the streamed ``vectors.f16`` and ``token_ids.i32`` in ``folder`` into this format's files; returns
         the names of the files it keeps (listed in the manifest besides offsets, docnos and the config)."""
 
+    def exact_rows(self) -> Optional[int]:
+        """After :meth:`finish`: the token rows also stored exactly (``IndexMeta.exact_rows``; None: none)."""
+        return None
+
 
 class IndexStore(ABC):
     """One storage format of a ColBERT index (see the module docstring). ``index`` is the index it belongs to:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from ..integrity import REMEDY, size_problem
 from ..layout import (
     CHECKED_ON_OPEN_COMPRESSED,
     CODEC_FILE,
+    EXACT_VECTORS_FILE,
     FORMATS,
     IVF_DOCS_FILE,
     IVF_OFFSETS_FILE,
@@ -61,6 +62,9 @@ class ResidualWriter(StoreWriter):
                                          verbose=verbose)
         return compressed_files(self.codec_info)
 
+    def exact_rows(self) -> Optional[int]:
+        return None if self.codec_info is None else self.codec_info.get("exact_rows")
+
 
 class BlockGuard(ReadGuard):
     """Verifies the blocks of the codes, residuals and inverted lists that centroid search is about to read, the
@@ -98,6 +102,13 @@ class BlockGuard(ReadGuard):
         first = int(np.searchsorted(self.ivf_offsets, start // 4, side="right")) - 1
         last = int(np.searchsorted(self.ivf_offsets, (end - 1) // 4, side="right")) - 1
         return f"the inverted lists of centroids {first}-{last}"
+
+
+def _exact_held(row_bytes: int) -> Callable[[int, int], str]:
+    """What a block of an exact-outlier file holds (for the error naming a damaged one)."""
+    def locate(start: int, end: int) -> str:
+        return f"exact outliers {start // row_bytes}-{(end - 1) // row_bytes}"
+    return locate
 
 
 class ResidualStore(IndexStore):
@@ -156,6 +167,33 @@ class ResidualStore(IndexStore):
             if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= meta.num_docs):
                 problems.append((IVF_DOCS_FILE, f"{self.path / IVF_DOCS_FILE} names documents outside 0.."
                                                 f"{meta.num_docs - 1}"))
+        problems += self._exact_problems(meta, info, layout, bad)
+        return problems
+
+    def _exact_problems(self, meta: "IndexMeta", info: Dict[str, Any], layout: Layout, bad: set) -> List[Problem]:
+        """The exact outliers: as many as pt_meta.json says, rows ascending within the index, vectors finite."""
+        from ..compressed import exact_rows_file
+        from ..layout import META_FILE, non_finite_rows
+
+        count = info.get("exact_rows")
+        if count != meta.exact_rows:
+            return [(CODEC_FILE, f"{self.path / CODEC_FILE} records {count} exact outlier rows, {META_FILE} "
+                                 f"{meta.exact_rows}")]
+        if count is None:
+            return []
+        name = exact_rows_file(np.dtype(info["exact_row_dtype"]))
+        problems: List[Problem] = []
+        if count and name not in bad and size_problem(self.path, meta, layout, name) is None:
+            rows = np.fromfile(self.path / name, dtype=layout[name][0]).astype(np.int64)
+            if rows[0] < 0 or rows[-1] >= meta.num_tokens or (np.diff(rows) <= 0).any():
+                problems.append((name, f"{self.path / name} is not a list of ascending token rows in 0.."
+                                       f"{meta.num_tokens - 1}"))
+        vectors_ok = EXACT_VECTORS_FILE not in bad and size_problem(self.path, meta, layout, EXACT_VECTORS_FILE) is None
+        if count and vectors_ok:
+            vectors = np.fromfile(self.path / EXACT_VECTORS_FILE, dtype=np.float16).reshape(-1, meta.dim)
+            if len(non_finite_rows(vectors)):
+                problems.append((EXACT_VECTORS_FILE, f"{self.path / EXACT_VECTORS_FILE} holds vectors that are "
+                                                     "not finite"))
         return problems
 
     # -- contents ------------------------------------------------------------------------------------------
@@ -186,8 +224,31 @@ class ResidualStore(IndexStore):
         ivf_offsets = np.array(index.read_array(IVF_OFFSETS_FILE, np.int64, (codec.num_centroids + 1,)))
         ivf_docs = index.read_array(IVF_DOCS_FILE, np.int32, (int(info["num_pairs"]),))
         guard = BlockGuard(index, codes_file(code), code.itemsize, codec.packed_bytes, ivf_offsets)
+        exact_rows, exact_vectors = self._exact_outliers()
         return CompressedStore(codec, codes, residuals, index.offsets, ivf_offsets, ivf_docs,
-                               index.config.similarity, index.config.reduction, guard=guard)
+                               index.config.similarity, index.config.reduction, guard=guard,
+                               exact_rows=exact_rows, exact_vectors=exact_vectors)
+
+    def _exact_outliers(self) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+        """The exact outliers' row ids (int64) and fp16 vectors, read whole into memory (a small share of the
+        tokens) after their blocks are verified; (None, None) for an index without them."""
+        from ..compressed import exact_rows_file
+
+        info, index = self.codec_info, self.index
+        if "exact_rows" not in info:
+            return None, None
+        count, dim = int(info["exact_rows"]), index.meta.dim
+        row_dtype = np.dtype(info["exact_row_dtype"])
+        if count == 0:
+            return np.zeros(0, np.int64), np.zeros((0, dim), np.float16)
+        arrays = []
+        for name, dtype, shape in ((exact_rows_file(row_dtype), row_dtype, (count,)),
+                                   (EXACT_VECTORS_FILE, np.dtype(np.float16), (count, dim))):
+            blocks = index.integrity.blocks(name, _exact_held(dtype.itemsize * int(np.prod(shape[1:]))))
+            if blocks is not None:
+                blocks.all()
+            arrays.append(np.array(index.read_array(name, dtype, shape)))
+        return arrays[0].astype(np.int64), arrays[1]
 
     @cached_property
     def token_ids(self) -> np.ndarray:
@@ -206,7 +267,7 @@ class ResidualStore(IndexStore):
         arrays = self.arrays
         if isinstance(arrays.guard, BlockGuard):
             arrays.guard.rows(np.array([start]), np.array([end]), True)
-        return arrays.codec.decompress(arrays.codes[start:end], arrays.residuals[start:end])
+        return arrays.rows_between(start, end)
 
     # -- scores and retrieval ------------------------------------------------------------------------------
     def exact_scores(self, q: "torch.Tensor", doc_ids: np.ndarray,
