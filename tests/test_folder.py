@@ -207,6 +207,16 @@ def test_update_refuses_what_it_cannot_do(sample_folder, tmp_path, colbert, tiny
     assert "--update keeps the folder's own settings; leave out --overwrite" in capsys.readouterr().err
     assert main(["index", str(SAMPLE), str(tmp_path / "x"), "--faiss", "ivf", "--quiet"]) == 2
     assert "--faiss ivf needs --compression fp16" in capsys.readouterr().err
+    # a Ray build writes residual shards: an fp16 folder through Ray is refused, not built as another format
+    assert main(["index", str(SAMPLE), str(tmp_path / "x"), "--ray", "--compression", "fp16", "--quiet"]) == 2
+    assert "--ray builds a sharded index of residual codes" in capsys.readouterr().err
+    from pyterrier_fandom_colbert.app.folder import SearchSettings
+    from pyterrier_fandom_colbert.app.sharded import RayBuild
+
+    with pytest.raises(ValueError, match="a Ray build writes a sharded index of residual codes"):
+        build_folder(records, tmp_path / "y", colbert=colbert, settings=SearchSettings(compression="fp16"),
+                     ray=RayBuild())
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
 def test_search_settings_give_each_format_its_own_retriever_options():

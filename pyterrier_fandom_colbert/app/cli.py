@@ -256,6 +256,9 @@ def _check_index(args: argparse.Namespace) -> None:
                                     f"{args.source} {folder}`")
         return
     _check_exact_share(args)
+    if args.ray is not None and args.compression == "fp16":
+        raise ValueError("--ray builds a sharded index of residual codes (searched by centroids in every shard); "
+                         "leave out --compression fp16, or leave out --ray for an fp16 folder")
     if args.faiss is not None and (args.compression or "residual2") != "fp16":
         raise ValueError(f"--faiss {args.faiss} needs --compression fp16: a {args.compression or 'residual2'} index "
                          "is searched by its centroids, with no neighbour index")

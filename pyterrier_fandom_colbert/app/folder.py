@@ -606,6 +606,9 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
 
     folder = Path(folder)
     positive_int("batch_size", batch_size, what="passages per forward pass")  # before the model loads
+    if ray is not None and settings.compression == "fp16":
+        raise ValueError("a Ray build writes a sharded index of residual codes; give settings with a residual "
+                         "compression (e.g. residual2), or ray=None for an fp16 folder")
     remove_stale_builds(folder)
     codec = None
     if codec_from is not None:
@@ -723,8 +726,7 @@ def _build(source, folder: Path, *, checkpoint: Optional[str], colbert, settings
 
             sharded = build_sharded_colbert(tmp / COLBERT_DIR, _stored_passages(tfidf, count), ray,
                                             checkpoint=checkpoint, batch_size=colbert.batch_size, verbose=verbose,
-                                            compression=settings.compression_spec() if settings.compression != "fp16"
-                                            else "residual2")  # (sharded folders are always compressed)
+                                            compression=settings.compression_spec())
             tokens = sharded.meta.num_tokens
         else:
             if codec is None and previous is None:  # a fresh build: encode everything, train the codec on it
