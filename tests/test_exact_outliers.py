@@ -15,7 +15,7 @@ from pyterrier_fandom_colbert.index.compressed import CompressionSpec, compress_
 from pyterrier_fandom_colbert.index.sharded import ShardedColBERTIndex
 from pyterrier_fandom_colbert.index.writer import IndexWriter
 from pyterrier_fandom_colbert.model.config import ColBERTConfig
-from pyterrier_fandom_colbert.storage import DamagedFileError
+from pyterrier_fandom_colbert.storage import DamagedFileError, MissingFileError
 
 DIM = 16
 SHARE = 0.05
@@ -157,18 +157,39 @@ def test_the_spill_path_is_the_writers(two_pass, docs, tmp_path):
         assert (folder / name).read_bytes() == (two_pass.path / name).read_bytes(), name
 
 
-def test_damaged_exact_files_are_named_by_verify_and_on_first_read(two_pass, tmp_path):
+def _flip(path):
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[:-2])
+
+
+def _append(path):
+    path.write_bytes(path.read_bytes() + b"\0\0")
+
+
+def _zero(path):
+    path.write_bytes(bytes(path.stat().st_size))
+
+
+DAMAGE = {"flip": _flip, "truncate": _truncate, "append": _append, "zero": _zero, "delete": lambda p: p.unlink()}
+
+
+@pytest.mark.parametrize("how", sorted(DAMAGE))
+@pytest.mark.parametrize("name", EXACT_FILES)
+def test_damaged_exact_files_are_named_by_verify_and_on_first_read(two_pass, tmp_path, name, how):
     assert set(EXACT_FILES) <= set(two_pass.verify()["files"])
-    for name in EXACT_FILES:
-        damaged = tmp_path / name
-        shutil.copytree(two_pass.path, damaged)
-        data = bytearray((damaged / name).read_bytes())
-        data[len(data) // 2] ^= 0x01
-        (damaged / name).write_bytes(bytes(data))
-        with pytest.raises(DamagedFileError, match=name.replace(".", r"\.")):
-            pfc.ColBERTIndex(damaged).verify()
-        with pytest.raises(DamagedFileError, match=name.replace(".", r"\.")):
-            pfc.ColBERTIndex(damaged).doc_vectors(0)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(two_pass.path, damaged)
+    DAMAGE[how](damaged / name)
+    pattern = name.replace(".", r"\.")
+    with pytest.raises((DamagedFileError, MissingFileError), match=pattern):
+        pfc.ColBERTIndex(damaged).verify()
+    with pytest.raises((DamagedFileError, MissingFileError), match=pattern):
+        pfc.ColBERTIndex(damaged).doc_vectors(0)
 
 
 def test_bad_shares_are_refused_naming_the_value():
