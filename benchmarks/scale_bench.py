@@ -464,7 +464,8 @@ def main(argv=None) -> int:
     ap.add_argument("--phases", action="store_true",
                     help="search: also time each system back to back and interleaved, two rounds (phase_times)")
     ap.add_argument("--pin", action="store_true",
-                    help="search: this process on core 0, the shard actors on core 1 (each on its own caches)")
+                    help="search: this process on core 0, the shard actors on core 1 (each on its own caches; "
+                         "meant for one shard: more actors then share core 1)")
     ap.add_argument("--settle", type=float, default=30.0,
                     help="search: seconds to wait after the Ray cluster starts, before anything is timed")
     ap.add_argument("--shard-counts", type=int, nargs="+", default=[1, 2, 4], help="search: the indexes searched")
