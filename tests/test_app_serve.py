@@ -421,6 +421,15 @@ def test_a_busy_port_fails_before_serving_or_loading(folder, capsys):
     assert f"127.0.0.1:{port} is in use" in line and "--port" in line
 
 
+def test_a_bad_ray_timeout_is_refused_before_loading(folder, capsys):
+    line = one_line(capsys, main(["serve", str(folder), "--ray", "--ray-timeout", "0"]))
+    assert "--ray-timeout 0; expected a positive number of seconds" in line
+    line = one_line(capsys, main(["serve", str(folder), "--ray", "--ray-timeout", "nan"]))
+    assert "--ray-timeout nan" in line
+    line = one_line(capsys, main(["serve", str(folder), "--ray-timeout", "5"]))
+    assert "give --ray too" in line
+
+
 def _answers(process: subprocess.Popen, port: int) -> int:
     """The status of ``GET /api/info`` from the server ``process`` serves on ``port``, once it listens (a refused
     connection is tried again while the process runs, for at most PATIENCE_S)."""

@@ -243,6 +243,16 @@ def test_pfc_search_folder_with_a_sharded_colbert_part_built_and_served_on_ray(c
         b = remote.search("dragon castle", system=system, k=5)
         assert [r["docno"] for r in a["results"]] == [r["docno"] for r in b["results"]]
         assert a["results"][0]["words"]  # explained from the re-encoded text
+    # `pfc serve --ray --ray-timeout S`: the served folder's searchers wait S seconds for the shard actors
+    from pyterrier_fandom_colbert.app.live import ServedFolder
+
+    remote.pipeline("dense").close()  # the cluster's CPUs back to it, for the served folder's actors
+    served = ServedFolder(tmp_path / "folder", ray="", ray_timeout_s=PATIENCE_S / 2)
+    b = served.searcher.search("dragon castle", system="colbert", k=5)
+    assert [r["docno"] for r in b["results"]] == [r["docno"] for r in local.search("dragon castle", k=5,
+                                                                                  system="colbert")["results"]]
+    assert served.searcher.pipeline("dense").timeout_s == PATIENCE_S / 2
+    served.searcher.pipeline("dense").close()
 
 
 def test_the_writer_must_be_a_shard_writer(tiny_bert_dir, tmp_path):

@@ -36,25 +36,28 @@ def folder_version(folder: Union[str, Path]) -> Version:
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def reopen(folder: Path, previous: Optional[Searcher], ray: Optional[str] = None) -> Searcher:
+def reopen(folder: Path, previous: Optional[Searcher], ray: Optional[str] = None,
+           ray_timeout_s: float = 30.0) -> Searcher:
     """A :class:`Searcher` of ``folder``, reusing ``previous``'s encoder when the folder records the same one
-    (``ray``: the cluster whose shard actors search a sharded ColBERT part, as for :class:`Searcher`)."""
+    (``ray``, ``ray_timeout_s``: the cluster whose shard actors search a sharded ColBERT part and how long they
+    may take, as for :class:`Searcher`)."""
     colbert = None
     if previous is not None and load_manifest(folder).fingerprint == previous.manifest.fingerprint:
         colbert = previous.colbert
-    return Searcher(folder, colbert=colbert, ray=ray)
+    return Searcher(folder, colbert=colbert, ray=ray, ray_timeout_s=ray_timeout_s)
 
 
 class ServedFolder:
     """The current :class:`Searcher` of ``folder``, replaced by a new one when the folder is rebuilt (module
     notes). ``searcher``: one already open (else it is opened here); ``opener(folder, previous)`` opens a new
-    version (default :func:`reopen`, with ``ray`` passed on)."""
+    version (default :func:`reopen`, with ``ray`` and ``ray_timeout_s`` passed on)."""
 
     def __init__(self, folder: Union[str, Path], searcher: Optional[Searcher] = None, *,
-                 opener: Optional[Callable[[Path, Optional[Searcher]], Searcher]] = None, ray: Optional[str] = None):
+                 opener: Optional[Callable[[Path, Optional[Searcher]], Searcher]] = None, ray: Optional[str] = None,
+                 ray_timeout_s: float = 30.0):
         self.folder = Path(folder)
         if opener is None:
-            opener = functools.partial(reopen, ray=ray)
+            opener = functools.partial(reopen, ray=ray, ray_timeout_s=ray_timeout_s)
         self._opener = opener
         self._version = folder_version(self.folder)
         self._searcher = searcher if searcher is not None else opener(self.folder, None)
