@@ -101,6 +101,9 @@ DEFAULT_EXACT_SHARE = 0.01
 class SearchSettings(JsonConfig):
     """How the folder is searched: results per system before fusion, the ColBERT neighbour search, explanations."""
 
+    # a folder without exact outliers records its settings as before they existed
+    OMITTED_WHEN_UNSET = ("exact_share",)
+
     fusion: FusionSettings = field(default_factory=FusionSettings)
     #: how the ColBERT index stores token vectors: ``residual2`` (a centroid id and 2 bits per dimension, searched
     #: by its centroids; about a sixth of the fp16 folder on disk at the same search quality, docs/app.md),
@@ -134,19 +137,9 @@ class SearchSettings(JsonConfig):
 
         if self.compression not in FORMATS:
             raise ValueError(f"compression={self.compression!r}; expected one of {FORMATS}")
-        from ..index.codec import check_exact_share
+        from ..index.codec import check_exact_share_of
 
-        check_exact_share(self.exact_share)
-        if self.exact_share and self.compression == "fp16":
-            raise ValueError(f"exact_share={self.exact_share} needs a residual compression; an fp16 index stores "
-                             "every vector exactly already")
-
-    def to_dict(self) -> Dict[str, Any]:
-        """As JSON; ``exact_share`` only when above 0 (a folder without exact outliers records what it did before)."""
-        values = super().to_dict()
-        if not self.exact_share:
-            del values["exact_share"]
-        return values
+        check_exact_share_of(self.compression, self.exact_share)
 
     def compression_spec(self):
         """The ColBERT index's :class:`~..index.compressed.CompressionSpec`: its format and exact share."""

@@ -74,6 +74,22 @@ def check_exact_share(share: Any) -> float:
     return float(share)
 
 
+def check_exact_share_of(fmt: str, share: Any) -> float:
+    """:func:`check_exact_share`, and a share above 0 refused for ``fmt`` ``'fp16'``, which stores every vector
+    exactly already.
+
+    >>> check_exact_share_of("fp16", 0.01)
+    Traceback (most recent call last):
+    ...
+    ValueError: exact_share=0.01 needs a residual format; compression='fp16' stores every vector exactly already
+    """
+    share = check_exact_share(share)
+    if share and fmt == "fp16":
+        raise ValueError(f"exact_share={share} needs a residual format; compression={fmt!r} stores every vector "
+                         "exactly already")
+    return share
+
+
 def default_num_centroids(num_tokens: int) -> int:
     """Centroids for a corpus of ``num_tokens`` vectors: the power of two nearest ``4 · sqrt(num_tokens)``, at
     most ``num_tokens`` (every centroid needs a vector) and at most 65,536 (2-byte ids).

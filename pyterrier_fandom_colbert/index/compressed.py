@@ -20,7 +20,7 @@ from ..progress import progress
 from ..storage import JsonConfig, write_json
 from .codec import (
     ResidualCodec,
-    check_exact_share,
+    check_exact_share_of,
     check_nbits,
     code_dtype,
     default_num_centroids,
@@ -134,6 +134,9 @@ class CompressionSpec(JsonConfig):
     ValueError: exact_share=1.0; expected a share of the tokens in [0, 1) (stored exactly as well as coded)
     """
 
+    # a spec without exact outliers reads (and digests) as before they existed
+    OMITTED_WHEN_UNSET = ("exact_share",)
+
     format: str = "fp16"
     num_centroids: Optional[int] = None
     sample: Optional[int] = None
@@ -149,17 +152,7 @@ class CompressionSpec(JsonConfig):
         positive_int("niter", self.niter, what="k-means iterations")
         if self.num_centroids is not None and self.num_centroids > 1 << 31:
             raise ValueError(f"num_centroids={self.num_centroids} is beyond int32 centroid ids")
-        check_exact_share(self.exact_share)
-        if self.exact_share and not self.compressed:
-            raise ValueError(f"exact_share={self.exact_share} needs a residual format; compression={self.format!r} "
-                             "stores every vector exactly already")
-
-    def to_dict(self) -> Dict[str, Any]:
-        """As JSON; ``exact_share`` only when above 0 (so a spec without exact outliers reads as before)."""
-        values = super().to_dict()
-        if not self.exact_share:
-            del values["exact_share"]
-        return values
+        check_exact_share_of(self.format, self.exact_share)
 
     def train_codec(self, sample: np.ndarray, num_centroids: int) -> ResidualCodec:
         """A codec trained on ``sample [n, d]`` (float32) with this spec's settings, its ``exact_above`` set from

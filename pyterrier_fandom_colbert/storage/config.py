@@ -6,7 +6,7 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Dict, Optional, Type, TypeVar
+from typing import Any, ClassVar, Dict, Optional, Tuple, Type, TypeVar
 
 from .errors import PathLike
 from .files import read_json, write_json
@@ -28,9 +28,27 @@ class JsonConfig:
     ValueError: unknown Settings field(s) ['kk']; known fields are ['k']
     """
 
+    #: fields left out of :meth:`to_dict` while they are 0, False or empty: a field added later whose unset
+    #: value must leave the JSON (and so the files and digests) written before it unchanged
+    OMITTED_WHEN_UNSET: ClassVar[Tuple[str, ...]] = ()
+
     def to_dict(self) -> Dict[str, Any]:
+        """The fields as a dict, without those of :attr:`OMITTED_WHEN_UNSET` that are unset.
+
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Settings(JsonConfig):
+        ...     OMITTED_WHEN_UNSET = ("extra",)
+        ...     k: int = 10
+        ...     extra: float = 0.0
+        >>> Settings().to_dict(), Settings(extra=0.5).to_dict()
+        ({'k': 10}, {'k': 10, 'extra': 0.5})
+        """
         # JsonConfig is mixed into frozen dataclasses, but is not one itself as far as mypy sees
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+        values: Dict[str, Any] = dataclasses.asdict(self)  # type: ignore[call-overload]
+        for name in self.OMITTED_WHEN_UNSET:
+            if not values[name]:
+                del values[name]
+        return values
 
     def settings_digest(self) -> str:
         """A short hash of the settings (their sorted JSON): a cache name that changes whenever they do.
