@@ -166,6 +166,23 @@ def test_a_shard_that_does_not_answer_in_time_is_never_silently_left_out(built, 
         lenient.close()
 
 
+def test_actors_that_cannot_start_are_an_error_naming_their_shards_not_a_hang(built, caplog):
+    from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever
+
+    remote, _ = built
+    # each actor reserves more CPUs than the whole two-CPU cluster has: it can never be scheduled
+    late = r"shards \['shard-00000', 'shard-00001'\] did not start within 2\.0 s"
+    with caplog.at_level("WARNING", logger="pyterrier_fandom_colbert.distributed.search"), \
+            pytest.raises(TimeoutError, match=late):
+        RayShardedRetriever(remote, actors=1, cpus_per_actor=3, start_timeout_s=2.0, **SEARCH)
+    assert "the 1 shard actors reserve 3 CPUs and the cluster has" in caplog.text
+    with pytest.raises(ValueError, match="start_timeout_s=0"):
+        RayShardedRetriever(remote, start_timeout_s=0, **SEARCH)
+    # the cluster is free again: a retriever that fits starts and answers
+    fits = RayShardedRetriever(remote, actors=1, cpus_per_actor=0.5, start_timeout_s=PATIENCE_S, **SEARCH)
+    fits.close()
+
+
 def test_the_server_must_be_a_shard_server(built):
     from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever
 

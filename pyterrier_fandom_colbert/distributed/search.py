@@ -14,6 +14,7 @@ An actor that does not answer within ``timeout_s`` is never silently left out: b
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 
@@ -34,6 +35,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: the column that carries each query's position in the caller's frame through an actor's search
 ROW = "_row"
+
+LOG = logging.getLogger(__name__)
 
 
 class ShardTimeoutError(TimeoutError):
@@ -107,17 +110,23 @@ class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
 
     ``actors``: how many actors hold the shards (default one per shard); ``cpus_per_actor``: the CPUs Ray
     reserves for each; ``address``: the cluster (:func:`~.cluster.connect`); ``server``: the actor class that
-    holds the shards (:class:`ShardServer` or a subclass of it); ``options``: the shards' retriever's
+    holds the shards (:class:`ShardServer` or a subclass of it); ``start_timeout_s``: how long the actors may take
+    to start and open their shards (None: as long as it takes, e.g. while an autoscaling cluster grows; a warning
+    is logged when the cluster has fewer free CPUs than the actors reserve); ``options``: the shards' retriever's
     (``num_results``, ...).
     """
 
     def __init__(self, index: Union[ShardedColBERTIndex, str, Path], *, actors: Optional[int] = None,
                  timeout_s: float = 30.0, partial: bool = False, cpus_per_actor: float = 1.0,
-                 address: Optional[str] = None, server: type = ShardServer, **options: Any):
+                 address: Optional[str] = None, server: type = ShardServer, start_timeout_s: Optional[float] = None,
+                 **options: Any):
         if not isinstance(index, ShardedColBERTIndex):
             index = ShardedColBERTIndex(index)
         if not timeout_s > 0:
             raise ValueError(f"timeout_s={timeout_s!r}; expected a positive number of seconds")
+        if start_timeout_s is not None and not start_timeout_s > 0:
+            raise ValueError(f"start_timeout_s={start_timeout_s!r}; expected a positive number of seconds or None")
+        self.start_timeout_s = start_timeout_s
         if not (isinstance(server, type) and issubclass(server, ShardServer)):
             raise TypeError(f"server must be ShardServer or a subclass of it, not {server!r}")
         self.server = server
@@ -130,10 +139,23 @@ class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
         names = [s["name"] for s in index.meta.shards]
         self.groups = groups(names, actors or len(names))
         ray = connect(address)
+        needed, free = self.cpus_per_actor * len(self.groups), float(ray.available_resources().get("CPU", 0.0))
+        if needed > free:
+            LOG.warning("the %d shard actors reserve %g CPUs and the cluster has %g free: they start as CPUs free up "
+                        "(or as the cluster grows)", len(self.groups), needed, free)
         remote = ray.remote(server).options(num_cpus=self.cpus_per_actor)
         folder = str(artifact_path(index).resolve())
         self.actors = [remote.remote(folder, group, self.options) for group in self.groups]
-        ray.get([a.ready.remote() for a in self.actors])
+        readies = [a.ready.remote() for a in self.actors]
+        _, late = ray.wait(readies, num_returns=len(readies), timeout=start_timeout_s)
+        if late:
+            shards = [name for ref, group in zip(readies, self.groups) if ref in late for name in group]
+            self.close()
+            raise TimeoutError(f"the actors of shards {shards} did not start within {start_timeout_s} s; the cluster "
+                               f"had {free:g} CPUs free and the {len(self.groups)} actors reserve "
+                               f"{self.cpus_per_actor:g} each: give the cluster more CPUs, fewer actors (actors=) "
+                               "or a smaller cpus_per_actor")
+        ray.get(readies)  # an actor that could not open its shards raises here
 
     def _key(self) -> Tuple[Any, ...]:
         # another actor class may answer otherwise: it is part of the key (the default adds nothing)
@@ -144,6 +166,7 @@ class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
     def _constructor_args(self) -> Dict[str, Any]:
         return {"index": self.index, "actors": len(self.actors), "timeout_s": self.timeout_s, "partial": self.partial,
                 "cpus_per_actor": self.cpus_per_actor, "address": self.address, "server": self.server,
+                "start_timeout_s": self.start_timeout_s,
                 **self.options}
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
