@@ -102,7 +102,7 @@ class SearchSettings(JsonConfig):
     """How the folder is searched: results per system before fusion, the ColBERT neighbour search, explanations."""
 
     # a folder without exact outliers records its settings as before they existed
-    OMITTED_WHEN_UNSET = ("exact_share",)
+    OMITTED_AT_DEFAULT = ("exact_share",)
 
     fusion: FusionSettings = field(default_factory=FusionSettings)
     #: how the ColBERT index stores token vectors: ``residual2`` (a centroid id and 2 bits per dimension, searched

@@ -135,7 +135,7 @@ class CompressionSpec(JsonConfig):
     """
 
     # a spec without exact outliers reads (and digests) as before they existed
-    OMITTED_WHEN_UNSET = ("exact_share",)
+    OMITTED_AT_DEFAULT = ("exact_share",)
 
     format: str = "fp16"
     num_centroids: Optional[int] = None

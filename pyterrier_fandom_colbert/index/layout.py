@@ -98,6 +98,9 @@ class IndexMeta(JsonConfig):
     ValueError: unknown IndexMeta field(s) ['shards']; known fields are [...]
     """
 
+    # an index without exact outliers reads as before they existed
+    OMITTED_AT_DEFAULT = ("exact_rows",)
+
     num_docs: int
     num_tokens: int
     dim: int
@@ -125,12 +128,6 @@ class IndexMeta(JsonConfig):
     def __post_init__(self) -> None:
         if self.long_docs not in LONG_DOCS:
             raise ValueError(f"long_docs={self.long_docs!r}; expected one of {LONG_DOCS}")
-
-    def to_dict(self) -> Dict[str, Any]:
-        values = super().to_dict()
-        if self.exact_rows is None:
-            del values["exact_rows"]
-        return values
 
     def save(self, folder: Union[str, Path]) -> Path:
         return write_json(Path(folder) / META_FILE, self.to_dict())

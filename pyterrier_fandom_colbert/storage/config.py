@@ -28,26 +28,29 @@ class JsonConfig:
     ValueError: unknown Settings field(s) ['kk']; known fields are ['k']
     """
 
-    #: fields left out of :meth:`to_dict` while they are 0, False or empty: a field added later whose unset
-    #: value must leave the JSON (and so the files and digests) written before it unchanged
-    OMITTED_WHEN_UNSET: ClassVar[Tuple[str, ...]] = ()
+    #: fields left out of :meth:`to_dict` while they hold their default: a field added later whose default must
+    #: leave the JSON (and so the files and digests) written before it unchanged
+    OMITTED_AT_DEFAULT: ClassVar[Tuple[str, ...]] = ()
 
     def to_dict(self) -> Dict[str, Any]:
-        """The fields as a dict, without those of :attr:`OMITTED_WHEN_UNSET` that are unset.
+        """The fields as a dict, without those of :attr:`OMITTED_AT_DEFAULT` that hold their default.
 
         >>> @dataclasses.dataclass(frozen=True)
         ... class Settings(JsonConfig):
-        ...     OMITTED_WHEN_UNSET = ("extra",)
+        ...     OMITTED_AT_DEFAULT = ("extra", "count")
         ...     k: int = 10
         ...     extra: float = 0.0
-        >>> Settings().to_dict(), Settings(extra=0.5).to_dict()
-        ({'k': 10}, {'k': 10, 'extra': 0.5})
+        ...     count: Optional[int] = None
+        >>> Settings().to_dict(), Settings(extra=0.5, count=0).to_dict()
+        ({'k': 10}, {'k': 10, 'extra': 0.5, 'count': 0})
         """
         # JsonConfig is mixed into frozen dataclasses, but is not one itself as far as mypy sees
         values: Dict[str, Any] = dataclasses.asdict(self)  # type: ignore[call-overload]
-        for name in self.OMITTED_WHEN_UNSET:
-            if not values[name]:
-                del values[name]
+        if self.OMITTED_AT_DEFAULT:
+            defaults = {f.name: f.default for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+            for name in self.OMITTED_AT_DEFAULT:
+                if values[name] == defaults[name]:
+                    del values[name]
         return values
 
     def settings_digest(self) -> str:
