@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this computer only)")
     sv.add_argument("--port", type=int, default=8000, help="default 8000")
     _ray_arguments(sv, "search a sharded ColBERT index through Ray shard actors")
-    sv.add_argument("--ray-timeout", type=float, default=30.0, metavar="SECONDS",
+    sv.add_argument("--ray-timeout", type=float, default=None, metavar="SECONDS",
                     help="with --ray: how long the shard actors may take to answer a query before it fails with an "
                          "error naming the late shards (default 30)")
     _common(sv)
@@ -220,10 +220,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         from .folder import load_manifest
 
         int_in_range("--port", args.port, 0, 65535)
-        if not (math.isfinite(args.ray_timeout) and args.ray_timeout > 0):
-            raise ValueError(f"--ray-timeout {args.ray_timeout:g}; expected a positive number of seconds")
-        if args.ray is None and args.ray_timeout != 30.0:
-            raise ValueError("--ray-timeout applies to shard actors; give --ray too (or leave --ray-timeout out)")
+        if args.ray_timeout is not None:
+            if not (math.isfinite(args.ray_timeout) and args.ray_timeout > 0):
+                raise ValueError(f"--ray-timeout {args.ray_timeout:g}; expected a positive number of seconds")
+            if args.ray is None:
+                raise ValueError("--ray-timeout applies to shard actors; give --ray too (or leave --ray-timeout out)")
         load_manifest(args.folder)
 
 
@@ -421,7 +422,8 @@ def _serve(args) -> int:
 
         if not args.quiet:
             print(f"loading {args.folder} …", file=sys.stderr, flush=True)
-        served = ServedFolder(args.folder, ray=args.ray, ray_timeout_s=args.ray_timeout)
+        timeout = {} if args.ray_timeout is None else {"ray_timeout_s": args.ray_timeout}  # else the Searcher's
+        served = ServedFolder(args.folder, ray=args.ray, **timeout)
         if not args.quiet:
             shown = f"[{args.host}]" if ":" in args.host else args.host
             port = sock.getsockname()[1]
