@@ -75,7 +75,7 @@ def create_app(searcher: Union["Searcher", "ServedFolder"], *, allowed_hosts: Op
     from starlette.templating import Jinja2Templates
 
     from .live import ServedFolder
-    from .queries import MAX_QUERY_CHARS, SYSTEMS, QueryError
+    from .queries import DEFAULT_K, MAX_QUERY_CHARS, SYSTEMS, QueryError
 
     templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescapes .html templates
     served = searcher if isinstance(searcher, ServedFolder) else ServedFolder(searcher.folder, searcher)
@@ -99,7 +99,7 @@ def create_app(searcher: Union["Searcher", "ServedFolder"], *, allowed_hosts: Op
 
     def search(params):
         return served.call("search", params.get("q", ""), system=params.get("system", "hybrid"),
-                           k=params.get("k", 10))
+                           k=params.get("k", DEFAULT_K))
 
     def why(params):
         return served.call("why", params.get("q", ""), params.get("docno", ""))

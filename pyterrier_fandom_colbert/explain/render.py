@@ -157,6 +157,11 @@ def _meta_html(row) -> str:
         if name in row and pd.notna(row[name]):
             value = row[name]
             bits.append(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {html_text(value)}")
+    answer = row.get("answer") if hasattr(row, "get") else None
+    if isinstance(answer, str) and answer:  # a Reader ran before: its answer beside the study's KDE span
+        confidence = row.get("answer_confidence")
+        sure = f" ({float(confidence):.0%})" if confidence is not None and pd.notna(confidence) else ""
+        bits.append(f'reader: <b class="reader">{html_text(answer, isolate=True)}</b>{sure}')
     return "<br>".join(b for b in bits if b)
 
 
