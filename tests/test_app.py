@@ -679,12 +679,30 @@ def test_browser_says_plainly_when_nothing_seems_to_answer(browser, server, fold
     assert shorts == [r["text"][r["short_answer"][0]:r["short_answer"][1]] for r in expected["results"]]
 
     never = AnswerCalibration(intercept=-50.0, slope=1.0, threshold=0.99)  # no passage reaches the threshold
-    with _serving(Searcher(folder, colbert=searcher.colbert, warm=False, calibration=never)) as other:
+    with _serving(Searcher(folder, colbert=searcher.colbert, warm=False, calibration=never, reader=None)) as other:
         _open(browser, other + "/?q=" + QUESTION.replace(" ", "+"))
         shown = browser.wait_for("!document.getElementById('nothing').hidden && "
                                  "document.getElementById('nothing').textContent")
         assert " ".join(shown.split()).startswith(NOTHING_RELEVANT)
         assert browser.js("document.querySelectorAll('#results .card').length") == 10  # results still below
+
+
+def test_browser_leads_with_the_readers_answer(browser, reading_searcher):
+    expected = reading_searcher.search(QUESTION, k=10)
+    with _serving(reading_searcher) as url:
+        _open(browser, url + "/?q=" + QUESTION.replace(" ", "+"))
+        browser.wait_for("document.querySelectorAll('#results .card').length")
+        best = browser.js("(() => { const b = document.getElementById('best'); return {hidden: b.hidden, "
+                          "text: b.querySelector('.text').textContent, sure: b.querySelector('.sure').textContent};"
+                          " })()")
+        shorts = browser.js("[...document.querySelectorAll('#results .card')].map(c => "
+                            "(c.querySelector('.passage mark.short') || {}).textContent || null)")
+    answer = expected["answer"]
+    assert best["hidden"] is bool(expected["nothing_relevant"])
+    if not expected["nothing_relevant"]:
+        assert best["text"] == answer["text"] and best["sure"] == f"{round(100 * answer['confidence'])}% sure"
+    assert shorts == [r["text"][r["short_answer"][0]:r["short_answer"][1]] if r["short_answer"] else None
+                      for r in expected["results"]]
 
 
 def test_browser_shows_a_clear_message_for_a_bad_query(browser, server):
