@@ -136,9 +136,8 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
 
     folder = Path(folder)
     positive_int("batch_size", batch_size, what="passages per forward pass")  # before the model loads
-    if ray is not None and settings.compression == "fp16":
-        raise ValueError("a Ray build writes a sharded index of residual codes; give settings with a residual "
-                         "compression (e.g. residual2), or ray=None for an fp16 folder")
+    if ray is not None:
+        ray.check_compression(settings.compression)
     remove_stale_builds(folder)
     codec = None
     if codec_from is not None:
@@ -160,7 +159,7 @@ def _codec_of(folder: Path, settings: SearchSettings):
     if not index.compressed or index.compression != settings.compression:
         raise ValueError(f"codec_from={str(folder)!r}: its ColBERT index is {index.compression}, not "
                          f"{settings.compression}; give a folder built with compression {settings.compression!r}")
-    if (index.codec.exact_above is not None) != (settings.exact_share > 0):
+    if (index.codec.exact_above is not None) != (settings.compression_spec().exact_share > 0):
         has = "stores" if index.codec.exact_above is not None else "does not store"
         raise ValueError(f"codec_from={str(folder)!r}: its codec {has} exact outliers, but exact_share="
                          f"{settings.exact_share}; give the settings of that folder's manifest")

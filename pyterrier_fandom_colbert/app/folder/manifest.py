@@ -6,11 +6,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 
 from ...checks import positive_int
 from ...storage import ArtifactIntegrity, JsonConfig, parse_manifest, read_json
 from ..hybrid import FormerFusionSettings, FusionSettings, check_fusion_shape
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...index.compressed import CompressionSpec
 
 MANIFEST = "manifest.json"
 PASSAGES = "passages.jsonl"
@@ -31,17 +34,28 @@ FOLDER_FILES = (PASSAGES, OFFSETS, TFIDF_META, COLBERT_META)
 CHECKED_ON_OPEN = (OFFSETS, TFIDF_META, COLBERT_META)
 
 
-#: the share of tokens a residual folder built by ``pfc index`` also stores exactly (``--exact-share``): the 1% the
-#: codec reconstructs worst, which gives the PokéClicker fact questions back what 2-bit codes lose (docs/app.md)
+#: the share of tokens a residual folder also stores exactly unless told otherwise (``SearchSettings.exact_share``,
+#: ``pfc index --exact-share``): the 1% the codec reconstructs worst, which gives the PokéClicker fact questions back
+#: what 2-bit codes lose (docs/app.md)
 DEFAULT_EXACT_SHARE = 0.01
 
 
 @dataclass(frozen=True)
 class SearchSettings(JsonConfig):
-    """How the folder is searched: results per system before fusion, the ColBERT neighbour search, explanations."""
+    """How the folder is searched: results per system before fusion, the ColBERT neighbour search, explanations.
 
-    # a folder without exact outliers records its settings as before they existed
-    OMITTED_AT_DEFAULT = ("exact_share",)
+    ``exact_share`` has one default wherever a folder is built (``build_folder()`` and ``pfc index``): None, the
+    format's (:data:`DEFAULT_EXACT_SHARE` for a residual format, 0 for fp16); a manifest written without the
+    field (0, or a folder from before it existed) reads as 0, and 0 is left out of the JSON, so manifests keep
+    their bytes. It is checked once, by :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec`.
+
+    >>> SearchSettings().exact_share, SearchSettings(compression="fp16").exact_share
+    (0.01, 0.0)
+    >>> SearchSettings.from_dict({"compression": "residual2"}).exact_share  # a manifest without it
+    0.0
+    >>> "exact_share" in SearchSettings(exact_share=0.0).to_dict(), SearchSettings().to_dict()["exact_share"]
+    (False, 0.01)
+    """
 
     fusion: FusionSettings = field(default_factory=FusionSettings)
     #: how the ColBERT index stores token vectors: ``residual2`` (a centroid id and 2 bits per dimension, searched
@@ -49,9 +63,8 @@ class SearchSettings(JsonConfig):
     #: ``residual1``, ``residual4`` or ``fp16`` (exact vectors and a FAISS neighbour index)
     compression: str = "residual2"
     #: residual formats only: the share of tokens (those the codec reconstructs worst) also stored exactly
-    #: (``CompressionSpec.exact_share``; 0: none, and what a folder built before the option reads as; ``pfc index``
-    #: builds residual folders with :data:`DEFAULT_EXACT_SHARE`)
-    exact_share: float = 0.0
+    #: (``CompressionSpec.exact_share``; None: the format's default, above; 0: none)
+    exact_share: Optional[float] = None
     #: fp16 only: token neighbours per query vector in ColBERT end-to-end retrieval (None: the retriever's default)
     k_hat: Optional[int] = 64
     #: fp16 only: ``flat`` (exact, every token vector read per query) or a FAISS kind (docs/index.md); IVF halves
@@ -72,19 +85,29 @@ class SearchSettings(JsonConfig):
         positive_int("k_hat", self.k_hat, none=True, what="token neighbours")
         positive_int("ndocs", self.ndocs, none=True, what="documents kept by centroid pruning")
         positive_int("nscore", self.nscore, none=True, what="documents scored exactly")
-        from ...index.layout import FORMATS
+        if self.exact_share is None:
+            object.__setattr__(self, "exact_share", 0.0 if self.compression == "fp16" else DEFAULT_EXACT_SHARE)
+        self.compression_spec()  # the one check of the format and the exact share
 
-        if self.compression not in FORMATS:
-            raise ValueError(f"compression={self.compression!r}; expected one of {FORMATS}")
-        from ...index.codec import check_exact_share_of
+    @classmethod
+    def from_dict(cls, values: Dict[str, Any], source=None) -> "SearchSettings":
+        """Settings read from a manifest: a missing ``exact_share`` is 0 (not the default of a new build)."""
+        if isinstance(values, dict) and "exact_share" not in values:
+            values = {**values, "exact_share": 0.0}
+        return super().from_dict(values, source=source)
 
-        check_exact_share_of(self.compression, self.exact_share)
+    def to_dict(self) -> Dict[str, Any]:
+        values = super().to_dict()
+        if not values["exact_share"]:  # as written before the option existed
+            del values["exact_share"]
+        return values
 
-    def compression_spec(self):
-        """The ColBERT index's :class:`~..index.compressed.CompressionSpec`: its format and exact share."""
+    def compression_spec(self) -> "CompressionSpec":
+        """The ColBERT index's :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec`: its format and
+        exact share."""
         from ...index.compressed import CompressionSpec
 
-        return CompressionSpec(self.compression, exact_share=self.exact_share)
+        return CompressionSpec(self.compression, exact_share=float(self.exact_share or 0.0))
 
     def dense_options(self) -> Dict[str, Any]:
         """The options of the ColBERT index's retriever that the settings fix (the fp16 neighbour search; a
