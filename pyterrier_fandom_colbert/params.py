@@ -14,9 +14,9 @@ is what makes them agree; the object keeps its identity (a pipeline that holds i
 ``pt.GridSearch`` needs). Attributes set on the object from outside its constructor do not survive a change.
 
 The rank cutoff ``transformer % k`` keeps PyTerrier's meaning exactly: ``super().__mod__(k)``, i.e.
-``transformer >> RankCutoff(k)`` (``pyterrier._ops``), fused into the transformer by PyTerrier's own ``fuse_rank_cutoff`` protocol.
-Only ``k`` is checked first: a positive integer, refused by name otherwise (PyTerrier's operator lets ``% 0``
-return nothing and ``% True`` keep one document per query).
+``transformer >> RankCutoff(k)`` (``pyterrier._ops``), fused into the transformer by PyTerrier's own
+``fuse_rank_cutoff`` protocol. Only ``k`` is checked first: a positive integer, refused by name otherwise
+(PyTerrier's operator lets ``% 0`` return nothing and ``% True`` keep one document per query).
 """
 from __future__ import annotations
 
