@@ -47,7 +47,7 @@ class SearchSettings(JsonConfig):
     ``exact_share`` has one default wherever a folder is built (``build_folder()`` and ``pfc index``): None, the
     format's (:data:`DEFAULT_EXACT_SHARE` for a residual format, 0 for fp16); a manifest written without the
     field (0, or a folder from before it existed) reads as 0, and 0 is left out of the JSON, so manifests keep
-    their bytes. It is checked once, by :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec`.
+    their bytes. It is checked by the rule ``CompressionSpec`` applies (``index.codec.check_exact_share_of``).
 
     >>> SearchSettings().exact_share, SearchSettings(compression="fp16").exact_share
     (0.01, 0.0)
@@ -87,7 +87,13 @@ class SearchSettings(JsonConfig):
         positive_int("nscore", self.nscore, none=True, what="documents scored exactly")
         if self.exact_share is None:
             object.__setattr__(self, "exact_share", 0.0 if self.compression == "fp16" else DEFAULT_EXACT_SHARE)
-        self.compression_spec()  # the one check of the format and the exact share
+        # the rules CompressionSpec checks, from its light modules (the CLI refuses bad input before pandas loads)
+        from ...index.codec import check_exact_share_of
+        from ...index.layout import FORMATS
+
+        if self.compression not in FORMATS:
+            raise ValueError(f"compression={self.compression!r}; expected one of {FORMATS}")
+        check_exact_share_of(self.compression, self.exact_share)
 
     @classmethod
     def from_dict(cls, values: Dict[str, Any], source=None) -> "SearchSettings":
