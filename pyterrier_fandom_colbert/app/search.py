@@ -29,6 +29,12 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 import numpy as np
 import pandas as pd
 
+from ..display import ANSI_ANSWER as _ANSWER
+from ..display import ANSI_BOLD as _BOLD
+from ..display import ANSI_DIM as _DIM
+from ..display import ANSI_RESET as _RESET
+from ..display import ANSI_SHORT_ANSWER as _SHORT
+from ..display import ANSI_UNDERLINE as _UNDERLINE
 from ..display import terminal_text
 from ..explain.answer import CALIBRATION, AnswerCalibration, mean_maxsim, short_answer_words
 from ..reader.transformer import DEFAULT_READER
@@ -413,10 +419,7 @@ def matched_by(sim: np.ndarray, query_tokens: List[str], word_of_token: np.ndarr
     return [" ".join(f) for f in found]
 
 
-# -- terminal ---------------------------------------------------------------------------------------------------
-
-_BOLD, _UNDERLINE, _ANSWER, _SHORT, _DIM, _RESET = "\x1b[1m", "\x1b[4m", "\x1b[30;43m", "\x1b[1;30;43m", "\x1b[2m", \
-    "\x1b[0m"
+# -- terminal (colours: display.py) ------------------------------------------------------------------------------
 
 
 def is_word(text: str) -> bool:
