@@ -271,7 +271,11 @@ def cmd_facts(args) -> Dict[str, Any]:
         return {"skipped": f"{fq.DEFAULT_DUMP} not found"}
     questions = fq.load_questions(fq.DEFAULT_QUESTIONS)
     folder = args.out / f"pokeclicker-{args.pages if args.pages is not None else 'all'}"
-    fq.ensure_folder(fq.DEFAULT_DUMP, folder, questions, args.pages, 0, None, verbose=not args.quiet)
+    from pyterrier_fandom_colbert.app.folder import build_folder, is_search_folder
+
+    if not is_search_folder(folder):  # as fact_questions.py builds it, in --precision
+        source, _ = fq.source_for(fq.DEFAULT_DUMP, folder, questions, args.pages, 0)
+        print(build_folder(source, folder, verbose=not args.quiet, cpu_precision=args.precision).summary())
     searcher = Searcher(folder, warm=False, reader=args.reader, read_top=args.read_top)
     reader_hits, kde_hits, per = 0, 0, {}
     for q in questions:
