@@ -36,6 +36,7 @@ from ..display import ANSI_RESET as _RESET
 from ..display import ANSI_SHORT_ANSWER as _SHORT
 from ..display import ANSI_UNDERLINE as _UNDERLINE
 from ..display import terminal_text
+from ..distributed.cluster import SHARD_TIMEOUT_S
 from ..explain.answer import CALIBRATION, AnswerCalibration, mean_maxsim, short_answer_words
 from ..reader.transformer import DEFAULT_READER
 from .folder import COLBERT_DIR, TFIDF_DIR, Manifest, PassageTable, load_manifest
@@ -102,7 +103,8 @@ class Searcher:
     """A loaded search folder. ``search(query)`` → a JSON-ready dict of explained results."""
 
     def __init__(self, folder: Union[str, Path], *, colbert: Optional["ColBERT"] = None, warm: bool = True,
-                 ray: Optional[str] = None, ray_timeout_s: float = 30.0, calibration: AnswerCalibration = CALIBRATION,
+                 ray: Optional[str] = None, ray_timeout_s: float = SHARD_TIMEOUT_S,
+                 calibration: AnswerCalibration = CALIBRATION,
                  reader: Union[str, Path, bool, None] = True, read_top: int = READ_TOP):
         from ..lexical.tfidf import TfidfIndex
         from .sharded import open_colbert
