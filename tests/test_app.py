@@ -329,7 +329,7 @@ def test_the_reader_answers_the_top_results_and_the_best_answer_leads(reading_se
         assert start <= row["answer_start"] and row["answer_end"] <= end  # widened to whole words only
         assert r["confidence"] == pytest.approx(row["answer_confidence"], abs=1e-3)
         assert r["kde_answer"] is None or r["answer"][0] <= r["kde_answer"][0]  # the study's span is kept
-    best = max(read, key=lambda r: (r["confidence"], -r["rank"]))
+    best = max(read, key=lambda r: (r["answer_score"], -r["rank"]))  # the largest margin: the most confident
     answer = response["answer"]
     assert (answer["rank"], answer["confidence"]) == (best["rank"], best["confidence"])
     assert answer["text"] == best["text"][answer["span"][0]:answer["span"][1]]

@@ -229,7 +229,7 @@ class Searcher:
         if job.explain and self.reader_path is not None:
             answer = best_answer(job.results)
             nothing = answer is None or self.reader.calibration is None \
-                or self.reader.calibration.nothing_relevant(answer["confidence"])
+                or self.reader.calibration.nothing_relevant(float(answer["confidence"]))
         elif job.explain:  # the study's confidence of each result given the question's best-matching result
             best = max((r["similarity"] for r in job.results), default=math.nan)
             for r in job.results:
@@ -321,7 +321,9 @@ class Searcher:
                 read = bool(row.get("read", False))
                 out["short_answer"] = snap_to_words([int(row["answer_start"]), int(row["answer_end"])], spans) \
                     if read and int(row["answer_start"]) >= 0 else None
-                out["confidence"] = round(float(row["answer_confidence"]), 3) if out["short_answer"] else None
+                confidence = float(row["answer_confidence"])
+                out["confidence"] = round(confidence, 3) if out["short_answer"] and math.isfinite(confidence) \
+                    else None
                 out["answer_score"] = round(float(row["answer_score"]), 3) if out["short_answer"] else None
         return out
 
@@ -376,17 +378,20 @@ def snap_to_words(span: List[int], word_spans: np.ndarray) -> List[int]:
 
 
 def best_answer(results: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """The question's best answer among explained results: the reader's answer of highest confidence (the higher
-    ranked among equals), as ``{text, rank, docno, title, span, confidence}``; None when no result was read.
+    """The question's best answer among explained results: the reader's answer of largest margin over "no answer"
+    (``answer_score``; the calibration is increasing in it, so this is the most confident answer; the higher ranked
+    among equals), as ``{text, rank, docno, title, span, confidence}``; None when no result was read.
 
-    >>> best_answer([{"rank": 1, "docno": "a", "title": "A", "text": "xy", "short_answer": [0, 1], "confidence": 0.2},
-    ...              {"rank": 2, "docno": "b", "title": "B", "text": "zw", "short_answer": [1, 2], "confidence": 0.9}])
+    >>> best_answer([{"rank": 1, "docno": "a", "title": "A", "text": "xy", "short_answer": [0, 1],
+    ...               "answer_score": -1.0, "confidence": 0.2},
+    ...              {"rank": 2, "docno": "b", "title": "B", "text": "zw", "short_answer": [1, 2],
+    ...               "answer_score": 3.0, "confidence": 0.9}])
     {'text': 'w', 'rank': 2, 'docno': 'b', 'title': 'B', 'span': [1, 2], 'confidence': 0.9}
     """
-    read = [r for r in results if r.get("short_answer") and r.get("confidence") is not None]
+    read = [r for r in results if r.get("short_answer") and r.get("answer_score") is not None]
     if not read:
         return None
-    best = max(read, key=lambda r: (r["confidence"], -r["rank"]))
+    best = max(read, key=lambda r: (r["answer_score"], -r["rank"]))
     start, end = best["short_answer"]
     return {"text": best["text"][start:end], "rank": best["rank"], "docno": best["docno"], "title": best["title"],
             "span": [start, end], "confidence": best["confidence"]}

@@ -88,6 +88,12 @@ class ReaderCalibration(JsonConfig):
     fitted_on: str = ""
     command: str = ""
 
+    def __post_init__(self) -> None:
+        if not self.slope > 0:  # the best answer is the one of largest margin: the map must increase with it
+            raise ValueError(f"ReaderCalibration.slope={self.slope!r}; expected a positive slope")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"ReaderCalibration.threshold={self.threshold!r}; expected a probability")
+
     def probability(self, margin: np.ndarray) -> np.ndarray:
         """Probability that an answer of reader margin ``margin`` is right.
 

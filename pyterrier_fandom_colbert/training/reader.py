@@ -193,17 +193,18 @@ def _lr_factor(step: int, total: int, warmup: float) -> float:
 
 def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Optional[ReaderConfig] = None,
                  train: Optional[ReaderTrainConfig] = None, *, max_questions: Optional[int] = None,
-                 threads: Optional[int] = None, verbose: bool = False, stop_after: Optional[int] = None
-                 ) -> Optional[Path]:
+                 threads: Optional[int] = None, verbose: bool = False, stop_after: Optional[int] = None,
+                 init: Union[str, Path, None] = None) -> Optional[Path]:
     """Train (or resume) a reader in ``run``; returns the finished reader folder ``run/reader``. ``stop_after``:
-    stop (checkpointed, returning None) once this many steps are done, as an interruption would."""
+    stop (checkpointed, returning None) once this many steps are done, as an interruption would. ``init``: a
+    trained reader folder over the same base to start from (:func:`warm_start`)."""
     run = Path(run)
     run.mkdir(parents=True, exist_ok=True)
     config = config or ReaderConfig()
     train = train or ReaderTrainConfig()
     saved = run / CONFIG_FILE
     settings = {"reader": config.to_dict(), "train": train.to_dict(), "train_file": str(train_file),
-                "max_questions": max_questions}
+                "max_questions": max_questions, **({"init": str(init)} if init is not None else {})}
     if saved.is_file():
         before = json.loads(saved.read_text())
         if before != settings:
@@ -217,6 +218,8 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
     config = config.replace(base_digest=base_digest(config.base))
     base, tokenizer = load_base(config.base)
     model = ReaderModel(base, config)
+    if init is not None:
+        warm_start(model, init)
     questions = read_squad_questions(train_file)
     if max_questions is not None:
         questions = questions[:max_questions]
@@ -295,6 +298,25 @@ def _checkpoint(path: Path, model: ReaderModel, optimiser: torch.optim.Optimizer
     torch.save({"model": model.own_state(), "optimiser": optimiser.state_dict(), "step": step,
                 "rng": torch.get_rng_state()}, tmp)
     os.replace(tmp, path)
+
+
+def warm_start(model: ReaderModel, folder: Union[str, Path]) -> None:
+    """Start ``model`` from a trained reader over the same base with as many or more frozen layers: its own
+    upper layers become ``model``'s top ones (the layers below them start from the base, as usual) and its head
+    is copied."""
+    from ..reader.network import load_reader
+
+    trained = load_reader(folder)
+    if trained.config.base_digest != model.config.base_digest:
+        raise ValueError(f"init={folder}: that reader was trained over another base backbone; start without init")
+    extra = len(model.upper) - len(trained.upper)
+    if extra < 0:
+        raise ValueError(f"init={folder}: that reader has {len(trained.upper)} layers of its own, more than the "
+                         f"{len(model.upper)} this one trains (frozen_layers={model.config.frozen_layers})")
+    with torch.no_grad():
+        for i, layer in enumerate(trained.upper):
+            model.upper[extra + i].load_state_dict(layer.state_dict())
+        model.qa.load_state_dict(trained.qa.state_dict())
 
 
 def export_reader(run: Union[str, Path]) -> Path:
