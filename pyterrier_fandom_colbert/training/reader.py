@@ -202,16 +202,9 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
     run.mkdir(parents=True, exist_ok=True)
     config = config or ReaderConfig()
     train = train or ReaderTrainConfig()
-    saved = run / CONFIG_FILE
-    settings = {"reader": config.to_dict(), "train": train.to_dict(), "train_file": str(train_file),
-                "max_questions": max_questions, **({"init": str(init)} if init is not None else {})}
-    if saved.is_file():
-        before = json.loads(saved.read_text())
-        if before != settings:
-            raise ValueError(f"{saved} holds other settings than this run's ({before} vs {settings}); resume with "
-                             "the same settings, or train into another run folder")
-    else:
-        write_json(saved, settings)
+    _same_settings(run / CONFIG_FILE, {"reader": config.to_dict(), "train": train.to_dict(),
+                                       "train_file": str(train_file), "max_questions": max_questions,
+                                       **({"init": str(init)} if init is not None else {})})
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(train.seed)
@@ -226,12 +219,7 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
     data = tokenize_questions(questions, tokenizer, config)
     per_epoch = len(epoch_batches(epoch_examples(data, config, train, 0), data, train.batch_size, train.seed, 0))
     total = max(1, math.ceil(per_epoch * train.epochs))
-    head = [p for n, p in model.named_parameters() if n.startswith("qa.")]
-    decay = [p for n, p in model.named_parameters() if n.startswith("upper.") and p.ndim > 1]
-    no_decay = [p for n, p in model.named_parameters() if n.startswith("upper.") and p.ndim <= 1]
-    optimiser = torch.optim.AdamW([{"params": decay, "lr": train.lr, "weight_decay": train.weight_decay},
-                                   {"params": no_decay, "lr": train.lr, "weight_decay": 0.0},
-                                   {"params": head, "lr": train.head_lr, "weight_decay": 0.0}])
+    optimiser = _optimiser(model, train)
     base_lrs = [g["lr"] for g in optimiser.param_groups]
     step = 0
     state_path = run / STATE_FILE
@@ -291,6 +279,27 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
     return save_reader(model, run / "reader", extra={"training.json": {
         "train_file": Path(train_file).name, "questions": len(data.question_ids), "steps": total,
         "train": train.to_dict()}})
+
+
+def _same_settings(saved: Path, settings: Dict[str, Any]) -> None:
+    """Record a run's settings, or refuse to resume it with others."""
+    if saved.is_file():
+        before = json.loads(saved.read_text())
+        if before != settings:
+            raise ValueError(f"{saved} holds other settings than this run's ({before} vs {settings}); resume with "
+                             "the same settings, or train into another run folder")
+    else:
+        write_json(saved, settings)
+
+
+def _optimiser(model: ReaderModel, train: ReaderTrainConfig) -> torch.optim.Optimizer:
+    """AdamW over the upper layers (weight decay on matrices only) and the head (its own learning rate)."""
+    head = [p for n, p in model.named_parameters() if n.startswith("qa.")]
+    decay = [p for n, p in model.named_parameters() if n.startswith("upper.") and p.ndim > 1]
+    no_decay = [p for n, p in model.named_parameters() if n.startswith("upper.") and p.ndim <= 1]
+    return torch.optim.AdamW([{"params": decay, "lr": train.lr, "weight_decay": train.weight_decay},
+                              {"params": no_decay, "lr": train.lr, "weight_decay": 0.0},
+                              {"params": head, "lr": train.head_lr, "weight_decay": 0.0}])
 
 
 def _checkpoint(path: Path, model: ReaderModel, optimiser: torch.optim.Optimizer, step: int) -> None:
