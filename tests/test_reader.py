@@ -312,3 +312,34 @@ def test_pfc_train_reader_refuses_a_missing_file_in_one_line(capsys, tmp_path):
     assert main(["reader", "--train", str(tmp_path / "nope.json"), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nope.json" in err and "file not found" in err
+
+
+def test_a_warm_start_puts_a_trained_readers_layers_on_top(tiny_reader_dir, tiny_bert_dir):
+    from pyterrier_fandom_colbert.reader.network import ReaderModel, base_digest, load_base, load_reader
+    from pyterrier_fandom_colbert.training.reader import warm_start
+
+    trained = load_reader(tiny_reader_dir)  # frozen_layers=1: one layer of its own
+    base, _ = load_base(tiny_bert_dir)
+    config = trained.config.replace(frozen_layers=0)
+    model = ReaderModel(base, config)  # two layers of its own
+    first = {k: v.clone() for k, v in model.upper[0].state_dict().items()}
+    warm_start(model, tiny_reader_dir)
+    assert all(torch.equal(v, trained.upper[0].state_dict()[k]) for k, v in model.upper[1].state_dict().items())
+    assert all(torch.equal(v, first[k]) for k, v in model.upper[0].state_dict().items())  # still the base's
+    assert torch.equal(model.qa.weight, trained.qa.weight)
+    with pytest.raises(ValueError, match="more than"):
+        warm_start(_one_layer_fewer(base, trained.config), tiny_reader_dir)
+    other = ReaderModel(base, config.replace(base_digest="0" * 32))
+    with pytest.raises(ValueError, match="another base"):
+        warm_start(other, tiny_reader_dir)
+    assert base_digest(tiny_bert_dir) == trained.config.base_digest
+
+
+def _one_layer_fewer(base, config):
+    """A reader model with no layer of its own (fewer than the tiny trained reader's one): a config cannot ask
+    for it (a reader needs one layer), so its layer list is emptied."""
+    from pyterrier_fandom_colbert.reader.network import ReaderModel
+
+    model = ReaderModel(base, config)
+    model.upper = model.upper[:0]
+    return model
