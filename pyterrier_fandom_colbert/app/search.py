@@ -318,13 +318,12 @@ class Searcher:
             out.update(self._short_answer(row, spans, np.array([bool(w[5]) for w in out["words"]], dtype=bool)))
             if self.reader_path is not None:  # the reader's answer (read results only) replaces the study's
                 out["kde_answer"] = out["short_answer"]
-                read = bool(row.get("read", False))
+                read = bool(row.get("read", False)) and int(row["answer_start"]) >= 0
                 out["short_answer"] = snap_to_words([int(row["answer_start"]), int(row["answer_end"])], spans) \
-                    if read and int(row["answer_start"]) >= 0 else None
-                confidence = float(row["answer_confidence"])
-                out["confidence"] = round(confidence, 3) if out["short_answer"] and math.isfinite(confidence) \
-                    else None
-                out["answer_score"] = round(float(row["answer_score"]), 3) if out["short_answer"] else None
+                    if read else None
+                confidence = float(row["answer_confidence"]) if read else math.nan
+                out["confidence"] = round(confidence, 3) if math.isfinite(confidence) else None
+                out["answer_score"] = round(float(row["answer_score"]), 3) if read else None
         return out
 
     def _read(self, ranked: pd.DataFrame) -> pd.DataFrame:
