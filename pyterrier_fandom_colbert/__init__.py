@@ -30,6 +30,7 @@ _LAZY = {
     "Experiment": "fusion",
     "share_inputs": "fusion",
     "cache_folder": "caching",
+    "RetrieverCache": "caching",
 }
 
 
