@@ -49,3 +49,29 @@ def test_cut_and_compiled_keep_the_uncut_top_k_for_every_query(collection, small
     assert _top((e2e % 10)(topics), 10) == uncut
     if cheap is not None:  # the check can fail: the search at a 10-result depth ranks some queries otherwise
         assert _top(index.retriever(small_colbert, **cheap)(topics), 10) != uncut
+
+
+def test_maxlens_are_arguments_of_from_pretrained(tiny_bert_dir, tmp_path):
+    config = pfc.ColBERTConfig(dim=16)
+    given = pfc.ColBERT.from_pretrained(tiny_bert_dir, config=config, query_maxlen=8, doc_maxlen=20, device="cpu")
+    through_config = pfc.ColBERT.from_pretrained(
+        tiny_bert_dir, config=pfc.ColBERTConfig(dim=16, query_maxlen=8, doc_maxlen=20), device="cpu")
+    assert (given.config.query_maxlen, given.config.doc_maxlen) == (8, 20)
+    assert given.fingerprint() == through_config.fingerprint()
+    Q, _ = given.encode_queries(["who forged the silver blade of the north in the third age"])
+    assert Q.shape[1] == 8
+    folder = given.save_pretrained(tmp_path / "ckpt")
+    longer = pfc.ColBERT.from_pretrained(folder, query_maxlen=12, device="cpu")  # a checkpoint's setting too
+    assert longer.config.query_maxlen == 12 and longer.config.doc_maxlen == 20
+    assert longer.encode_queries(["who forged the silver blade"])[0].shape[1] == 12
+    with pytest.raises(ValueError, match="query_maxlen=0"):
+        pfc.ColBERT.from_pretrained(tiny_bert_dir, config=config, query_maxlen=0, device="cpu")
+
+
+def test_a_device_torch_cannot_use_is_a_clear_error(tiny_bert_dir):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this torch has CUDA")
+    with pytest.raises(ValueError, match=r"device='cuda'.*0 CUDA device.*available: cpu"):
+        pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(dim=16), device="cuda")

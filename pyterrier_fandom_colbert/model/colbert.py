@@ -54,6 +54,21 @@ class DocBatch:
             yield int(pos), embs[row][keep], self.input_ids[row][keep]
 
 
+def check_device(device: "torch.device", asked: Optional[str]) -> None:
+    """A clear error for a device this torch cannot use (``device="cuda"`` on a CPU-only build), naming it and
+    what is available."""
+    import torch
+
+    if device.type != "cuda":
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0 or (device.index is not None and device.index >= count):
+        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        available = ["cpu", *(f"cuda:{i}" for i in range(count))]
+        raise ValueError(f"device={asked!r}, but this torch {torch.__version__} ({build}) sees "
+                         f"{count} CUDA device(s); available: {', '.join(available)}")
+
+
 class ColBERT:
     """A ColBERT encoder: ``query_encoder()``, ``doc_encoder()``, ``text_scorer()``, ``scorer()``.
 
@@ -74,6 +89,7 @@ class ColBERT:
         if cpu_precision not in (*CPU_PRECISIONS, "auto"):
             raise ValueError(f"cpu_precision={cpu_precision!r}; expected one of {CPU_PRECISIONS} or 'auto'")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        check_device(self.device, device)
         if cpu_precision == "auto":
             cpu_precision = "bfloat16" if self.device.type == "cpu" and native_bf16() else "float32"
         if cpu_precision != "float32" and self.device.type != "cpu":
@@ -92,6 +108,7 @@ class ColBERT:
     @classmethod
     def from_pretrained(cls, path: Optional[Union[str, Path]] = None, *, config: Optional[ColBERTConfig] = None,
                         seed: int = 0, unchecked: bool = False, inference_only: bool = False,
+                        query_maxlen: Optional[int] = None, doc_maxlen: Optional[int] = None,
                         **kwargs) -> "ColBERT":
         """Load a checkpoint folder, or start a fresh ColBERT from a backbone folder (or hub id, if online).
 
@@ -102,10 +119,19 @@ class ColBERT:
         existed) is refused unless ``unchecked=True`` (then loaded with a warning). ``inference_only=True``
         reads a BERT backbone of this package's checkpoints without transformers' model classes (about 2 s less
         CPU to load; same vectors and fingerprint), for a model that is only used to encode, never trained or
-        saved (:mod:`.light_bert`).
+        saved (:mod:`.light_bert`). ``query_maxlen`` / ``doc_maxlen`` (word pieces per query / per document
+        window) set those of the config, for a checkpoint too (its vectors, and so its fingerprint, change with
+        them).
         """
+        from dataclasses import replace
+
         from . import formats
         from . import network as m
+
+        lengths = {name: value for name, value in (("query_maxlen", query_maxlen), ("doc_maxlen", doc_maxlen))
+                   if value is not None}
+        for name, value in lengths.items():
+            positive_int(name, value, what="word pieces")
 
         if path is None and DEFAULT_CHECKPOINT.exists() and config is None:
             path = DEFAULT_CHECKPOINT
@@ -123,7 +149,12 @@ class ColBERT:
             if path is not None and Path(path).exists() and not (Path(path) / "config.json").exists():
                 raise FileNotFoundError(f"{path} is neither a ColBERT checkpoint (no colbert_config.json) nor a "
                                         "transformers model folder (no config.json)")
-            net, tok = m.build(str(path) if path is not None else None, config or ColBERTConfig(), seed=seed)
+            net, tok = m.build(str(path) if path is not None else None,
+                               replace(config or ColBERTConfig(), **lengths), seed=seed)
+        if lengths and net.config != replace(net.config, **lengths):  # a checkpoint's own config
+            net.config = replace(net.config, **lengths)
+            m.check_positions(net.backbone, net.config)
+            tok = type(tok)(tok.hf, net.config)
         return cls(net, tok, **kwargs)
 
     def save_pretrained(self, folder: Union[str, Path], dtype: Optional[str] = None, format: str = "pfc") -> Path:
