@@ -31,6 +31,7 @@ _LAZY = {
     "share_inputs": "fusion",
     "cache_folder": "caching",
     "RetrieverCache": "caching",
+    "BM25": "sparse.bm25",
 }
 
 

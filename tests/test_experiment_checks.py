@@ -75,3 +75,49 @@ def test_a_device_torch_cannot_use_is_a_clear_error(tiny_bert_dir):
         pytest.skip("this torch has CUDA")
     with pytest.raises(ValueError, match=r"device='cuda'.*0 CUDA device.*available: cpu"):
         pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(dim=16), device="cuda")
+
+
+def test_bm25_without_pyterrier_pisa_names_the_install(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyterrier_pisa", None)  # as if not installed
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'pyterrier-fandom-colbert\[pisa\]'"):
+        pfc.BM25(tmp_path / "bm25", [{"docno": "d1", "text": "castle"}])
+
+
+def test_bm25_is_quiet_by_default(monkeypatch, tmp_path, capfd):
+    """pfc.BM25 over a stand-in pyterrier-pisa whose indexing prints from Python and from native code (fd 2)."""
+    import os
+    import sys
+    import types
+
+    class PisaIndex:
+        def __init__(self, path, **options):
+            self.path, self.options = path, options
+
+        def indexer(self):
+            index = self
+
+            class Indexer:
+                def index(self, docs):
+                    print("progress line")
+                    os.write(2, b"native progress\n")
+                    (index_path := __import__("pathlib").Path(index.path)).mkdir(parents=True, exist_ok=True)
+                    (index_path / "pt_meta.json").write_text("{}")
+                    (index_path / "fwd.terms").write_text("castle\n")
+            return Indexer()
+
+        def bm25(self, **options):
+            return ("bm25", options)
+
+    monkeypatch.setitem(sys.modules, "pyterrier_pisa", types.SimpleNamespace(PisaIndex=PisaIndex))
+    kind, options = pfc.BM25(tmp_path / "bm25", [{"docno": "d1", "text": "castle"}], num_results=10)
+    assert kind == "bm25" and options == {"k1": 0.9, "b": 0.4, "num_results": 10, "verbose": False}
+    out, err = capfd.readouterr()
+    assert "progress" not in out + err
+    pfc.BM25(tmp_path / "loud", [{"docno": "d1", "text": "castle"}], verbose=True)
+    out, err = capfd.readouterr()
+    assert "progress line" in out and "native progress" in err
+    assert pfc.BM25(tmp_path / "bm25")[0] == "bm25"  # an existing index, opened
+    with pytest.raises(FileNotFoundError, match="no BM25"):
+        pfc.BM25(tmp_path / "none")
