@@ -121,3 +121,29 @@ def test_bm25_is_quiet_by_default(monkeypatch, tmp_path, capfd):
     assert pfc.BM25(tmp_path / "bm25")[0] == "bm25"  # an existing index, opened
     with pytest.raises(FileNotFoundError, match="no BM25"):
         pfc.BM25(tmp_path / "none")
+
+
+def test_tfidf_scorer_rescores_given_documents_as_the_retriever_scores_them(tmp_path):
+    docs = [{"docno": f"d{i}", "text": t} for i, t in enumerate([
+        "the castle by the river", "a dragon over the castle", "the smith forged a blade", "river folk and boats",
+        "nothing in common here"])]
+    index = pfc.TfidfIndex.build(tmp_path / "tfidf", docs)
+    topics = pd.DataFrame({"qid": ["q1", "q2"], "query": ["castle river", "smith blade dragon"]})
+    retrieved = index.retriever(10)(topics)
+    candidates = pd.DataFrame({"qid": ["q1", "q1", "q1", "q2", "q2"],
+                               "query": ["castle river"] * 3 + ["smith blade dragon"] * 2,
+                               "docno": ["d3", "d0", "d4", "d1", "d2"], "extra": range(5)})
+    scored = index.scorer()(candidates)
+    expected = dict(zip(zip(retrieved.qid, retrieved.docno), retrieved.score))
+    for qid, docno, score in zip(scored.qid, scored.docno, scored.score):
+        assert score == pytest.approx(expected.get((qid, docno), 0.0))  # d4 shares no term: 0
+    assert scored[scored.qid == "q1"].sort_values("rank").docno.tolist() == ["d0", "d3", "d4"]
+    assert set(scored.extra) == set(range(5))  # input columns kept
+    # as a feature: ** needs a scorer
+    features = (index.scorer() ** index.scorer())(candidates)
+    np.testing.assert_allclose(np.stack(features.features.to_numpy())[:, 0], scored.set_index(
+        ["qid", "docno"]).loc[list(zip(features.qid, features.docno)), "score"].to_numpy())
+    assert len(index.scorer()(candidates.iloc[:0])) == 0
+    assert index.scorer() == pfc.TfidfIndex(tmp_path / "tfidf").scorer()
+    with pytest.raises(ValueError, match="d9"):
+        index.scorer()(candidates.assign(docno="d9"))

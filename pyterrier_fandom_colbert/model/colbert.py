@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -128,8 +128,8 @@ class ColBERT:
         from . import formats
         from . import network as m
 
-        lengths = {name: value for name, value in (("query_maxlen", query_maxlen), ("doc_maxlen", doc_maxlen))
-                   if value is not None}
+        given = (("query_maxlen", query_maxlen), ("doc_maxlen", doc_maxlen))
+        lengths: Dict[str, Any] = {name: value for name, value in given if value is not None}
         for name, value in lengths.items():
             positive_int(name, value, what="word pieces")
 
