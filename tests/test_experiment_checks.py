@@ -147,3 +147,11 @@ def test_tfidf_scorer_rescores_given_documents_as_the_retriever_scores_them(tmp_
     assert index.scorer() == pfc.TfidfIndex(tmp_path / "tfidf").scorer()
     with pytest.raises(ValueError, match="d9"):
         index.scorer()(candidates.assign(docno="d9"))
+
+
+def test_empty_documents_are_indexed_with_a_counted_warning(small_colbert, tmp_path):
+    docs = [{"docno": "d0", "text": "the castle by the river"}, {"docno": "d1", "text": ""},
+            {"docno": "d2", "text": "   "}, {"docno": "d3", "text": "a dragon"}]
+    with pytest.warns(UserWarning, match=r"2 of 4 documents have an empty 'text'"):
+        index = pfc.ColBERTIndex(tmp_path / "idx").indexer(small_colbert).index(docs)
+    assert index.meta.num_docs == 4
