@@ -155,3 +155,25 @@ def test_empty_documents_are_indexed_with_a_counted_warning(small_colbert, tmp_p
     with pytest.warns(UserWarning, match=r"2 of 4 documents have an empty 'text'"):
         index = pfc.ColBERTIndex(tmp_path / "idx").indexer(small_colbert).index(docs)
     assert index.meta.num_docs == 4
+
+
+def test_encoders_take_batch_size_verbose_and_text_field(small_colbert, count_calls, capsys):
+    queries = pd.DataFrame({"qid": [f"q{i}" for i in range(5)], "query": [f"castle river {i}" for i in range(5)]})
+    expected = small_colbert.query_encoder()(queries)
+    tokenised = count_calls(type(small_colbert.tokenizer), "queries")
+    got = small_colbert.query_encoder(batch_size=2)(queries)
+    assert tokenised.calls == 3  # 5 queries, 2 per forward pass
+    for a, b in zip(got["query_embs"], expected["query_embs"]):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    assert small_colbert.batch_size == 8  # the model's own setting is left as it was
+    small_colbert.query_encoder(verbose=True)(queries)
+    assert "encoding queries" in capsys.readouterr().err
+    assert small_colbert.query_encoder(batch_size=2) == small_colbert.query_encoder()  # same vectors
+    candidates = pd.DataFrame({"qid": ["q1", "q1"], "query": ["castle river"] * 2, "docno": ["d0", "d1"],
+                               "body": ["the castle by the river", "a dragon in the sky"]})
+    scored = small_colbert.text_scorer(text_field="body", batch_size=1)(candidates)
+    plain = small_colbert.text_scorer()(candidates.rename(columns={"body": "text"}))
+    np.testing.assert_allclose(scored.sort_values("docno").score, plain.sort_values("docno").score, atol=1e-5)
+    assert "text_field='body'" in repr(small_colbert.text_scorer(text_field="body", batch_size=1))
+    with pytest.raises(ValueError, match="batch_size=0"):
+        small_colbert.query_encoder(batch_size=0)

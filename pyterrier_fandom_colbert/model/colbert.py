@@ -367,12 +367,14 @@ class ColBERT:
         return out  # type: ignore[return-value]  # every position filled: the batches cover each text
 
     # -- PyTerrier transformers ----------------------------------------------------------------------------
-    def query_encoder(self, *, strict: bool = False) -> "QueryEncoder":
+    def query_encoder(self, *, strict: bool = False, batch_size: Optional[int] = None,
+                      verbose: Optional[bool] = None) -> "QueryEncoder":
         """qid, query → + query_embs (``[N_q, d]`` float32), query_toks. Empty or non-text queries get no rows and
-        one warning naming their qids (``strict=True``: an error)."""
+        one warning naming their qids (``strict=True``: an error). ``batch_size`` (queries per forward pass) and
+        ``verbose`` (a progress bar): None, the model's."""
         from .encoders import QueryEncoder
 
-        return QueryEncoder(self, strict=strict)
+        return QueryEncoder(self, strict=strict, batch_size=batch_size, verbose=verbose)
 
     def doc_encoder(self) -> "DocEncoder":
         """docno, text → + doc_embs (``[L_d, d]`` float32), doc_toks."""
@@ -380,15 +382,19 @@ class ColBERT:
 
         return DocEncoder(self)
 
-    def text_scorer(self, *, strict: bool = False, long_docs: str = "windows",
-                    stride: Optional[int] = None) -> "TextScorer":
+    def text_scorer(self, *, strict: bool = False, long_docs: str = "windows", stride: Optional[int] = None,
+                    text_field: str = "text", batch_size: Optional[int] = None,
+                    verbose: Optional[bool] = None) -> "TextScorer":
         """qid, query, docno, text → + score, rank (MaxSim of freshly encoded texts). Empty or non-text queries get
         no rows and one warning (``strict=True``: an error). Long texts are read whole as overlapping windows
         (``long_docs="windows"``, ``stride`` pieces apart, default two thirds of a window), as the indexer stores
-        them, or truncated (``long_docs="truncate"``)."""
+        them, or truncated (``long_docs="truncate"``). ``text_field``: the passage column; ``batch_size`` (texts
+        per forward pass) and ``verbose`` (progress bars): None, the model's. Use it for documents that are not in
+        an index; for indexed ones ``index.scorer()`` gives the same scores from stored vectors, far faster."""
         from .encoders import TextScorer
 
-        return TextScorer(self, strict=strict, long_docs=long_docs, stride=stride)
+        return TextScorer(self, text_field, strict=strict, long_docs=long_docs, stride=stride, batch_size=batch_size,
+                          verbose=verbose)
 
     def scorer(self) -> "EmbeddingScorer":
         """query_embs, doc_embs → + score, rank (for frames already encoded)."""
