@@ -177,3 +177,42 @@ def test_encoders_take_batch_size_verbose_and_text_field(small_colbert, count_ca
     assert "text_field='body'" in repr(small_colbert.text_scorer(text_field="body", batch_size=1))
     with pytest.raises(ValueError, match="batch_size=0"):
         small_colbert.query_encoder(batch_size=0)
+
+
+def test_kde_answer_span_is_bounded_on_a_long_flat_passage():
+    from pyterrier_fandom_colbert.explain.relevance import ExplainOptions, explain_passage
+
+    words = [f"w{i}" for i in range(600)]
+    text = " ".join(words)
+    starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
+    offsets = np.array([[0, 0], [0, 0]] + [[s, s + len(w)] for s, w in zip(starts, words)] + [[0, 0]])
+    length = len(offsets)
+    sim = np.zeros((32, length))
+    for i in range(32):  # matches spread evenly over the whole passage: a flat density
+        sim[i, 2 + (i * 37) % 600], sim[i, 2 + (i * 37 + 300) % 600] = 0.9, 0.8
+    unbounded = explain_passage(sim, np.ones(length, bool), text, offsets, ExplainOptions(max_span=None))
+    bounded = explain_passage(sim, np.ones(length, bool), text, offsets, ExplainOptions())
+    assert np.subtract(*unbounded.answer_tokens[::-1]) > 300  # the unbounded span is most of the passage
+    start, end = bounded.answer_tokens
+    assert end - start <= 64
+    peak = int(np.argmax(bounded.kde))
+    assert start <= peak < end  # the bounded span holds the density's peak
+    with pytest.raises(ValueError, match="max_span=0"):
+        ExplainOptions(max_span=0)
+
+
+def test_heatmap_of_a_long_passage_is_cut_to_the_best_window():
+    from pyterrier_fandom_colbert.explain import render
+
+    tokens = ["[CLS]", "[D]", *[f"t{i}" for i in range(400)], "[SEP]"]
+    sim = np.full((3, len(tokens)), 0.1)
+    sim[:, 252:262] = 0.9  # the match is far into the passage
+    row = {"expl_sim": sim, "expl_query_tokens": ["[CLS]", "[Q]", "x"], "expl_tokens": tokens,
+           "expl_words": np.array([-1, -1, *range(400), -1]), "docno": "d1", "query": "x"}
+    fig = render.heatmap(row)
+    ax = fig.axes[0]
+    shown = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(shown) == render.HEATMAP_MAX_COLUMNS and {f"t{i}" for i in range(250, 260)} <= set(shown)
+    assert fig.get_figwidth() <= 0.28 * render.HEATMAP_MAX_COLUMNS + 2
+    assert f"of {len(tokens)} shown" in ax.get_title()
+    assert len(render.heatmap(row, max_columns=None).axes[0].get_xticklabels()) == len(tokens)
