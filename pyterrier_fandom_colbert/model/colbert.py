@@ -89,12 +89,12 @@ class ColBERT:
         if cpu_precision not in (*CPU_PRECISIONS, "auto"):
             raise ValueError(f"cpu_precision={cpu_precision!r}; expected one of {CPU_PRECISIONS} or 'auto'")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        check_device(self.device, device)
         if cpu_precision == "auto":
             cpu_precision = "bfloat16" if self.device.type == "cpu" and native_bf16() else "float32"
         if cpu_precision != "float32" and self.device.type != "cpu":
             raise ValueError(f"cpu_precision={cpu_precision!r} sets the arithmetic of encoding on a CPU, but the "
                              f"device is {self.device}; there amp_dtype sets it")
+        check_device(self.device, device)  # after the settings' own checks, before the model moves there
         self.cpu_precision = cpu_precision
         self._int8_model: Optional["ColBERTModel"] = None  # the int8 inference copy, made on first use
         self.model = model.to(self.device).eval()
