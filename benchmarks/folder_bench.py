@@ -63,7 +63,8 @@ def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec:
 
     import numpy as np
 
-    from pyterrier_fandom_colbert.app.folder import COLBERT_DIR, MANIFEST, Manifest, _parts_of, folder_bytes
+    from pyterrier_fandom_colbert.app.folder import COLBERT_DIR, MANIFEST, Manifest, folder_bytes
+    from pyterrier_fandom_colbert.app.folder.assemble import parts_of
     from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
     from pyterrier_fandom_colbert.index.compressed import CompressionSpec
     from pyterrier_fandom_colbert.index.writer import IndexWriter
@@ -80,7 +81,7 @@ def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec:
             start, end = int(source.offsets[doc]), int(source.offsets[doc + 1])
             vectors = np.asarray(source.vectors[start:end]) if vectors_of is None else vectors_of(start, end)
             writer.add(str(source.docnos_of(np.array([doc]))[0]), vectors,
-                       np.asarray(source.token_ids[start:end]), _parts_of(source, doc))
+                       np.asarray(source.token_ids[start:end]), parts_of(source, doc))
         writer.truncated_docs, writer.windowed_docs = meta.truncated_docs, meta.windowed_docs
     manifest = Manifest.from_dict(read_json(out / MANIFEST))
     spec = CompressionSpec(compression) if isinstance(compression, str) else compression

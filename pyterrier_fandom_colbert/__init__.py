@@ -20,6 +20,7 @@ _LAZY = {
     "RayShardedRetriever": "distributed.search",
     "FaissSpec": "index.ann",
     "Explainer": "explain.transformer",
+    "Reader": "reader.transformer",
     "Splade": "sparse.encoder",
     "SparseIndex": "sparse.exact",
     "LinearFusion": "fusion",

@@ -142,7 +142,9 @@ def curve_cutoffs(k: int, points: int = 40) -> List[int]:
 
 
 def plot_recall(curve, cutoffs: Sequence[int], path: Path, title: str) -> None:
-    import matplotlib
+    from .cli_errors import require_extra
+
+    matplotlib = require_extra("matplotlib", "plot", "plotting recall curves")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -7,17 +7,21 @@ was expected, a dump that cannot be found or downloaded). :func:`run` prints ``<
 stderr and returns exit status 2; with ``--debug`` on the command line it prints the traceback first. Any other
 exception is a bug and keeps its traceback. Ctrl-C prints one line and returns 130.
 
-The checks shared by the tools (:func:`require_dataset`, :func:`require_model_path`) live here too. This module
+The checks shared by the tools (:func:`require_dataset`, :func:`require_model_path`) live here too, and
+:func:`require_extra`: an optional part of the package used without its extra is a :class:`MissingExtra` (a
+UserError and a ModuleNotFoundError) whose one line names the extra to install. This module
 is imported by the tools before anything heavy: it imports nothing from the package, and ir_datasets only inside
 :func:`require_dataset`.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import sys
 import traceback
 from pathlib import Path
+from types import ModuleType
 from typing import Callable, Optional, Sequence
 
 __all__ = ["EXIT_USER_ERROR", "UserError", "add_debug_flag", "require_dataset", "require_model_path", "run"]
@@ -28,6 +32,35 @@ EXIT_USER_ERROR = 2
 
 class UserError(Exception):
     """An error the user can fix; the message says how."""
+
+
+#: the distribution name behind ``pip install '<DISTRIBUTION>[extra]'``
+DISTRIBUTION = "pyterrier-fandom-colbert"
+
+
+class MissingExtra(UserError, ModuleNotFoundError):
+    """An optional dependency is not installed; the message names the extra that installs it."""
+
+
+def require_extra(module: str, extra: str, what: str) -> ModuleType:
+    """``import module``, or a :class:`MissingExtra` in one line: ``what`` needs ``module``, and the ``pip
+    install`` command of the package's ``extra`` that brings it.
+
+    >>> require_extra("json", "app", "pfc serve").__name__
+    'json'
+    >>> try:
+    ...     require_extra("no_such_module_x", "app", "pfc serve")
+    ... except MissingExtra as err:
+    ...     print(err)
+    pfc serve needs no_such_module_x, which is not installed: pip install 'pyterrier-fandom-colbert[app]'
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:  # not installed, or its import blocked (sys.modules[name] = None)
+        if err.name is not None and err.name.split(".")[0] != module.split(".")[0]:
+            raise  # the module is there but one of its own imports failed: not a missing extra
+        raise MissingExtra(f"{what} needs {module}, which is not installed: pip install "
+                           f"'{DISTRIBUTION}[{extra}]'", name=module) from None
 
 
 def add_debug_flag(parser: argparse.ArgumentParser) -> None:

@@ -139,3 +139,24 @@ def use_color(stream: Optional[TextIO] = None) -> bool:
     unset."""
     stream = stream if stream is not None else sys.stdout
     return bool(getattr(stream, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
+
+
+# -- terminal colour: the package's one set of ANSI sequences (written only where use_color() says so) ----------
+ANSI_BOLD, ANSI_DIM, ANSI_UNDERLINE, ANSI_RESET = "\x1b[1m", "\x1b[2m", "\x1b[4m", "\x1b[0m"
+#: an answer span: black on yellow; the short answer within it, bold
+ANSI_ANSWER, ANSI_SHORT_ANSWER = "\x1b[30;43m", "\x1b[1;30;43m"
+#: 256-colour backgrounds from pale to strong (:func:`ansi_shade`)
+ANSI_RAMP = (230, 229, 222, 215, 209, 203)
+
+
+def ansi_shade(text: str, level: float) -> str:
+    """``text`` in black on the :data:`ANSI_RAMP` background for ``level`` in [0, 1] (pale to strong), the
+    colours reset after it.
+
+    >>> ansi_shade("word", 0.0) == "\\x1b[48;5;230m\\x1b[30mword\\x1b[39;49m"
+    True
+    >>> ansi_shade("word", 1.0)[:11] == "\\x1b[48;5;203m"
+    True
+    """
+    shade = ANSI_RAMP[min(int(level * len(ANSI_RAMP)), len(ANSI_RAMP) - 1)]
+    return f"\x1b[48;5;{shade}m\x1b[30m{text}\x1b[39;49m"

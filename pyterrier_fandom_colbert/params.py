@@ -7,8 +7,16 @@ everything derived from it (a fusion's weights, a retriever's neighbour count, a
 and the transformer's output, equality and repr all change together. A value the constructor refuses leaves the
 transformer as it was.
 
-The rank cutoff ``transformer % k`` is checked the same way: ``k`` is a positive integer, refused by name
-otherwise (PyTerrier's own operator lets ``% 0`` return nothing and ``% True`` keep one document per query).
+Why not PyTerrier's default ``set_parameter`` (``setattr(self, name, value)``): it would set the one attribute
+and leave whatever the constructor derived from it (checked values, frozen options, cached properties) stale, so
+the transformer's output, equality and repr would disagree. Taking over the rebuilt object's whole ``__dict__``
+is what makes them agree; the object keeps its identity (a pipeline that holds it sees the change, as
+``pt.GridSearch`` needs). Attributes set on the object from outside its constructor do not survive a change.
+
+The rank cutoff ``transformer % k`` keeps PyTerrier's meaning exactly: ``super().__mod__(k)``, i.e.
+``transformer >> RankCutoff(k)`` (``pyterrier._ops``), fused into the transformer by PyTerrier's own
+``fuse_rank_cutoff`` protocol. Only ``k`` is checked first: a positive integer, refused by name otherwise
+(PyTerrier's operator lets ``% 0`` return nothing and ``% True`` keep one document per query).
 """
 from __future__ import annotations
 

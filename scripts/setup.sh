@@ -5,5 +5,6 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q torch==2.13.0
-# the ray extra too: the tests of sharded builds and search on a local Ray cluster run in CI
-.venv/bin/pip install -q -e '.[test,ray]'
+# every extra but pisa (a compiled engine; its tests skip without it): the page, dump reading and plots, and Ray,
+# whose tests of sharded builds and search on a local Ray cluster run in CI
+.venv/bin/pip install -q -e '.[test,app,wiki,plot,ray]'

@@ -170,3 +170,25 @@ def small_colbert(tiny_bert_dir):
     torch.set_num_threads(2)
     config = pfc.ColBERTConfig(dim=16, doc_maxlen=32, query_maxlen=16)
     return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=config, device="cpu", batch_size=8)
+
+
+@pytest.fixture(scope="session")
+def tiny_reader_dir(tiny_bert_dir, tmp_path_factory):
+    """A random reader over the tiny BERT (1 frozen layer, 1 own layer), with a calibration."""
+    import torch
+
+    from pyterrier_fandom_colbert.reader.calibration import ReaderCalibration
+    from pyterrier_fandom_colbert.reader.config import ReaderConfig
+    from pyterrier_fandom_colbert.reader.network import ReaderModel, base_digest, load_base, save_reader
+
+    torch.manual_seed(0)
+    config = ReaderConfig(base=tiny_bert_dir, frozen_layers=1, max_length=48, question_maxlen=12, stride=16,
+                          max_answer_tokens=8)
+    config = config.replace(base_digest=base_digest(config.base))
+    base, _ = load_base(config.base)
+    model = ReaderModel(base, config)
+    with torch.no_grad():
+        model.qa.weight.normal_(0, 1.0)
+    folder = tmp_path_factory.mktemp("reader") / "reader"
+    save_reader(model, folder, extra={"calibration.json": ReaderCalibration(slope=0.5, threshold=0.3).to_dict()})
+    return str(folder)

@@ -90,6 +90,14 @@ def test_cli_index_then_search_json(tmp_path, tiny_bert_dir, capsys):
         assert f"«{terminal_text(r['text'][start:end])}»" in text
     assert "\x1b[" not in text
 
+    # unquoted words are one question; 10 results by default, as on the page; --read-top 0: the study's answer
+    assert main(["search", str(folder), *QUESTION.split(), "--json", "--read-top", "0"]) == 0
+    response = json.loads(capsys.readouterr().out)
+    assert response["query"] == " ".join(QUESTION.split()) and response["answer"] is None
+    assert len(response["results"]) == min(10, len(reference))
+    assert main(["search", str(folder), QUESTION, "--read-top", "99"]) == 2
+    assert "read_top=99" in capsys.readouterr().err
+
     # a bad query: a message and exit status 2, no traceback
     assert main(["search", str(folder), "   "]) == 2
     err = capsys.readouterr().err
@@ -225,7 +233,14 @@ def folder(tmp_path_factory, tiny_bert_dir):
 
 @pytest.fixture(scope="module")
 def searcher(folder):
-    return Searcher(folder)
+    """The study's short answers and confidence (no reader)."""
+    return Searcher(folder, reader=None)
+
+
+@pytest.fixture(scope="module")
+def reading_searcher(folder, searcher, tiny_reader_dir):
+    """The reader's answers: a random reader over the tiny BERT, reading the top 3 results."""
+    return Searcher(folder, colbert=searcher.colbert, warm=False, reader=tiny_reader_dir, read_top=3)
 
 
 def test_pt_get_text_reads_a_folders_passages_from_its_tfidf_index(folder):
@@ -286,7 +301,7 @@ def test_nothing_relevant_follows_the_calibration_threshold(folder, searcher):
     for threshold, nothing in ((0.6, True), (0.4, False)):
         # the best result's confidence is exactly 0.5 under this calibration
         calibration = AnswerCalibration(intercept=-10.0 * best, slope=10.0, threshold=threshold)
-        other = Searcher(folder, colbert=searcher.colbert, warm=False, calibration=calibration)
+        other = Searcher(folder, colbert=searcher.colbert, warm=False, calibration=calibration, reader=None)
         response = other.search(QUESTION, k=3)
         assert response["nothing_relevant"] is nothing
         assert len(response["results"]) == 3  # the results are still there
@@ -297,6 +312,49 @@ def test_nothing_relevant_follows_the_calibration_threshold(folder, searcher):
     for r in response["results"]:
         start, end = r["short_answer"]
         assert f"answer: {terminal_text(r['text'][start:end])}  confidence {r['confidence']:.0%}" in plain
+
+
+def test_the_reader_answers_the_top_results_and_the_best_answer_leads(reading_searcher):
+    import pyterrier_fandom_colbert as pfc
+
+    response = reading_searcher.search(QUESTION, system="colbert", k=5)
+    results = response["results"]
+    read = [r for r in results if r["rank"] <= 3]
+    assert all(r["short_answer"] is None and r["confidence"] is None for r in results if r["rank"] > 3)
+    frame = pd.DataFrame({"qid": "q", "query": QUESTION, "docno": [r["docno"] for r in read],
+                          "text": [r["text"] for r in read]})
+    expected = pfc.Reader(reading_searcher.reader_path)(frame)  # the same reader as a PyTerrier stage
+    for r, (_, row) in zip(read, expected.iterrows()):
+        start, end = r["short_answer"]
+        assert start <= row["answer_start"] and row["answer_end"] <= end  # widened to whole words only
+        assert r["confidence"] == pytest.approx(row["answer_confidence"], abs=1e-3)
+        assert r["kde_answer"] is None or r["answer"][0] <= r["kde_answer"][0]  # the study's span is kept
+    best = max(read, key=lambda r: (r["confidence"], -r["rank"]))
+    answer = response["answer"]
+    assert (answer["rank"], answer["confidence"]) == (best["rank"], best["confidence"])
+    assert answer["text"] == best["text"][answer["span"][0]:answer["span"][1]]
+    calibration = reading_searcher.reader.calibration
+    assert response["nothing_relevant"] == (answer["confidence"] < calibration.threshold)
+    text = format_results(response)
+    if not response["nothing_relevant"]:
+        shown = f"answer: {terminal_text(answer['text'])}  {answer['confidence']:.0%} sure"
+        assert text.splitlines()[2].startswith(shown)
+
+
+def test_the_readers_threshold_decides_nothing_relevant(folder, searcher, tiny_reader_dir, tmp_path):
+    import shutil
+
+    from pyterrier_fandom_colbert.app.search import NOTHING_RELEVANT
+    from pyterrier_fandom_colbert.reader.calibration import ReaderCalibration
+    from pyterrier_fandom_colbert.reader.network import set_calibration
+
+    for threshold, nothing in ((1.0, True), (0.0, False)):
+        reader = tmp_path / f"reader-{threshold}"
+        shutil.copytree(tiny_reader_dir, reader)
+        set_calibration(reader, ReaderCalibration(slope=0.5, threshold=threshold))
+        response = Searcher(folder, colbert=searcher.colbert, warm=False, reader=reader).search(QUESTION, k=4)
+        assert response["nothing_relevant"] is nothing and len(response["results"]) == 4
+        assert (NOTHING_RELEVANT in format_results(response)) is nothing
 
 
 def test_each_system_returns_its_own_ranking(searcher):
@@ -621,12 +679,30 @@ def test_browser_says_plainly_when_nothing_seems_to_answer(browser, server, fold
     assert shorts == [r["text"][r["short_answer"][0]:r["short_answer"][1]] for r in expected["results"]]
 
     never = AnswerCalibration(intercept=-50.0, slope=1.0, threshold=0.99)  # no passage reaches the threshold
-    with _serving(Searcher(folder, colbert=searcher.colbert, warm=False, calibration=never)) as other:
+    with _serving(Searcher(folder, colbert=searcher.colbert, warm=False, calibration=never, reader=None)) as other:
         _open(browser, other + "/?q=" + QUESTION.replace(" ", "+"))
         shown = browser.wait_for("!document.getElementById('nothing').hidden && "
                                  "document.getElementById('nothing').textContent")
         assert " ".join(shown.split()).startswith(NOTHING_RELEVANT)
         assert browser.js("document.querySelectorAll('#results .card').length") == 10  # results still below
+
+
+def test_browser_leads_with_the_readers_answer(browser, reading_searcher):
+    expected = reading_searcher.search(QUESTION, k=10)
+    with _serving(reading_searcher) as url:
+        _open(browser, url + "/?q=" + QUESTION.replace(" ", "+"))
+        browser.wait_for("document.querySelectorAll('#results .card').length")
+        best = browser.js("(() => { const b = document.getElementById('best'); return {hidden: b.hidden, "
+                          "text: b.querySelector('.text').textContent, sure: b.querySelector('.sure').textContent};"
+                          " })()")
+        shorts = browser.js("[...document.querySelectorAll('#results .card')].map(c => "
+                            "(c.querySelector('.passage mark.short') || {}).textContent || null)")
+    answer = expected["answer"]
+    assert best["hidden"] is bool(expected["nothing_relevant"])
+    if not expected["nothing_relevant"]:
+        assert best["text"] == answer["text"] and best["sure"] == f"{round(100 * answer['confidence'])}% sure"
+    assert shorts == [r["text"][r["short_answer"][0]:r["short_answer"][1]] if r["short_answer"] else None
+                      for r in expected["results"]]
 
 
 def test_browser_shows_a_clear_message_for_a_bad_query(browser, server):

@@ -17,7 +17,7 @@ LAYERS = [
     {"progress", "lazy", "ranking", "cli_errors", "display", "params", "caching"},
     {"frames", "storage"},
     {"model"},
-    {"lexical", "data", "index", "fusion", "sparse"},
+    {"lexical", "data", "index", "fusion", "sparse", "reader"},
     {"explain", "distributed"},
     {"training"},
     {"__init__", "__main__", "cli", "app"},

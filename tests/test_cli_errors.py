@@ -161,4 +161,5 @@ def test_cli_errors_imports_nothing_heavy():
             "print(sorted(m for m in set(sys.modules) - before if m.startswith('pyterrier_fandom_colbert')), "
             "sorted(m for m in ('torch', 'transformers', 'faiss') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout == "['pyterrier_fandom_colbert.cli_errors'] []\n"
+    # (the package may load it already: its optional parts name their extra through require_extra)
+    assert done.stdout in ("['pyterrier_fandom_colbert.cli_errors'] []\n", "[] []\n")

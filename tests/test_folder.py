@@ -93,7 +93,8 @@ def test_a_folder_holds_a_residual_index_and_nothing_search_does_not_read(sample
     index = pfc.ColBERTIndex(sample_folder / COLBERT_DIR)
     assert index.compression == manifest.settings.compression == "residual2"
     files = {p.relative_to(sample_folder).as_posix() for p in sample_folder.rglob("*") if p.is_file()}
-    assert not [f for f in files if f.endswith((".lock", ".faiss", ".f16.spill", "vectors.f16", "pairs.spill"))]
+    assert not [f for f in files if f.endswith((".lock", ".faiss", ".f16.spill", "pairs.spill"))
+                or f.rsplit("/", 1)[-1] == "vectors.f16"]  # (exact_vectors.f16: the exact outliers, read)
     assert not (sample_folder / COLBERT_DIR / "faiss").exists()
     # the pages of the dump, in order, with the passages each gave
     pages = [json.loads(line) for line in (sample_folder / "pages.jsonl").read_text().splitlines()]
@@ -257,6 +258,46 @@ def test_an_fp16_folder_updates_to_what_a_fresh_build_makes(tmp_path, colbert, t
         np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=2e-3)
 
 
+#: ``settings`` of manifests written before SearchSettings had one exact_share default (residual2 built from Python,
+#: fp16, and residual2 by ``pfc index``): they must read as they were built and be written back byte for byte
+OLD_SETTINGS = [
+    '{"compression": "residual2", "faiss": "ivf", "fusion": {"depth": 100, "normalise": "zscore", "weight": 0.2}, '
+    '"k_hat": 64, "k_tilde": 2, "ndocs": null, "nscore": null, "refine": 1}',
+    '{"compression": "fp16", "faiss": "ivf", "fusion": {"depth": 100, "normalise": "zscore", "weight": 0.2}, '
+    '"k_hat": 64, "k_tilde": 2, "ndocs": null, "nscore": null, "refine": 1}',
+    '{"compression": "residual2", "exact_share": 0.01, "faiss": "ivf", "fusion": {"depth": 100, "normalise": '
+    '"zscore", "weight": 0.2}, "k_hat": 64, "k_tilde": 2, "ndocs": null, "nscore": null, "refine": 1}',
+]
+
+
+def test_exact_share_has_one_default_and_old_manifests_keep_their_bytes(tmp_path):
+    from pyterrier_fandom_colbert.app.folder import DEFAULT_EXACT_SHARE, Manifest, SearchSettings
+    from pyterrier_fandom_colbert.storage import write_json
+
+    # build_folder() and `pfc index` (which passes the share it resolves) build with the same settings
+    assert SearchSettings() == SearchSettings(exact_share=DEFAULT_EXACT_SHARE)
+    assert SearchSettings().compression_spec().exact_share == DEFAULT_EXACT_SHARE > 0
+    assert SearchSettings(compression="fp16") == SearchSettings(compression="fp16", exact_share=0.0)
+    with pytest.raises(ValueError, match=r"exact_share=0.01 needs a residual format"):
+        SearchSettings(compression="fp16", exact_share=0.01)
+    with pytest.raises(ValueError, match=r"exact_share=1.5; expected a share"):
+        SearchSettings(exact_share=1.5)
+    shares = []
+    for text in OLD_SETTINGS:
+        values = json.loads(text)
+        settings = SearchSettings.from_dict(values)
+        shares.append(settings.exact_share)
+        assert json.dumps(settings.to_dict(), sort_keys=True) == text
+        manifest = {"source": "records", "name": "x", "checkpoint": None, "fingerprint": "f", "pages": 1,
+                    "articles": 1, "passages": 1, "tokens": 3, "seconds": {"total": 1.0}, "bytes": 10,
+                    "settings": values, "skipped": {}, "format": "pfc-search-folder", "version": 3, "reader": None,
+                    "files": None, "precision": "float32", "passage_config": None, "codec": None, "update": None}
+        write_json(tmp_path / "old.json", manifest)
+        write_json(tmp_path / "new.json", Manifest.from_dict(manifest).to_dict())
+        assert (tmp_path / "new.json").read_bytes() == (tmp_path / "old.json").read_bytes()
+    assert shares == [0.0, 0.0, 0.01]  # a manifest without the field was built without exact outliers
+
+
 def test_a_folder_with_exact_outliers_updates_to_what_a_build_with_its_codec_makes(tmp_path, colbert, tiny_bert_dir,
                                                                                   capsys):
     from pyterrier_fandom_colbert.app.folder import SearchSettings
@@ -287,7 +328,8 @@ def test_a_folder_with_exact_outliers_updates_to_what_a_build_with_its_codec_mak
         assert [d for d, _ in got] == [d for d, _ in expected]
         np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=2e-3)
     with pytest.raises(ValueError, match=r"its codec stores exact outliers, but exact_share=0\.0"):
-        build_folder(dump, tmp_path / "other", colbert=colbert, codec_from=folder)
+        build_folder(dump, tmp_path / "other", colbert=colbert, codec_from=folder,
+                     settings=SearchSettings(exact_share=0.0))
     # pfc index: --exact-share checked before any model loads; fp16 has none to store
     assert main(["index", str(SAMPLE), str(tmp_path / "x"), "--exact-share", "1.5", "--quiet"]) == 2
     assert "exact_share=1.5; expected a share of the tokens in [0, 1)" in capsys.readouterr().err

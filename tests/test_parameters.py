@@ -186,3 +186,22 @@ def test_grid_search_over_the_hybrid_weight_agrees_with_tune_fusion():
     assert hybrid.weight == 0.0  # "best_setting" restores the starting value
     best = pt.GridSearch(hybrid, {hybrid: {"weight": grid}}, topics, qrels, "ndcg_cut_10")
     assert best.weight == tuned.best and best == tuned.transformer()
+
+
+def test_rank_cutoff_keeps_pyterriers_meaning_and_refuses_what_is_not_a_cutoff(parts):
+    # `t % k` is PyTerrier's rank cutoff: each query's results of rank below k (brute force over t's own output)
+    seen = set()
+    for name, make, inp, *_ in _cases(*parts):
+        if inp is None or name in seen or name in ("Normalise", "QueryEncoder", "Explainer"):
+            continue  # (not ranked results)
+        seen.add(name)
+        t = make()
+        full = t(inp)
+        if "rank" not in full.columns:
+            continue
+        expected = full[full["rank"] < 2].reset_index(drop=True)
+        _same_output((t % 2)(inp).reset_index(drop=True), expected)
+        for bad in (0, True, 1.5):
+            with pytest.raises(ValueError, match="rank cutoff"):
+                t % bad
+    assert {"Hybrid", "TfidfRetriever", "ColBERTRetriever", "TextScorer"} <= seen

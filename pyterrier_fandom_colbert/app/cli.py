@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ..model.colbert import CPU_PRECISIONS
     from .folder import DEFAULT_EXACT_SHARE
     from .hybrid import NORMALISATIONS, FusionSettings
-    from .queries import MAX_K, SYSTEMS
+    from .queries import DEFAULT_K, MAX_K, READ_TOP, SYSTEMS
 
     ap = argparse.ArgumentParser(prog="pfc", description="Build a search folder from a wiki dump, search it in the "
                                  "terminal, or serve it as a local web page.",
@@ -87,9 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     se = sub.add_parser("search", help="search a folder from the terminal")
     se.add_argument("folder", type=Path)
-    se.add_argument("query", help="the question (quote it)")
+    se.add_argument("query", nargs="+", help="the question (its words are joined: quotes are optional)")
     se.add_argument("--system", choices=SYSTEMS, default="hybrid", help="default hybrid")
-    se.add_argument("-k", type=int, default=5, help=f"results to show, 1 to {MAX_K} (default 5)")
+    se.add_argument("-k", type=int, default=DEFAULT_K, help=f"results to show, 1 to {MAX_K} (default {DEFAULT_K})")
+    se.add_argument("--read-top", type=int, default=READ_TOP, metavar="N",
+                    help=f"the reader finds the answer in the top N results (default {READ_TOP}; 0: no reader, "
+                         "the study's densest-evidence window instead)")
     se.add_argument("--json", action="store_true", help="print the results as JSON (as the web API returns them)")
     se.add_argument("--no-explain", dest="explain", action="store_false",
                     help="ranked passages only, without the answer highlight (--system tfidf then loads no model)")
@@ -211,10 +214,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         _check_index(args)
     elif args.command == "search":
         from .folder import load_manifest
-        from .queries import check_k, check_query
+        from .queries import check_k, check_query, check_read_top
 
-        args.query = check_query(args.query)
+        args.query = check_query(" ".join(args.query) if isinstance(args.query, list) else args.query)
         check_k(args.k)
+        check_read_top(args.read_top)
         load_manifest(args.folder)
     elif args.command == "serve":
         from .folder import load_manifest
@@ -402,7 +406,7 @@ def _search(args) -> int:
     from ..display import json_text, use_color
     from .search import Searcher, format_results
 
-    searcher = Searcher(args.folder, warm=False)
+    searcher = Searcher(args.folder, warm=False, reader=args.read_top > 0, read_top=args.read_top)
     response = searcher.search(args.query, system=args.system, k=args.k, explain=args.explain)
     if args.json:
         print(json_text(response, indent=1))

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Tuple, Union
 
+from ..distributed.cluster import SHARD_TIMEOUT_S
 from .folder import MANIFEST, load_manifest
 from .queries import QueryError
 from .search import Searcher
@@ -37,7 +38,7 @@ def folder_version(folder: Union[str, Path]) -> Version:
 
 
 def reopen(folder: Path, previous: Optional[Searcher], ray: Optional[str] = None,
-           ray_timeout_s: float = 30.0) -> Searcher:
+           ray_timeout_s: float = SHARD_TIMEOUT_S) -> Searcher:
     """A :class:`Searcher` of ``folder``, reusing ``previous``'s encoder when the folder records the same one
     (``ray``, ``ray_timeout_s``: the cluster whose shard actors search a sharded ColBERT part and how long they
     may take, as for :class:`Searcher`)."""
@@ -54,7 +55,7 @@ class ServedFolder:
 
     def __init__(self, folder: Union[str, Path], searcher: Optional[Searcher] = None, *,
                  opener: Optional[Callable[[Path, Optional[Searcher]], Searcher]] = None, ray: Optional[str] = None,
-                 ray_timeout_s: float = 30.0):
+                 ray_timeout_s: float = SHARD_TIMEOUT_S):
         self.folder = Path(folder)
         if opener is None:
             opener = functools.partial(reopen, ray=ray, ray_timeout_s=ray_timeout_s)

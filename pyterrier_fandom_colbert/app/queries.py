@@ -78,3 +78,20 @@ def check_k(k: Any) -> int:
     if isinstance(k, bool) or not 1 <= value <= MAX_K or (isinstance(k, float) and k != value):
         raise QueryError(f"k={k!r} is out of range; expected 1 to {MAX_K}")
     return value
+
+
+#: results the reader reads per question by default (the measured speed/quality point: docs/app.md)
+READ_TOP = 3
+#: results shown by default, by `pfc search` and the page alike
+DEFAULT_K = 10
+
+
+def check_read_top(n: Any) -> int:
+    """How many top results the reader reads: a whole number from 0 (none) to :data:`MAX_K`.
+
+    >>> check_read_top(3)
+    3
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_K:
+        raise QueryError(f"read_top={n!r}; expected a whole number from 0 to {MAX_K}")
+    return n

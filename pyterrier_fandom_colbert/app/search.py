@@ -4,8 +4,12 @@ Systems: ``tfidf`` (the TF-IDF index), ``colbert`` (ColBERT end to end over the 
 two fused by ``pfc.Hybrid``, :mod:`.hybrid`). Each result carries its page title and URL, the passage, the likely
 answer region and per-word relevance (``R_abs``, ``R_acc``, KDE) from :class:`~pyterrier_fandom_colbert.Explainer`,
 which reads the passage vectors from the ColBERT index and reuses the query vectors the ColBERT stage computed,
-and a short answer (at most 12 words) with a calibrated confidence (:mod:`~pyterrier_fandom_colbert.explain.answer`);
-a response says ``nothing_relevant`` when no result's confidence reaches the calibration's threshold.
+and, for the top ``read_top`` results, the reader's answer (:class:`~pyterrier_fandom_colbert.Reader`: a span
+trained to be the answer, with the calibrated probability that it is right). A response leads with the question's
+best answer (``answer``: the read result whose answer is most probably right, wherever it ranks) and says
+``nothing_relevant`` when that probability is below the reader calibration's threshold. Each result also keeps
+the study's densest-evidence window (``kde_answer``, :mod:`~pyterrier_fandom_colbert.explain.answer`); with
+``reader=None`` the short answer and confidence are those of the study, as before the reader.
 
 A :class:`Searcher` is safe to share between threads: the model work runs under a lock (the tokenizer and the
 lazily loaded index structures are not thread-safe, and on a few CPU cores parallel queries would only compete
@@ -25,11 +29,29 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 import numpy as np
 import pandas as pd
 
+from ..display import ANSI_ANSWER as _ANSWER
+from ..display import ANSI_BOLD as _BOLD
+from ..display import ANSI_DIM as _DIM
+from ..display import ANSI_RESET as _RESET
+from ..display import ANSI_SHORT_ANSWER as _SHORT
+from ..display import ANSI_UNDERLINE as _UNDERLINE
 from ..display import terminal_text
+from ..distributed.cluster import SHARD_TIMEOUT_S
 from ..explain.answer import CALIBRATION, AnswerCalibration, mean_maxsim, short_answer_words
+from ..reader.transformer import DEFAULT_READER
 from .folder import COLBERT_DIR, TFIDF_DIR, Manifest, PassageTable, load_manifest
 from .hybrid import hybrid_system
-from .queries import MAX_K, MAX_QUERY_CHARS, SYSTEMS, QueryError, check_k, check_query, check_system
+from .queries import (
+    MAX_K,
+    MAX_QUERY_CHARS,
+    READ_TOP,
+    SYSTEMS,
+    QueryError,
+    check_k,
+    check_query,
+    check_read_top,
+    check_system,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
@@ -81,7 +103,9 @@ class Searcher:
     """A loaded search folder. ``search(query)`` → a JSON-ready dict of explained results."""
 
     def __init__(self, folder: Union[str, Path], *, colbert: Optional["ColBERT"] = None, warm: bool = True,
-                 ray: Optional[str] = None, ray_timeout_s: float = 30.0, calibration: AnswerCalibration = CALIBRATION):
+                 ray: Optional[str] = None, ray_timeout_s: float = SHARD_TIMEOUT_S,
+                 calibration: AnswerCalibration = CALIBRATION,
+                 reader: Union[str, Path, bool, None] = True, read_top: int = READ_TOP):
         from ..lexical.tfidf import TfidfIndex
         from .sharded import open_colbert
 
@@ -105,8 +129,13 @@ class Searcher:
         self._systems: Dict[str, Any] = {}
         self._explainer: Any = None
         self._load_lock = threading.RLock()  # guards the lazily made parts
-        #: short answers and confidences (the shipped calibration belongs to the default checkpoint)
+        #: the study's short answers and confidences (the shipped calibration belongs to the default checkpoint)
         self.calibration = calibration
+        #: the reader folder (None: no reader, the study's short answers), and how many top results it reads
+        self.reader_path: Optional[Path] = None if reader is None or reader is False else \
+            (DEFAULT_READER if reader is True else Path(reader))
+        self.read_top = check_read_top(read_top)
+        self._reader: Any = None
         self._lock = threading.Lock()  # held while a batch runs
         self._pending_lock = threading.Lock()  # guards the list of waiting queries
         self._pending: List[_Job] = []
@@ -163,6 +192,16 @@ class Searcher:
                 self._explainer = Explainer(self.colbert, k_tilde=self.manifest.settings.k_tilde, index=index)
             return self._explainer
 
+    @property
+    def reader(self) -> Any:
+        """The :class:`~pyterrier_fandom_colbert.Reader` of the top results (made on first use), or None."""
+        with self._load_lock:
+            if self._reader is None and self.reader_path is not None:
+                from ..reader.transformer import Reader
+
+                self._reader = Reader(self.reader_path)
+            return self._reader
+
     @functools.cached_property
     def _specials(self) -> set:
         config = self.colbert.config
@@ -186,13 +225,18 @@ class Searcher:
                 self._run(batch)
         if job.error is not None:
             raise job.error
-        if job.explain:  # each result's confidence given the question's best-matching result
+        answer, nothing = None, None
+        if job.explain and self.reader_path is not None:
+            answer = best_answer(job.results)
+            nothing = answer is None or self.reader.calibration is None \
+                or self.reader.calibration.nothing_relevant(answer["confidence"])
+        elif job.explain:  # the study's confidence of each result given the question's best-matching result
             best = max((r["similarity"] for r in job.results), default=math.nan)
             for r in job.results:
                 r["confidence"] = round(self.calibration.confidence(r["similarity"], best), 3)
-        nothing = self.calibration.nothing_relevant([r["confidence"] for r in job.results]) if job.explain else None
+            nothing = self.calibration.nothing_relevant([r["confidence"] for r in job.results])
         return {"query": job.query, "system": job.system, "k": job.k, "nothing_relevant": nothing,
-                "results": job.results,
+                "answer": answer, "results": job.results,
                 "took_ms": round(1000 * (time.perf_counter() - job.started), 1)}
 
     def _run(self, jobs: List["_Job"]) -> None:
@@ -211,6 +255,8 @@ class Searcher:
                 ranked["text"] = self.tfidf.texts(positions) if len(ranked) else []
                 if explain and len(ranked):
                     ranked = _frame(self.explainer(ranked), "explainer")
+                    if self.reader_path is not None:
+                        ranked = self._read(ranked)
                 results: Dict[str, List] = {str(i): [] for i in range(len(group))}
                 for row, position in zip(ranked.to_dict("records"), positions):
                     results[str(row["qid"])].append(self._result(row, int(position), explain))
@@ -270,7 +316,31 @@ class Searcher:
             out["words"] = [[s, e, a, c, d, m if m and is_word(text[s:e]) else ""]
                             for (s, e), a, c, d, m in zip(*columns)]
             out.update(self._short_answer(row, spans, np.array([bool(w[5]) for w in out["words"]], dtype=bool)))
+            if self.reader_path is not None:  # the reader's answer (read results only) replaces the study's
+                out["kde_answer"] = out["short_answer"]
+                read = bool(row.get("read", False))
+                out["short_answer"] = snap_to_words([int(row["answer_start"]), int(row["answer_end"])], spans) \
+                    if read and int(row["answer_start"]) >= 0 else None
+                out["confidence"] = round(float(row["answer_confidence"]), 3) if out["short_answer"] else None
+                out["answer_score"] = round(float(row["answer_score"]), 3) if out["short_answer"] else None
         return out
+
+    def _read(self, ranked: pd.DataFrame) -> pd.DataFrame:
+        """``ranked`` with the reader's answer columns; only the top ``read_top`` rows of each query are read."""
+        read = (ranked["rank"] < self.read_top).to_numpy()
+        columns: Dict[str, Any] = {"read": read, "answer_start": np.full(len(ranked), -1, np.int64),
+                                   "answer_end": np.full(len(ranked), -1, np.int64),
+                                   "answer_score": np.full(len(ranked), np.nan),
+                                   "answer_confidence": np.full(len(ranked), np.nan)}
+        if read.any():
+            rows = np.flatnonzero(read)
+            spans, confidence = self.reader.read(ranked["query"].to_numpy()[rows].tolist(),
+                                                 ranked["text"].to_numpy()[rows].tolist())
+            columns["answer_start"][rows] = spans.start
+            columns["answer_end"][rows] = spans.end
+            columns["answer_score"][rows] = spans.margin
+            columns["answer_confidence"][rows] = confidence
+        return ranked.assign(**columns)
 
     def _short_answer(self, row: Dict[str, Any], spans: np.ndarray, matched: np.ndarray) -> Dict[str, Any]:
         """``short_answer`` (character offsets of at most ``max_words`` words inside the likely-answer region, or
@@ -287,6 +357,39 @@ class Searcher:
                                    matched=matched if cal.skip_matched else None) if region else None
         span = None if words is None else [int(spans[words[0], 0]), int(spans[words[1] - 1, 1])]
         return {"short_answer": span, "similarity": _round([similarity], 4)[0]}
+
+
+def snap_to_words(span: List[int], word_spans: np.ndarray) -> List[int]:
+    """``span`` widened to whole words of ``word_spans [W, 2]`` (the words it overlaps), so that the page and the
+    terminal mark whole words; unchanged when it overlaps none.
+
+    >>> snap_to_words([5, 9], np.array([[0, 3], [4, 10], [11, 14]]))
+    [4, 10]
+    >>> snap_to_words([2, 12], np.array([[0, 3], [4, 10], [11, 14]]))
+    [0, 14]
+    """
+    spans = np.asarray(word_spans).reshape(-1, 2)
+    overlap = np.flatnonzero((spans[:, 1] > span[0]) & (spans[:, 0] < span[1]))
+    if len(overlap) == 0:
+        return [int(span[0]), int(span[1])]
+    return [int(min(span[0], spans[overlap[0], 0])), int(max(span[1], spans[overlap[-1], 1]))]
+
+
+def best_answer(results: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The question's best answer among explained results: the reader's answer of highest confidence (the higher
+    ranked among equals), as ``{text, rank, docno, title, span, confidence}``; None when no result was read.
+
+    >>> best_answer([{"rank": 1, "docno": "a", "title": "A", "text": "xy", "short_answer": [0, 1], "confidence": 0.2},
+    ...              {"rank": 2, "docno": "b", "title": "B", "text": "zw", "short_answer": [1, 2], "confidence": 0.9}])
+    {'text': 'w', 'rank': 2, 'docno': 'b', 'title': 'B', 'span': [1, 2], 'confidence': 0.9}
+    """
+    read = [r for r in results if r.get("short_answer") and r.get("confidence") is not None]
+    if not read:
+        return None
+    best = max(read, key=lambda r: (r["confidence"], -r["rank"]))
+    start, end = best["short_answer"]
+    return {"text": best["text"][start:end], "rank": best["rank"], "docno": best["docno"], "title": best["title"],
+            "span": [start, end], "confidence": best["confidence"]}
 
 
 def matched_by(sim: np.ndarray, query_tokens: List[str], word_of_token: np.ndarray, num_words: int, k_tilde: int,
@@ -318,10 +421,7 @@ def matched_by(sim: np.ndarray, query_tokens: List[str], word_of_token: np.ndarr
     return [" ".join(f) for f in found]
 
 
-# -- terminal ---------------------------------------------------------------------------------------------------
-
-_BOLD, _UNDERLINE, _ANSWER, _SHORT, _DIM, _RESET = "\x1b[1m", "\x1b[4m", "\x1b[30;43m", "\x1b[1;30;43m", "\x1b[2m", \
-    "\x1b[0m"
+# -- terminal (colours: display.py) ------------------------------------------------------------------------------
 
 
 def is_word(text: str) -> bool:
@@ -368,15 +468,20 @@ def format_results(response: Dict[str, Any], color: bool = False) -> str:
     n = len(response["results"])
     lines = [dim(f"{n} result{'' if n == 1 else 's'} for {terminal_text(response['query'])!r} "
                  f"({response['system']}, {response['took_ms']:.0f} ms)"), ""]
+    answer = response.get("answer")
     if response.get("nothing_relevant"):
         lines += [bold(NOTHING_RELEVANT) + (" The closest passages:" if n else ""), ""]
+    elif answer:
+        lines += [f"answer: {bold(terminal_text(answer['text']))}  "
+                  + dim(f"{answer['confidence']:.0%} sure · result {answer['rank']}, {terminal_text(answer['title'])}"),
+                  ""]
     for r in response["results"]:
         section = f" › {terminal_text(r['section'])}" if r["section"] else ""
         score = dim(f"score {r['score']:.3f}")
         lines.append(f"{r['rank']:>2}. {bold(terminal_text(r['title']))}{section}  {score}")
         if r["url"]:
             lines.append(f"    {dim(terminal_text(r['url']))}")
-        if r.get("short_answer"):
+        if r.get("short_answer") and r.get("confidence") is not None:
             start, end = r["short_answer"]
             confidence = dim(f"confidence {r['confidence']:.0%}")
             lines.append(f"    answer: {bold(terminal_text(r['text'][start:end]))}  {confidence}")

@@ -24,6 +24,8 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 
+from ..cli_errors import require_extra
+
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.applications import Starlette
 
@@ -65,6 +67,8 @@ def create_app(searcher: Union["Searcher", "ServedFolder"], *, allowed_hosts: Op
     :class:`~.live.ServedFolder` of its folder: a rebuilt folder is picked up). ``allowed_hosts``: Host headers
     accepted (default: any) — ``serve`` limits them to loopback names when bound to loopback, against DNS
     rebinding."""
+    for module in ("starlette", "jinja2"):
+        require_extra(module, "app", "pfc serve")
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -75,7 +79,7 @@ def create_app(searcher: Union["Searcher", "ServedFolder"], *, allowed_hosts: Op
     from starlette.templating import Jinja2Templates
 
     from .live import ServedFolder
-    from .queries import MAX_QUERY_CHARS, SYSTEMS, QueryError
+    from .queries import DEFAULT_K, MAX_QUERY_CHARS, SYSTEMS, QueryError
 
     templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescapes .html templates
     served = searcher if isinstance(searcher, ServedFolder) else ServedFolder(searcher.folder, searcher)
@@ -99,7 +103,7 @@ def create_app(searcher: Union["Searcher", "ServedFolder"], *, allowed_hosts: Op
 
     def search(params):
         return served.call("search", params.get("q", ""), system=params.get("system", "hybrid"),
-                           k=params.get("k", 10))
+                           k=params.get("k", DEFAULT_K))
 
     def why(params):
         return served.call("why", params.get("q", ""), params.get("docno", ""))
@@ -148,7 +152,7 @@ def make_server(searcher: Union["Searcher", "ServedFolder"], host: str = "127.0.
                 log_level: str = "warning"):
     """A ``uvicorn.Server`` for ``searcher`` (not yet running). ``sock``: an already bound socket to serve on
     (then ``host``/``port`` are read from it); run it with ``server.run(sockets=[sock])``."""
-    import uvicorn
+    uvicorn = require_extra("uvicorn", "app", "pfc serve")
 
     if sock is not None:
         host, port = sock.getsockname()[:2]

@@ -7,11 +7,13 @@ explanations re-encode each result's text (the shards' vectors are compressed).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 
 from ..checks import positive_int
+from ..distributed.cluster import SHARD_TIMEOUT_S
 from ..storage import read_json
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,6 +41,43 @@ class RayBuild:
         positive_int("shards", self.shards, none=True, what="shards of the ColBERT index")
         positive_int("workers", self.workers, none=True, what="shards built at once")
 
+    @staticmethod
+    def check_compression(compression: str) -> None:
+        """Refuse a format a Ray build cannot write: it writes a sharded index of residual codes (searched by
+        centroids in every shard), never fp16.
+
+        >>> RayBuild.check_compression("fp16")
+        Traceback (most recent call last):
+        ...
+        ValueError: a Ray build writes a sharded index of residual codes; give settings with a residual ...
+        """
+        if compression == "fp16":
+            raise ValueError("a Ray build writes a sharded index of residual codes; give settings with a residual "
+                             "compression (e.g. residual2), or ray=None for an fp16 folder")
+
+
+@dataclass(frozen=True)
+class RaySearch:
+    """How ``pfc serve --ray`` searches a sharded ColBERT part: through shard actors on the cluster ``address``
+    (None: ``RAY_ADDRESS``, or a cluster started here) that must answer a query within ``timeout_s`` seconds
+    (else it fails, naming the late shards).
+
+    >>> RaySearch().timeout_s
+    30.0
+    >>> RaySearch(timeout_s=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: timeout_s=0; expected a positive number of seconds
+    """
+
+    address: Optional[str] = None
+    timeout_s: float = SHARD_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or \
+                not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
+            raise ValueError(f"timeout_s={self.timeout_s!r}; expected a positive number of seconds")
+
 
 def build_sharded_colbert(path: Path, passages: Iterable[dict], ray: RayBuild, *, checkpoint: Optional[str],
                           batch_size: int, verbose: bool, compression: Any = "residual2") -> "ShardedColBERTIndex":
@@ -65,10 +104,11 @@ def open_colbert(path: Path) -> Union["ColBERTIndex", "ShardedColBERTIndex"]:
 
 
 def dense_retriever(index: Any, settings: "SearchSettings", num_results: int,
-                    ray: Optional[str] = None, timeout_s: float = 30.0) -> "pt.Transformer":
+                    ray: Union[str, RaySearch, None] = None, timeout_s: float = SHARD_TIMEOUT_S) -> "pt.Transformer":
     """The folder's ColBERT retriever: its FAISS settings for a ColBERT index; for a sharded index the shards'
-    centroid search, merged here or (``ray``: the cluster's address, ``""`` for ``RAY_ADDRESS`` or a local one)
-    by Ray shard actors that must answer within ``timeout_s`` (else the query fails)."""
+    centroid search, merged here or by Ray shard actors (``ray``: a :class:`RaySearch`, or the cluster's address,
+    ``""`` for ``RAY_ADDRESS`` or a local one, whose actors must answer within ``timeout_s``; else the query
+    fails)."""
     from ..index.sharded import ShardedColBERTIndex
 
     if not isinstance(index, ShardedColBERTIndex):
@@ -80,4 +120,5 @@ def dense_retriever(index: Any, settings: "SearchSettings", num_results: int,
         return index.retriever(num_results=num_results)
     from ..distributed.search import RayShardedRetriever
 
-    return RayShardedRetriever(index, address=ray or None, timeout_s=timeout_s, num_results=num_results)
+    search = ray if isinstance(ray, RaySearch) else RaySearch(address=ray or None, timeout_s=timeout_s)
+    return RayShardedRetriever(index, address=search.address, timeout_s=search.timeout_s, num_results=num_results)

@@ -15,6 +15,8 @@ import zlib
 from pathlib import Path
 from typing import Generator, Optional
 
+from ..cli_errors import require_extra
+
 __all__ = ["CHUNK_BYTES", "DumpError", "xml_chunks"]
 
 CHUNK_BYTES = 1 << 20
@@ -76,7 +78,7 @@ def _put(chunks: queue.Queue, stop: threading.Event, item) -> bool:
 
 def _open_7z(path: Path):
     """The open archive and the name of its one ``.xml`` member (DumpError otherwise)."""
-    import py7zr
+    py7zr = require_extra("py7zr", "wiki", "reading a .7z dump")
 
     try:
         archive = py7zr.SevenZipFile(path, mode="r")

@@ -22,6 +22,7 @@ import re
 import time
 from typing import NamedTuple, Optional
 
+from ..cli_errors import require_extra
 from .dumpbytes import DumpError, xml_chunks
 from .exports import LANGUAGE_CODE_RE, LANGUAGE_CODES, SiteInfo, WikiPage, is_translation, iter_pages, skip_reason
 from .infobox import infobox_fields, is_infobox, keep_value, portable_infobox_fields
@@ -128,6 +129,7 @@ _NODES: list = []  # mwparserfromhell's node classes, imported on first use (not
 
 
 def _node_module():
+    require_extra("mwparserfromhell", "wiki", "reading wikitext")
     from mwparserfromhell import nodes
 
     _NODES.append(nodes)
@@ -275,7 +277,7 @@ class CleanPage(NamedTuple):
 
 
 def _parse_render(text: str) -> str:
-    import mwparserfromhell
+    mwparserfromhell = require_extra("mwparserfromhell", "wiki", "reading wikitext")
 
     # skip_style_tags: '' and ''' stay text (removed at the end) instead of being parsed as tags, which breaks
     # templates and links that hold unbalanced quotes (a known mwparserfromhell limitation)

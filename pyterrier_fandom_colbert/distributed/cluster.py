@@ -10,16 +10,16 @@ from typing import Any, Dict, Optional
 
 #: Ray's own switch for its usage statistics, set before Ray starts (nothing is reported from this package)
 USAGE_STATS_ENV = "RAY_USAGE_STATS_ENABLED"
+#: how long shard actors may take to answer a query before it fails (``RayShardedRetriever(timeout_s=)``,
+#: ``pfc serve --ray-timeout``): the one default of every signature that takes it
+SHARD_TIMEOUT_S = 30.0
 
 
 def require_ray() -> Any:
-    """The ``ray`` module, or an ImportError that names the extra to install."""
-    try:
-        import ray
-    except ImportError as err:  # pragma: no cover (the tests skip without ray)
-        raise ImportError("sharded builds and search on a cluster need Ray: pip install "
-                          "'pyterrier-fandom-colbert[ray]'") from err
-    return ray
+    """The ``ray`` module, or an ImportError (a ``cli_errors.MissingExtra``) that names the extra to install."""
+    from ..cli_errors import require_extra
+
+    return require_extra("ray", "ray", "sharded builds and search on a cluster")
 
 
 def connect(address: Optional[str] = None, *, num_cpus: Optional[int] = None, quiet: bool = True) -> Any:

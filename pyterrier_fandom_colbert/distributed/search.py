@@ -27,7 +27,7 @@ from ..index.sharded import ShardedColBERTIndex, concat_hits
 from ..params import Parameters
 from ..ranking import Hits, HitsSource, best_hits, hits_frame
 from ..storage import artifact_path
-from .cluster import connect
+from .cluster import SHARD_TIMEOUT_S, connect
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
@@ -117,7 +117,7 @@ class RayShardedRetriever(EqualByKey, Parameters, pt.Transformer):
     """
 
     def __init__(self, index: Union[ShardedColBERTIndex, str, Path], *, actors: Optional[int] = None,
-                 timeout_s: float = 30.0, partial: bool = False, cpus_per_actor: float = 1.0,
+                 timeout_s: float = SHARD_TIMEOUT_S, partial: bool = False, cpus_per_actor: float = 1.0,
                  address: Optional[str] = None, server: type = ShardServer, start_timeout_s: Optional[float] = None,
                  **options: Any):
         if not isinstance(index, ShardedColBERTIndex):

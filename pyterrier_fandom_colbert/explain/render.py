@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Tuple, Unio
 import numpy as np
 import pandas as pd
 
-from ..display import html_text, terminal_text, use_color
+from ..cli_errors import require_extra
+from ..display import ANSI_RESET, ANSI_UNDERLINE, ansi_shade, html_text, terminal_text, use_color
 from ..storage import write_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -157,6 +158,11 @@ def _meta_html(row) -> str:
         if name in row and pd.notna(row[name]):
             value = row[name]
             bits.append(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {html_text(value)}")
+    answer = row.get("answer") if hasattr(row, "get") else None
+    if isinstance(answer, str) and answer:  # a Reader ran before: its answer beside the study's KDE span
+        confidence = row.get("answer_confidence")
+        sure = f" ({float(confidence):.0%})" if confidence is not None and pd.notna(confidence) else ""
+        bits.append(f'reader: <b class="reader">{html_text(answer, isolate=True)}</b>{sure}')
     return "<br>".join(b for b in bits if b)
 
 
@@ -178,6 +184,7 @@ def heatmap(row: Mapping, *, k_tilde: Optional[int] = 2, specials: bool = True,
     matches (``k_tilde=None``: no dots); ``specials=False`` hides the ``[CLS]``, ``[D]``, ``[SEP]`` columns. A
     passage of more than ``max_columns`` tokens is cut to the ``max_columns`` consecutive tokens that match the
     query best (the most similarity), and the title says which (None: every token, however wide)."""
+    require_extra("matplotlib", "plot", "a heatmap")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -223,10 +230,7 @@ def heatmap(row: Mapping, *, k_tilde: Optional[int] = 2, specials: bool = True,
     return fig
 
 
-# -- terminal ------------------------------------------------------------------------------------------------------
-#: 256-colour backgrounds from pale to strong
-_ANSI_RAMP = (230, 229, 222, 215, 209, 203)
-_UNDERLINE, _RESET = "\x1b[4m", "\x1b[0m"
+# -- terminal (colours: display.py) ---------------------------------------------------------------------------------
 
 
 def to_terminal(row: Mapping, method: str = "kde", *, color: Optional[bool] = None, top: int = 5,
@@ -250,17 +254,16 @@ def to_terminal(row: Mapping, method: str = "kde", *, color: Optional[bool] = No
     for w, (start, end) in enumerate(spans):
         out.append(terminal_text(text[pos:start]))
         if answer is not None and start == answer[0]:
-            out.append(_UNDERLINE if color else "«")
+            out.append(ANSI_UNDERLINE if color else "«")
         word = terminal_text(text[start:end])
         if color and levels[w] > 0:
-            shade = _ANSI_RAMP[min(int(levels[w] * len(_ANSI_RAMP)), len(_ANSI_RAMP) - 1)]
-            out.append(f"\x1b[48;5;{shade}m\x1b[30m{word}\x1b[39;49m")
+            out.append(ansi_shade(word, levels[w]))
         elif not color and levels[w] >= 0.5:
             out.append(f"[{word}]")
         else:
             out.append(word)
         if answer is not None and end == answer[1]:
-            out.append(_RESET if color else "»")
+            out.append(ANSI_RESET if color else "»")
         pos = end
     out.append(terminal_text(text[pos:]))
     header = f"{spec.label} — query: {terminal_text(str(row.get('query', '')))}"

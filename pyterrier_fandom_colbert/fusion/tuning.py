@@ -17,6 +17,7 @@ import pandas as pd
 import pyterrier as pt
 
 from ..checks import positive_int
+from ..cli_errors import require_extra
 from .transformers import RRF, Fusion, LinearFusion
 
 GridPoint = Union[float, Tuple[float, ...]]
@@ -157,7 +158,7 @@ def plot_fusion_curve(curve: pd.DataFrame, metric: str, path: Union[str, Path], 
     """Line plot of ``metric`` (and the curve's other measures, dashed) against the grid: against ``x`` (default
     ``w0``, the first system's weight, when present, else the grid index); a dotted line marks ``best``. Writes
     ``path`` (PNG, PDF, … by suffix)."""
-    import matplotlib
+    matplotlib = require_extra("matplotlib", "plot", "plotting a fusion curve")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

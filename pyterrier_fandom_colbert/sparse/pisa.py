@@ -17,18 +17,14 @@ from typing import Any, Dict, Iterable, Union
 import pyterrier as pt
 
 from ..checks import positive_int, real_in_range
+from ..cli_errors import require_extra
 from ..storage import atomic_folder
 
 ALGORITHMS = ("maxscore", "block_max_wand", "block_max_maxscore", "wand", "ranked_or")
 
 
 def _pisa():
-    try:
-        import pyterrier_pisa
-    except ImportError as err:
-        raise ModuleNotFoundError(f"PISA needs the pyterrier-pisa package ({err}): "
-                                  "pip install 'pyterrier-fandom-colbert[pisa]'") from None
-    return pyterrier_pisa
+    return require_extra("pyterrier_pisa", "pisa", "PISA")
 
 
 def pisa_available() -> bool:

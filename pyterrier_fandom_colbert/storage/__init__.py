@@ -24,9 +24,11 @@ Created files and folders follow the user's umask.
 One module per concern, every name importable from here as before: :mod:`.files` (atomic writes, JSON, artifact
 metadata), :mod:`.config` (:class:`JsonConfig`), :mod:`.errors` (:class:`DamagedFileError`,
 :class:`MissingFileError`), :mod:`.manifests` (sizes and checksums), :mod:`.blocks` (block checksums),
-:mod:`.integrity` (the artifact integrity base), :mod:`.docnos` (npids docno lookups).
+:mod:`.integrity` (the artifact integrity base), :mod:`.docnos` (npids docno lookups), :mod:`.builds` (SIGTERM
+as Ctrl-C during a build, removal of the temporary folders of builds killed outright).
 """
 from .blocks import BLOCK_ALGORITHM, BLOCK_BYTES, BlockCheck, BlockHasher, block_sums
+from .builds import interruptible, mark_owner, release_owner, remove_stale_builds
 from .config import JsonConfig
 from .docnos import build_docno_inverse, docno_lookup_builder, docno_mismatches, open_npids
 from .errors import DamagedFileError, MissingFileError, PathLike
@@ -90,8 +92,10 @@ __all__ = [
     "docno_mismatches",
     "file_checksum",
     "folder_files",
+    "interruptible",
     "is_artifact_folder",
     "manifest_entry",
+    "mark_owner",
     "move_into",
     "new_hasher",
     "open_npids",
@@ -100,6 +104,8 @@ __all__ = [
     "read_artifact_meta",
     "read_json",
     "read_term_lines",
+    "release_owner",
+    "remove_stale_builds",
     "write_json",
     "write_text",
 ]

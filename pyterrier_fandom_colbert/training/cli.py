@@ -4,6 +4,7 @@
     pfc-train --dataset train-v1.1.json --dev dev-v1.1.json --preset fresh --out runs/squad
     pfc-train --selfsup fandom-qa/witcher --init runs/squad/best --dev ... --out runs/witcher-adapted
     pfc-train --selfsup mywiki_pages_current.xml.7z --init runs/squad/best --dev ... --out runs/mywiki-adapted
+    pfc-train reader --train train-v1.1.json.bz2 --out runs/reader -v    # the extractive reader (reader_cli.py)
 
 Defaults are the study's settings (``--preset study``: lr 3e-6, 9 TF-IDF negatives, warm-up over the first of
 4 epochs). That learning rate suits a model already trained as ColBERT (``--init <checkpoint>``); a fresh
@@ -185,6 +186,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _main(argv: Sequence[str]) -> int:
+    if list(argv[:1]) == ["reader"]:
+        from .reader_cli import main_reader
+
+        return main_reader(argv[1:])
     from ..model.colbert import ColBERT
     from ..model.config import ColBERTConfig
     from ..model.formats import detect

@@ -10,6 +10,7 @@
   const status = document.getElementById("status");
   const errorBox = document.getElementById("error");
   const nothing = document.getElementById("nothing");
+  const best = document.getElementById("best");
   const cardTemplate = document.getElementById("card");
   const baseTitle = document.title.replace(/^.* · /, "");
   const COLORS = { r_abs: [31, 119, 180], r_acc: [44, 160, 44], token: [148, 103, 189] };
@@ -98,10 +99,16 @@
     const confidence = node.querySelector(".confidence");
     if (typeof result.confidence === "number") {
       confidence.textContent = `${Math.round(100 * result.confidence)}% sure`;
-      confidence.title = "calibrated confidence that this passage answers the question";
+      confidence.title = result.kde_answer === undefined
+        ? "calibrated confidence that this passage answers the question"
+        : "calibrated probability that the answer in bold is right";
     } else confidence.remove();
     const words = result.words || [];
-    renderPassage(node.querySelector(".passage"), result.text, words, result.answer, null, result.short_answer);
+    // the reader's answer may lie outside the evidence region: then the answer alone is marked
+    const short = result.short_answer;
+    const region = short && result.answer && !(result.answer[0] <= short[0] && short[1] <= result.answer[1])
+      ? short : result.answer;
+    renderPassage(node.querySelector(".passage"), result.text, words, region, null, short);
     const why = node.querySelector(".why");
     if (!result.words) {
       why.remove();
@@ -172,10 +179,20 @@
     return body;
   }
 
+  // The question's best answer, above the results: its text, how sure, and the passage it comes from.
+  function showBest(answer) {
+    best.hidden = !answer;
+    if (!answer) return;
+    best.querySelector(".text").textContent = answer.text;
+    best.querySelector(".sure").textContent = `${Math.round(100 * answer.confidence)}% sure`;
+    best.querySelector(".from").textContent = `result ${answer.rank}, ${answer.title}`;
+  }
+
   async function run(query, system, push) {
     const mine = ++current;
     showError("");
     nothing.hidden = true;
+    showBest(null);
     if (push) {
       const params = new URLSearchParams({ q: query, system });
       history.pushState({ q: query, system }, "", `?${params}`);
@@ -195,6 +212,7 @@
       if (mine !== current) return;
       results.replaceChildren(...data.results.map((r) => card(r, data.query)));
       nothing.hidden = !data.nothing_relevant;
+      showBest(data.nothing_relevant ? null : data.answer);
       const n = data.results.length;
       status.textContent = n
         ? `${n} result${n === 1 ? "" : "s"} · ${systemSelect.selectedOptions[0].textContent} · ${Math.round(data.took_ms)} ms`

@@ -1,0 +1,352 @@
+"""Building a search folder (:func:`build_folder`, ``pfc index``), in steps: the source is streamed once into
+the passage table and the TF-IDF index (:func:`read_passages`), the passages read back from the TF-IDF text store
+are encoded into the ColBERT index (:func:`encode_passages`: trained codec, a given codec, or sharded on Ray), and
+the manifest is written last (:func:`write_manifest`); all inside a hidden temporary folder that is renamed into
+place when complete. :func:`build` is the part :func:`build_folder` and ``update_folder`` share."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+import numpy as np
+
+from ...checks import positive_int
+from ...progress import progress
+from ...storage import (
+    atomic_folder,
+    build_manifest,
+    interruptible,
+    mark_owner,
+    release_owner,
+    remove_stale_builds,
+    write_json,
+)
+from .assemble import assemble, stored_passages
+from .manifest import (
+    COLBERT_DIR,
+    FOLDER_FILES,
+    MANIFEST,
+    OFFSETS,
+    PAGES,
+    PASSAGES,
+    TFIDF_DIR,
+    Manifest,
+    SearchSettings,
+    is_search_folder,
+    load_manifest,
+)
+from .sources import SourceStats, is_dump, open_source
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .update import PreviousFolder
+
+_ENCODED = "encoded.colbert"  # inside a temporary build folder: the passages encoded by this build, in fp16
+#: ColBERT indexes with more token vectors than this get a compact IVF-PQ fast-scan index instead of IVF
+ANN_MIN_TOKENS = 4_000_000
+#: an update's summary advises a full rebuild once the passages encoded since the codec was trained exceed this
+#: share of the folder's passages
+ADVISE_REBUILD = 0.25
+
+
+@dataclass
+class BuildReport:
+    """What :func:`build_folder` did (also in the folder's manifest)."""
+
+    folder: Path
+    manifest: Manifest
+
+    def summary(self) -> str:
+        """One paragraph for people."""
+        m = self.manifest
+        skipped = ", ".join(f"{n:,} {why}" for why, n in sorted(m.skipped.items()) if n)
+        pages = (f"{m.pages:,} pages read, {m.articles:,} articles kept" + (f" (skipped: {skipped})" if skipped else "")
+                 if m.pages != m.articles else f"{m.pages:,} pages")
+        t = m.seconds
+        if m.update is not None:
+            u = m.update
+            text = (f"Updated {self.folder} from {m.source}: {u['pages_parsed']:,} pages new or changed (parsed), "
+                    f"{u['pages_reused']:,} unchanged, {u['pages_removed']:,} removed; {u['passages_encoded']:,} "
+                    f"passages encoded, {u['passages_reused']:,} kept, {u['passages_removed']:,} dropped; now "
+                    f"{m.passages:,} passages, {_size(m.bytes)} on disk; {_duration(t['total'])}.")
+            if m.codec and m.codec.get("trained_on") and m.codec["encoded_since"] > ADVISE_REBUILD * m.passages:
+                text += (f" {m.codec['encoded_since']:,} passages were encoded since the ColBERT codec was trained "
+                         f"(on {m.codec['trained_on']:,}): rebuild with `pfc index {m.source} {self.folder} "
+                         "--overwrite` to train one on the current text.")
+            return text
+        return (f"Indexed {m.name} from {m.source}: {pages}; {m.passages:,} passages, {m.tokens:,} ColBERT "
+                f"tokens; {_size(m.bytes)} on disk in {self.folder}; {_duration(t['total'])} (reading and TF-IDF "
+                f"{_duration(t['read_tfidf'])}, ColBERT {_duration(t['colbert'])}). Ask it questions with "
+                f"`pfc search {self.folder} \"your question\"` or `pfc serve {self.folder}`.")
+
+
+def _size(n: float) -> str:
+    """
+    >>> _size(1536), _size(3 * 1024 ** 3)
+    ('1.5 KiB', '3.0 GiB')
+    """
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _duration(seconds: float) -> str:
+    """
+    >>> _duration(4.26), _duration(3725)
+    ('4.3 s', '1 h 2 min')
+    """
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes = int(seconds // 60)
+    return f"{minutes} min {int(seconds % 60)} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+
+def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Union[str, Path], *,
+                 checkpoint: Optional[str] = None, colbert=None, settings: SearchSettings = SearchSettings(),
+                 overwrite: bool = False, batch_size: int = 64, verbose: bool = False,
+                 passage_config=None, ray=None, cpu_precision: str = "float32",
+                 codec_from: Union[str, Path, None] = None) -> BuildReport:
+    """Build a search folder from a dump file, an ir_datasets id or an iterable of passage dicts.
+
+    ``passage_config``: how a dump becomes passages (``data.passages.PassageConfig``, e.g. a lower
+    ``min_page_words``); None: the default.
+
+    ``checkpoint``: a ColBERT checkpoint (or backbone) folder, None for the package's default; ``colbert``: an
+    already loaded encoder instead (its checkpoint is still recorded as ``checkpoint``). ``batch_size`` (passages
+    per forward pass) and ``cpu_precision`` (``ColBERT``'s: ``"bfloat16"`` measured about 2x faster on a CPU with
+    native bf16, quality within 0.001, docs/app.md) apply to the encoder loaded here, not to a given one.
+
+    ``ray``: an :class:`~.sharded.RayBuild` to build the ColBERT part as a sharded index on a Ray cluster.
+
+    ``settings.compression`` chooses how the ColBERT index stores its vectors (default ``residual2``: its codec is
+    trained on a sample of this corpus's vectors). ``codec_from``: another search folder whose residual codec is
+    used instead of training one; what :func:`update_folder` keeps, and so what an updated folder equals.
+    """
+    from ...model.colbert import ColBERT
+
+    folder = Path(folder)
+    positive_int("batch_size", batch_size, what="passages per forward pass")  # before the model loads
+    if ray is not None:
+        ray.check_compression(settings.compression)
+    remove_stale_builds(folder)
+    codec = None
+    if codec_from is not None:
+        codec = _codec_of(Path(codec_from), settings)
+    if colbert is None:
+        colbert = ColBERT.from_pretrained(checkpoint, batch_size=batch_size, cpu_precision=cpu_precision)
+    return build(source, folder, checkpoint=str(Path(checkpoint).resolve()) if checkpoint else None,
+                 colbert=colbert, settings=settings, overwrite=overwrite, verbose=verbose,
+                 passage_config=passage_config, codec=codec, ray=ray)
+
+
+
+def _codec_of(folder: Path, settings: SearchSettings):
+    """The residual codec of search folder ``folder``'s ColBERT index, checked against ``settings``."""
+    from ...index.artifact import ColBERTIndex
+
+    load_manifest(folder)  # (refuses a folder that is not a search folder of this version)
+    index = ColBERTIndex(folder / COLBERT_DIR)
+    if not index.compressed or index.compression != settings.compression:
+        raise ValueError(f"codec_from={str(folder)!r}: its ColBERT index is {index.compression}, not "
+                         f"{settings.compression}; give a folder built with compression {settings.compression!r}")
+    if (index.codec.exact_above is not None) != (settings.compression_spec().exact_share > 0):
+        has = "stores" if index.codec.exact_above is not None else "does not store"
+        raise ValueError(f"codec_from={str(folder)!r}: its codec {has} exact outliers, but exact_share="
+                         f"{settings.exact_share}; give the settings of that folder's manifest")
+    return index.codec
+
+
+
+
+@dataclass
+class ReadPassages:
+    """What :func:`read_passages` wrote: the TF-IDF index (with the passage text), the number of passages, each
+    passage's position in the folder an update starts from (-1: read or parsed by this build), the source's
+    description, and whether it is a dump."""
+
+    tfidf: Any
+    count: int
+    reuse: np.ndarray
+    description: str
+    is_dump: bool
+
+
+def build(source, folder: Path, *, checkpoint: Optional[str], colbert, settings: SearchSettings, overwrite: bool,
+          verbose: bool, passage_config, codec=None, previous: Optional["PreviousFolder"] = None,
+          before: Optional[Manifest] = None, ray=None) -> BuildReport:
+    """What :func:`build_folder` and ``update_folder`` share (see them)."""
+    started = time.perf_counter()
+    stats = SourceStats()
+    pages: List[Dict[str, Any]] = []
+    with interruptible(), atomic_folder(folder, overwrite=overwrite, replaceable=is_search_folder,
+                                        what="search folder") as tmp:
+        mark_owner(tmp)
+        read = read_passages(tmp, source, stats, pages, verbose=verbose, passage_config=passage_config,
+                             previous=previous)
+        read_seconds = time.perf_counter() - started
+        colbert_started = time.perf_counter()
+        tokens, settings, compressed = encode_passages(tmp, read, colbert, settings, codec=codec, previous=previous,
+                                                       ray=ray, checkpoint=checkpoint, verbose=verbose)
+        colbert_seconds = time.perf_counter() - colbert_started
+        release_owner(tmp)
+        encoded = int((read.reuse < 0).sum())
+        manifest = Manifest(
+            source=read.description, name=stats.name, checkpoint=checkpoint,
+            fingerprint=colbert.fingerprint(), pages=stats.pages, articles=stats.articles, passages=read.count,
+            tokens=int(tokens),
+            seconds={"read_tfidf": round(read_seconds, 2), "colbert": round(colbert_seconds, 2),
+                     "total": round(time.perf_counter() - started, 2)},
+            bytes=0, settings=settings, skipped=dict(stats.skipped), reader=_reader_version(read.is_dump),
+            precision=_precision(colbert),
+            passage_config=_passage_config(passage_config) if read.is_dump else None,
+            codec=_codec_record(compressed, read.count, encoded, previous, codec, before),
+            update=_update_record(previous, pages, read.reuse))
+        manifest = write_manifest(tmp, manifest, read.is_dump)
+    return BuildReport(folder, manifest)
+
+
+def read_passages(tmp: Path, source, stats: SourceStats, pages: List[Dict[str, Any]], *, verbose: bool,
+                  passage_config, previous: Optional["PreviousFolder"]) -> ReadPassages:
+    """Stream ``source`` once into the passage table (``passages.jsonl`` and its offsets) and the TF-IDF index
+    with the passage text, in ``tmp``; a dump's pages go to ``pages.jsonl``."""
+    from ...lexical.tfidf import TfidfIndex
+
+    records, total, description = open_source(source, stats, verbose, passage_config, pages, previous)
+    dump = isinstance(source, (str, Path)) and is_dump(source)  # (a dump shows its own progress bar)
+    offsets = [0]
+    sources: List[int] = []  # per passage: its position in the previous folder, or -1 (encoded by this build)
+    with open(tmp / PASSAGES, "wb") as table:
+        def indexed() -> Iterator[Dict[str, Any]]:
+            for record in records:
+                sources.append(int(record.pop("_old", -1)))
+                line = json.dumps({"docno": record.get("docno"), "title": record.get("title") or "",
+                                   "url": record.get("url") or "", "section": record.get("section") or "",
+                                   "page_id": record.get("page_id")}, ensure_ascii=False) + "\n"
+                offsets.append(offsets[-1] + table.write(line.encode("utf-8")))
+                yield record
+
+        bar = progress(total=total, desc="reading passages", unit="passage", enabled=verbose and not dump)
+        try:
+            tfidf = TfidfIndex(tmp / TFIDF_DIR).indexer(store_text=True).index(_ticking(indexed(), bar))
+        finally:
+            bar.close()
+    np.save(tmp / OFFSETS, np.asarray(offsets, dtype=np.int64))
+    if dump:
+        with open(tmp / PAGES, "w", encoding="utf-8") as out:
+            out.writelines(json.dumps(page, ensure_ascii=False) + "\n" for page in pages)
+    return ReadPassages(tfidf, len(offsets) - 1, np.asarray(sources, dtype=np.int64), description, dump)
+
+
+def encode_passages(tmp: Path, read: ReadPassages, colbert, settings: SearchSettings, *, codec,
+                    previous: Optional["PreviousFolder"], ray, checkpoint: Optional[str],
+                    verbose: bool) -> Tuple[int, SearchSettings, bool]:
+    """Write the ColBERT index of the passages in ``tmp``: sharded on a Ray cluster (``ray``; searched by
+    centroids: no FAISS), or here. (tokens, the settings as built, whether a local residual index was written)."""
+    if ray is not None:
+        from ..sharded import build_sharded_colbert
+
+        sharded = build_sharded_colbert(tmp / COLBERT_DIR, stored_passages(read.tfidf, read.count), ray,
+                                        checkpoint=checkpoint, batch_size=colbert.batch_size, verbose=verbose,
+                                        compression=settings.compression_spec())
+        return sharded.meta.num_tokens, settings, False
+    from ...index.artifact import ColBERTIndex
+
+    index = ColBERTIndex(tmp / COLBERT_DIR)
+    if codec is None and previous is None:  # a fresh build: encode everything, train the codec on it
+        # the indexer's own read batch (1,024 passages, length-sorted together: little padding)
+        index.indexer(colbert, verbose=verbose, ann=None,
+                      compression=settings.compression_spec()).index(stored_passages(read.tfidf, read.count),
+                                                                     total=read.count)
+    else:
+        assemble(index, colbert, read.tfidf, read.reuse, settings, codec, previous, tmp / _ENCODED, verbose)
+    if not index.compressed:
+        settings = _neighbour_index(index, settings)
+    return index.meta.num_tokens, settings, index.compressed
+
+
+def _neighbour_index(index, settings: SearchSettings) -> SearchSettings:
+    """Build an fp16 index's FAISS neighbour index (IVF-PQ fast-scan above :data:`ANN_MIN_TOKENS`, where IVF
+    would double the disk); the settings as built."""
+    if index.meta.num_tokens > ANN_MIN_TOKENS and settings.faiss in ("flat", "ivf"):
+        settings = dataclasses.replace(settings, faiss="ivfpq-fs", refine=4)  # IVF would double the disk
+    if settings.faiss != "flat":
+        from ...index.ann import FaissSpec
+
+        index.ann(FaissSpec(settings.faiss))
+    for lock in (Path(index.path) / "faiss").glob("*.lock"):
+        lock.unlink()  # (only serialises concurrent builds of a neighbour index, which this one has done)
+    return settings
+
+
+def _codec_record(compressed: bool, count: int, encoded: int, previous: Optional["PreviousFolder"], codec,
+                  before: Optional[Manifest]) -> Optional[Dict[str, Any]]:
+    """The manifest's ``codec``: the passages the residual codec was trained on and those encoded since (None:
+    fp16, or a sharded index)."""
+    if not compressed:
+        return None
+    if previous is None and codec is None:
+        return {"trained_on": count, "encoded_since": 0}
+    if before is not None and before.codec is not None:
+        return {"trained_on": before.codec["trained_on"],
+                "encoded_since": int(before.codec["encoded_since"]) + encoded}
+    return {"trained_on": None, "encoded_since": encoded}
+
+
+def _update_record(previous: Optional["PreviousFolder"], pages: List[Dict[str, Any]],
+                   reuse: np.ndarray) -> Optional[Dict[str, int]]:
+    """The manifest's ``update``: what an update reused, parsed, encoded and removed (None: a build)."""
+    if previous is None:
+        return None
+    kept = {int(p) for p in reuse[reuse >= 0]}
+    reused_pages = sum(1 for p in pages if p["id"] in previous.pages and previous.pages[p["id"]]["hash"] ==
+                       p["hash"] and previous.pages[p["id"]]["rev"] == p["rev"])
+    return {"pages_reused": reused_pages, "pages_parsed": len(pages) - reused_pages,
+            "pages_removed": len(set(previous.pages) - {p["id"] for p in pages}),
+            "passages_reused": len(kept), "passages_encoded": int((reuse < 0).sum()),
+            "passages_removed": len(previous.table) - len(kept)}
+
+
+def write_manifest(tmp: Path, manifest: Manifest, dump: bool) -> Manifest:
+    """Write ``manifest.json`` last, with the checksums of the folder's own files and the folder's size."""
+    own = FOLDER_FILES + ((PAGES,) if dump else ())
+    manifest = dataclasses.replace(manifest, files=build_manifest(tmp, own))
+    manifest = dataclasses.replace(manifest, bytes=folder_bytes(tmp) + len(json.dumps(manifest.to_dict())))
+    write_json(tmp / MANIFEST, manifest.to_dict())
+    return manifest
+
+
+def _precision(colbert) -> str:
+    """The manifest's ``precision``: how ``colbert`` encodes on its device."""
+    if colbert.device.type == "cpu":
+        return colbert.cpu_precision
+    amp = colbert.amp_dtype
+    return f"{colbert.device.type} {str(amp).removeprefix('torch.') if amp is not None else 'float32'}"
+
+
+def _passage_config(config) -> Dict[str, Any]:
+    from ...data.passages import PassageConfig
+
+    return json.loads((config or PassageConfig()).to_json())
+
+
+
+def _reader_version(is_dump: bool) -> Optional[int]:
+    from ...data.passages import READER_VERSION
+
+    return READER_VERSION if is_dump else None
+
+
+def _ticking(records: Iterator[Dict[str, Any]], bar) -> Iterator[Dict[str, Any]]:
+    for record in records:
+        yield record
+        bar.update()

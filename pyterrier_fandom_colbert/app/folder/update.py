@@ -1,0 +1,111 @@
+"""Updating a search folder from a newer dump of its wiki (``pfc index --update``): the folder before
+(:class:`PreviousFolder`, checked whole first) lends its unchanged pages' passages, text and ColBERT codes."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Union
+
+from ...storage import remove_stale_builds
+from .build import BuildReport, build
+from .manifest import COLBERT_DIR, PAGES, PASSAGES, TFIDF_DIR, load_manifest
+from .passages import PassageTable
+from .sources import is_dump
+from .verify import verify_folder
+
+
+def update_folder(dump: Union[str, Path], folder: Union[str, Path], *, colbert=None, batch_size: int = 64,
+                  verbose: bool = False) -> BuildReport:
+    """Bring a search folder built from a dump up to date with a newer dump of the same wiki (``pfc index
+    --update``): pages new or changed since (by page id, revision id and :func:`page_hash`) are parsed and
+    encoded, unchanged pages keep their passages and ColBERT codes, pages gone are dropped. The folder's encoder,
+    passage settings, search settings and residual codec are kept, so the result equals
+    ``build_folder(dump, codec_from=<the folder before>)`` with the folder's settings. Written beside the folder
+    and swapped in when complete, as a build is.
+
+    The codec was trained on the corpus of the build that made it; after large changes (the manifest's
+    ``codec.encoded_since`` near the number of passages) a full rebuild trains one that fits the new text.
+    ``batch_size``: passages per forward pass of the encoder loaded here (in the folder's recorded precision)."""
+    from ...data.passages import PassageConfig
+    from ...model.colbert import ColBERT
+
+    folder = Path(folder)
+    if not (isinstance(dump, (str, Path)) and is_dump(dump)):
+        raise ValueError(f"{dump!r} is not a dump file (.xml, .bz2, .gz, .7z); an update reads a newer dump of the "
+                         "folder's wiki")
+    if not Path(dump).is_file():
+        raise FileNotFoundError(f"dump not found: {dump}")
+    manifest = load_manifest(folder)
+    if manifest.reader is None or manifest.passage_config is None or not (folder / PAGES).is_file():
+        raise ValueError(f"{folder} was not built from a dump file (source {manifest.source}); only such a folder "
+                         "can be updated: build it again with `pfc index SOURCE FOLDER --overwrite`")
+    remove_stale_builds(folder)
+    if colbert is None:
+        colbert = ColBERT.from_pretrained(manifest.checkpoint, batch_size=batch_size,
+                                          cpu_precision=manifest.precision.removeprefix("cpu "))
+    if colbert.fingerprint() != manifest.fingerprint:
+        raise ValueError(f"the encoder (fingerprint {colbert.fingerprint()}) is not the one that built {folder} "
+                         f"({manifest.fingerprint}); an update must encode with the folder's own encoder")
+    previous = PreviousFolder(folder)
+    try:
+        codec = previous.index.codec if previous.index.compressed else None
+        return build(dump, folder, checkpoint=manifest.checkpoint, colbert=colbert, settings=manifest.settings,
+                     overwrite=True, verbose=verbose,
+                     passage_config=PassageConfig.from_dict(manifest.passage_config), codec=codec,
+                     previous=previous, before=manifest)
+    finally:
+        previous.close()
+
+
+
+
+class PreviousFolder:
+    """The folder an update starts from: its pages by id (with the position of their first passage), its passage
+    table, text store and ColBERT index."""
+
+    def __init__(self, folder: Path):
+        from ...index.artifact import ColBERTIndex
+        from ...lexical.tfidf import TfidfIndex
+
+        self.folder = folder
+        # everything an update copies from is checked whole first (its page records, passage table and ColBERT
+        # codes are read directly, not through the block checks of a search): damage is refused, never copied
+        verify_folder(folder)
+        self.index = ColBERTIndex(folder / COLBERT_DIR)
+        self.index.verify()
+        self.pages: Dict[int, Dict[str, Any]] = {}
+        position = 0
+        with open(folder / PAGES, encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                try:
+                    page = json.loads(line)
+                    entry = {"hash": str(page["hash"]), "rev": int(page["rev"]), "skip": page["skip"],
+                             "start": position, "count": int(page["passages"])}
+                    page_id = int(page["id"])
+                except (ValueError, KeyError, TypeError) as err:
+                    raise ValueError(f"{folder / PAGES} line {number} is not a page record ({err}); rebuild the "
+                                     f"folder with `pfc index DUMP {folder} --overwrite`") from None
+                self.pages.setdefault(page_id, entry)
+                position += entry["count"]
+        self.table = PassageTable(folder)
+        self.tfidf = TfidfIndex(folder / TFIDF_DIR)
+        if position != len(self.table) or len(self.index) != len(self.table):
+            raise ValueError(f"{folder} is damaged: {PAGES} lists {position:,} passages, {PASSAGES} holds "
+                             f"{len(self.table):,} and the ColBERT index {len(self.index):,}; rebuild it with "
+                             f"`pfc index DUMP {folder} --overwrite`")
+
+    def records(self, page: Dict[str, Any]) -> List[Dict[str, Any]]:
+        positions = list(range(page["start"], page["start"] + page["count"]))
+        texts = self.tfidf.texts(positions) if positions else []
+        out = []
+        for position, text in zip(positions, texts):
+            meta = self.table.get(position)
+            out.append({"docno": meta["docno"], "text": text, "title": meta.get("title") or "",
+                        "url": meta.get("url") or "", "section": meta.get("section") or "",
+                        "page_id": meta.get("page_id"), "_old": position})
+        return out
+
+    def close(self) -> None:
+        self.table.close()
+
+
