@@ -31,6 +31,8 @@ _LAZY = {
     "Experiment": "fusion",
     "share_inputs": "fusion",
     "cache_folder": "caching",
+    "RetrieverCache": "caching",
+    "BM25": "sparse.bm25",
 }
 
 

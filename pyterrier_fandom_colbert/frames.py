@@ -181,9 +181,46 @@ def check_record(record: Any, position: int, text_field: str) -> Tuple[str, str]
     return docno, text
 
 
+#: (folder, pt_meta.json's inode, size and mtime) -> digest of its bytes: a stat per key, a read per rebuild
+_CONTENT_IDS: Dict[Tuple[str, int, int, int], str] = {}
+
+
+def content_id(folder: Path) -> str:
+    """A digest of the artifact's ``pt_meta.json`` (its settings, sizes and the manifest's checksum of every other
+    file): it changes when the artifact is rebuilt in place with other content, and not with the path it is opened
+    by. ``"no-meta"`` for a folder without one."""
+    meta = folder / "pt_meta.json"
+    try:
+        st = meta.stat()
+    except OSError:
+        return "no-meta"
+    stamp = (str(folder), st.st_ino, st.st_size, st.st_mtime_ns)
+    found = _CONTENT_IDS.get(stamp)
+    if found is None:
+        import hashlib
+
+        found = hashlib.sha256(meta.read_bytes()).hexdigest()[:16]
+        _CONTENT_IDS[stamp] = found
+    return found
+
+
+#: where :func:`artifact_key` keeps an artifact object's key (dropped with its loaded data by ``forget_cached``)
+CONTENT_KEY_ATTRIBUTE = "_pfc_content_key"
+
+
 def artifact_key(artifact: Any) -> str:
-    """What identifies an artifact in a transformer's key: its resolved folder."""
-    return str(Path(artifact.path).resolve())
+    """What identifies an artifact in a transformer's key: its resolved folder (relative paths and symbolic links
+    resolved) and the digest of its content (:func:`content_id`), so an index rebuilt in place is another key.
+    The key is taken once per artifact object, as its data is (an object opened before a rebuild by another one
+    still serves, and is keyed by, what it read); the object's own indexer forgets it with its loaded data."""
+    state = getattr(artifact, "__dict__", None)
+    found = state.get(CONTENT_KEY_ATTRIBUTE) if state is not None else None
+    if found is None:
+        folder = Path(artifact.path).resolve()
+        found = f"{folder}@{content_id(folder)}"
+        if state is not None:
+            state[CONTENT_KEY_ATTRIBUTE] = found
+    return found
 
 
 class EqualByKey:

@@ -45,3 +45,4 @@ def forget_cached(obj: Any) -> None:
             close = getattr(value, "close", None)
             if callable(close):
                 close()
+    obj.__dict__.pop("_pfc_content_key", None)  # frames.artifact_key's: the content it named is gone too

@@ -403,8 +403,10 @@ def test_retriever_cutoff_equality_and_repr(both):
     _, small = both
     deep = small.retriever(num_results=1000, ndocs=50)
     fused = (deep % 10).compile()
-    assert fused.params == cs.SearchParams(1, 0.5, 50) and fused.num_results == 10
-    assert fused == small.retriever(num_results=10, ndocs=50) and (deep % 2000).compile() is deep
+    # the cut keeps the uncut search (k = 1000's cells, threshold, pruning and max(1000, 50 // 4) scored)
+    assert fused.params == cs.SearchParams(4, 0.4, 50, 1000) and fused.num_results == 10
+    assert fused == small.retriever(num_results=10, ncells=4, threshold=0.4, ndocs=50, nscore=1000)
+    assert (deep % 2000).compile() is deep
     assert deep != small.retriever(num_results=1000, ndocs=60)
     assert "ndocs=50" in repr(deep) and "residual2" not in repr(deep)
 

@@ -192,9 +192,10 @@ def test_rank_cutoff_is_fused(index, colbert):
     assert (retr % 100).compile() is retr
     pipeline = index.retriever(colbert, num_results=50, lam=1, faiss="exact")
     assert list(pipeline.compile()) == [colbert.query_encoder(), retr]  # equal by key: same encoder and settings
-    assert list((pipeline % 5).compile())[-1] == index.retriever(num_results=5, lam=1, faiss="exact")
+    # the cut keeps the uncut search's k̂ (50 = 50 / λ), so its top 5 is the uncut list's top 5
+    assert list((pipeline % 5).compile())[-1] == index.retriever(num_results=5, k_hat=50, faiss="exact")
     pd.testing.assert_frame_equal((pipeline % 5).compile()(TOPICS),
-                                  index.retriever(colbert, num_results=5, lam=1, faiss="exact")(TOPICS))
+                                  index.retriever(colbert, num_results=5, k_hat=50, faiss="exact")(TOPICS))
 
 
 def test_other_columns_kept_and_empty_frames(index, colbert):
@@ -237,7 +238,7 @@ def test_k_hat_is_the_neighbour_count_and_survives_rank_cutoff(index, colbert):
     assert index.retriever(num_results=50, lam=5).k_hat == 10
     assert index.retriever(num_results=151).k_hat == 76  # ceil(151 / 2): λ defaults to 2 ...
     assert index.retriever(num_results=51).k_hat == 50  # ... with at least 50 neighbours
-    assert (index.retriever(num_results=1000) % 10).compile().k_hat == 50  # the same rule under % k
+    assert (index.retriever(num_results=1000) % 10).compile().k_hat == 500  # % k keeps the uncut k̂
     for qid, query in zip(TOPICS.qid, TOPICS["query"]):  # k̂ = 7 neighbours, as with λ = 5 / 7
         got = (colbert.query_encoder() >> fused)(TOPICS[TOPICS.qid == qid])
         ref = reference_search(index, colbert, query, 5, 5 / 7)

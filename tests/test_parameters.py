@@ -68,6 +68,7 @@ def _cases(colbert, tfidf, index):
          pfc.ColBERTConfig(dim=16, similarity="l2"), None),
         ("Explainer", lambda **kw: pfc.Explainer(colbert, **kw), with_text.iloc[:2], "k_tilde", 3, 0),
         ("Explainer", lambda **kw: pfc.Explainer(colbert, **kw), None, "span_threshold", 0.8, 1.5),
+        ("Explainer", lambda **kw: pfc.Explainer(colbert, **kw), None, "max_span", 32, 0),
     ]
 
 

@@ -256,3 +256,17 @@ def test_benchmark_one_pass_over_fb_docs_gives_one_run_per_value(index, first_pa
     assert len({tuple(r["prf_toks"].iloc[0]) for r in runs.values()}) > 1  # the values do differ
     with pytest.raises(ValueError, match="re-retrieves"):
         _prf_eval().rerank_fb_docs(index.prf(retriever=index.retriever()), first_pass, [1])
+
+
+def test_expansion_terms_as_text(index, first_pass, colbert):
+    plain = index.prf(fb_embs=4, k=6)(first_pass)
+    named = index.prf(fb_embs=4, k=6, colbert=colbert)(first_pass)
+    assert "prf_terms" not in plain.columns and list(named.columns) == [*plain.columns, "prf_terms"]
+    for toks, terms in zip(named["prf_toks"], named["prf_terms"]):
+        assert terms == colbert.tokenizer.hf.convert_ids_to_tokens([int(t) for t in toks])  # decoded, in order
+        assert all(isinstance(t, str) for t in terms) and len(terms) == 4
+    assert set(" ".join(t for ts in named["prf_terms"] for t in ts).split()) <= set(colbert.tokenizer.hf.get_vocab())
+    retrieved = index.prf(fb_embs=4, k=6, colbert=colbert, retriever=index.retriever(num_results=5))(first_pass)
+    assert len(retrieved) and all(len(t) == 4 for t in retrieved["prf_terms"])
+    empty = index.prf(colbert=colbert)(first_pass.iloc[:0])
+    assert len(empty) == 0 and "prf_terms" in empty.columns

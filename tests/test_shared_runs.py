@@ -88,3 +88,42 @@ def test_fusion_inputs_inside_pipelines_are_shared_and_other_stages_left_to_the_
     pd.testing.assert_frame_equal(shared, plain)
     untouched = neural >> pfc.Normalise("zscore")  # no fusion here: nothing to share, the system is kept
     assert pfc.share_inputs([untouched])[0] is untouched
+
+
+class Slow(Counting):
+    """A :class:`Counting` retriever that takes ``delay`` seconds per call on queries."""
+
+    def __init__(self, name, scores, delay):
+        super().__init__(name, scores)
+        self.delay = delay
+
+    def transform(self, inp):
+        import time
+
+        if len(inp):
+            time.sleep(self.delay)
+        return super().transform(inp)
+
+
+def test_mrt_charges_a_shared_run_to_every_system_that_uses_it():
+    neural, lexical, _ = _systems()
+    slow = Slow("slow", neural.scores, 0.3)  # 300 ms per call: 100 ms per query over the three queries
+    hybrid = pfc.Hybrid(lexical, slow, weight=0.5)
+    alone = pt.Experiment([hybrid], TOPICS, QRELS, [RR @ 10, "mrt"])["mrt"].iloc[0]
+    table = pfc.Experiment([slow, lexical, hybrid], TOPICS, QRELS, [RR @ 10, "mrt"])
+    assert slow.calls == 2  # (one for pt.Experiment alone above, one shared run here)
+    mrt = dict(zip(table["name"], table["mrt"]))
+    assert mrt[repr(slow)] >= 95 and mrt[repr(lexical)] < 50
+    # the hybrid's figure holds the slow system's run it got as a copy: about what it costs alone
+    assert mrt[repr(hybrid)] >= 95 and abs(mrt[repr(hybrid)] - alone) < 0.25 * alone
+
+
+def test_a_dict_of_systems_names_them_as_in_pt_experiment():
+    neural, lexical, systems = _systems()
+    named = {"neural": neural, "lexical": lexical, "hybrid": systems[2]}
+    table = pfc.Experiment(named, TOPICS, QRELS, [RR @ 10])
+    plain = pt.Experiment(named, TOPICS, QRELS, [RR @ 10])
+    pd.testing.assert_frame_equal(table, plain)
+    assert table["name"].tolist() == ["neural", "lexical", "hybrid"]
+    with pytest.raises(ValueError, match="names"):
+        pfc.Experiment(named, TOPICS, QRELS, [RR @ 10], names=["a", "b", "c"])

@@ -53,6 +53,9 @@ class ExplainOptions(JsonConfig):
     bandwidth: Union[str, float] = "scott"
     #: the answer span is the run around the density peak where density ≥ span_threshold × peak
     span_threshold: float = 0.5
+    #: at most this many word pieces (then widened to whole words): the densest part of that run, so a long
+    #: passage whose density is flat gets a span, not the whole passage (None: no limit)
+    max_span: Optional[int] = 64
 
     def __post_init__(self) -> None:
         positive_int("k_tilde", self.k_tilde, what="the study uses 2")
@@ -66,6 +69,7 @@ class ExplainOptions(JsonConfig):
                 "bandwidth", bw, 0.0, above=True, what="'scott', 'silverman' or a number of tokens"))
         real_in_range("span_threshold", self.span_threshold, 0.0, 1.0, above=True, what="a fraction of the peak "
                       "density")
+        positive_int("max_span", self.max_span, none=True, what="word pieces in the answer span")
 
 
 # -- relevance of passage tokens ---------------------------------------------------------------------------------
@@ -177,12 +181,16 @@ def kde_density(samples: np.ndarray, length: int, bandwidth: Union[str, float] =
     return np.exp(-0.5 * z * z).sum(axis=1) / (len(samples) * h * math.sqrt(2 * math.pi))
 
 
-def density_span(density: np.ndarray, content: np.ndarray, threshold: float = 0.5) -> Optional[Tuple[int, int]]:
+def density_span(density: np.ndarray, content: np.ndarray, threshold: float = 0.5,
+                 max_width: Optional[int] = None) -> Optional[Tuple[int, int]]:
     """Token span ``(start, end)`` (end exclusive) of the contiguous content run around the highest density where
-    density ≥ ``threshold`` × peak; ``None`` when no content token has positive density.
+    density ≥ ``threshold`` × peak, grown from the peak towards the denser side and at most ``max_width`` tokens
+    wide; ``None`` when no content token has positive density.
 
     >>> density_span(np.array([0.9, 0.1, 0.3, 0.8, 0.5, 0.2]), np.array([False, True, True, True, True, True]))
     (3, 5)
+    >>> density_span(np.array([0.0, 0.6, 0.7, 0.9, 0.8, 0.6]), np.ones(6, dtype=bool), max_width=3)
+    (2, 5)
     """
     content = np.asarray(content, dtype=bool)
     masked = np.where(content, density, -np.inf)
@@ -191,10 +199,16 @@ def density_span(density: np.ndarray, content: np.ndarray, threshold: float = 0.
         return None
     inside = content & (np.asarray(density) >= threshold * masked[peak])
     start, end = peak, peak + 1
-    while start > 0 and inside[start - 1]:
-        start -= 1
-    while end < len(inside) and inside[end]:
-        end += 1
+    limit = len(inside) if max_width is None else max_width
+    while end - start < limit:
+        left = density[start - 1] if start > 0 and inside[start - 1] else None
+        right = density[end] if end < len(inside) and inside[end] else None
+        if left is None and right is None:
+            break
+        if right is None or (left is not None and left > right):
+            start -= 1
+        else:
+            end += 1
     return start, end
 
 
@@ -375,7 +389,7 @@ def explain_passage(sim: np.ndarray, d_mask: np.ndarray, text: str, offsets: np.
     density = kde_density(sample[content[sample]], length, options.bandwidth)
     word_of, spans = merge_words(text, offsets, content)
     r_abs, r_acc = relevance_abs(positions, length), relevance_acc(positions, similarities, length)
-    tokens = density_span(density, content, options.span_threshold)
+    tokens = density_span(density, content, options.span_threshold, options.max_span)
     if tokens is not None and len(spans):
         tokens = widen_to_words(tokens, word_of)
         chars = (int(spans[word_of[tokens[0]], 0]), int(spans[word_of[tokens[1] - 1], 1]))

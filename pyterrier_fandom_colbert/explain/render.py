@@ -172,11 +172,18 @@ def save_html(frame: pd.DataFrame, path: Union[str, Path], **kwargs) -> Path:
 
 
 # -- heatmap -------------------------------------------------------------------------------------------------------
+#: passage tokens a heatmap shows by default (about 24 inches wide; a longer passage is cut, with a note)
+HEATMAP_MAX_COLUMNS = 80
+
+
 def heatmap(row: Mapping, *, k_tilde: Optional[int] = 2, specials: bool = True,
-            figsize: Optional[Tuple[float, float]] = None) -> "Figure":
+            figsize: Optional[Tuple[float, float]] = None,
+            max_columns: Optional[int] = HEATMAP_MAX_COLUMNS) -> "Figure":
     """Query tokens × passage tokens similarity heatmap of one explained row (a matplotlib Figure on the Agg
     canvas, so no display is needed: ``heatmap(row).savefig("row.png")``). Dots mark each query vector's top-k̃
-    matches (``k_tilde=None``: no dots); ``specials=False`` hides the ``[CLS]``, ``[D]``, ``[SEP]`` columns."""
+    matches (``k_tilde=None``: no dots); ``specials=False`` hides the ``[CLS]``, ``[D]``, ``[SEP]`` columns. A
+    passage of more than ``max_columns`` tokens is cut to the ``max_columns`` consecutive tokens that match the
+    query best (the most similarity), and the title says which (None: every token, however wide)."""
     require_extra("matplotlib", "plot", "a heatmap")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -190,6 +197,13 @@ def heatmap(row: Mapping, *, k_tilde: Optional[int] = 2, specials: bool = True,
     tokens, q_tokens = list(row["expl_tokens"]), list(row["expl_query_tokens"])
     keep = np.ones(len(tokens), dtype=bool) if specials else np.asarray(row["expl_words"]) >= 0
     cols = np.flatnonzero(keep)
+    note = ""
+    if max_columns is not None and len(cols) > max_columns:
+        best = np.nan_to_num(sim[:, cols], nan=0.0).max(axis=0) if len(q_tokens) else np.zeros(len(cols))
+        windows = np.convolve(best, np.ones(max_columns), mode="valid")  # total of each run of max_columns
+        first = int(np.argmax(windows))
+        note = f" (tokens {first + 1}–{first + max_columns} of {len(cols)} shown)"
+        cols = cols[first:first + max_columns]
     width, height = figsize or (max(6.0, 0.28 * len(cols) + 2), max(3.0, 0.28 * len(q_tokens) + 1.5))
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
@@ -210,7 +224,9 @@ def heatmap(row: Mapping, *, k_tilde: Optional[int] = 2, specials: bool = True,
     ax.set_xlabel("passage tokens")
     ax.set_ylabel("query tokens")
     if "docno" in row:
-        ax.set_title(f"{row.get('query', '')}  ×  {row['docno']}", fontsize=9)
+        ax.set_title(f"{row.get('query', '')}  ×  {row['docno']}{note}", fontsize=9)
+    elif note:
+        ax.set_title(note.strip(" ()"), fontsize=9)
     return fig
 
 

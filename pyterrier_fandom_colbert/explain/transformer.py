@@ -80,7 +80,8 @@ class Explainer(EqualByKey, Parameters, pt.Transformer):
     """qid, query, docno, text → + per-token and per-word relevance (R_abs, R_acc, KDE) and the answer span.
 
     ``k_tilde``: matches per query vector; ``bandwidth``: "scott", "silverman" or a number of tokens;
-    ``span_threshold``: the answer span is where the density is at least this fraction of its peak.
+    ``span_threshold``: the answer span is where the density is at least this fraction of its peak;
+    ``max_span``: at most this many word pieces (the densest part of that run; None: no limit).
     ``index``: a :class:`~pyterrier_fandom_colbert.index.artifact.ColBERTIndex` (or its path) built by the same encoder:
     passage vectors are read from it instead of re-encoding the text (the text is still needed for character
     offsets, and must tokenise to the stored token ids). Query vectors and tokens are taken from the
@@ -101,13 +102,15 @@ class Explainer(EqualByKey, Parameters, pt.Transformer):
 
     def __init__(self, colbert: "ColBERT", k_tilde: int = 2, bandwidth: Union[str, float] = "scott",
                  index: Union["ColBERTIndex", str, Path, None] = None, *, span_threshold: float = 0.5,
+                 max_span: Optional[int] = ExplainOptions.max_span,
                  query_token: Union[int, str, None] = None, text_field: str = "text", verbose: bool = False,
                  strict: bool = False, long_docs: Optional[str] = None, stride: Optional[int] = None):
         from ..model.tokenization import check_long_docs
 
         self.colbert = colbert
         self.strict = strict
-        self.options = ExplainOptions(k_tilde=k_tilde, bandwidth=bandwidth, span_threshold=span_threshold)
+        self.options = ExplainOptions(k_tilde=k_tilde, bandwidth=bandwidth, span_threshold=span_threshold,
+                                      max_span=max_span)
         if isinstance(index, (str, Path)):
             from ..index.artifact import ColBERTIndex
 
@@ -146,6 +149,7 @@ class Explainer(EqualByKey, Parameters, pt.Transformer):
             stride = None if self.stride == default_stride(self.colbert.tokenizer.max_doc_pieces) else self.stride
         return {"colbert": self.colbert, "k_tilde": self.options.k_tilde, "bandwidth": self.options.bandwidth,
                 "index": self.index, "span_threshold": self.options.span_threshold,
+                "max_span": self.options.max_span,
                 "query_token": self.query_token, "text_field": self.text_field, "verbose": self.verbose,
                 "strict": self.strict, "long_docs": long_docs, "stride": stride}
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import pickle
-from typing import Any, Dict, List, Sequence, Tuple
+import time
+from collections.abc import Mapping
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
@@ -49,6 +51,8 @@ class RunOnce(Parameters, pt.Transformer):
     def __init__(self, system: pt.Transformer):
         self.system = system
         self.runs: Dict[Tuple[Tuple[str, ...], str], pd.DataFrame] = {}
+        #: milliseconds each run took (what the system costs a caller that uses it; :func:`Experiment`'s mrt)
+        self.elapsed_ms: Dict[Tuple[Tuple[str, ...], str], float] = {}
 
     def _constructor_args(self) -> Dict[str, Any]:
         return {"system": self.system}
@@ -56,7 +60,9 @@ class RunOnce(Parameters, pt.Transformer):
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         key = frame_key(inp)
         if key not in self.runs:
+            start = time.perf_counter()
             self.runs[key] = self.system(inp)
+            self.elapsed_ms[key] = (time.perf_counter() - start) * 1000.0
         return self.runs[key].copy()
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
@@ -143,12 +149,58 @@ def share_inputs(systems: Sequence[pt.Transformer]) -> List[pt.Transformer]:
     return [sharing.rewrite(s) for s in systems]
 
 
-def Experiment(systems: Sequence[pt.Transformer], topics: pd.DataFrame, qrels: pd.DataFrame, eval_metrics: Sequence,
-               **kwargs: Any) -> Any:
+def _shared_runs(system: Any, found: List[RunOnce]) -> List[RunOnce]:
+    """The :class:`RunOnce` wrappers inside ``system`` (alone, in fusions, as pipeline stages), each once."""
+    if isinstance(system, RunOnce):
+        if not any(r is system for r in found):
+            found.append(system)
+    elif isinstance(system, Fusion):
+        for s in system.systems:
+            _shared_runs(s, found)
+    elif isinstance(system, pt.Compose):
+        for s in system._transformers:
+            _shared_runs(s, found)
+    return found
+
+
+def charged_mrt(systems: Sequence[pt.Transformer], measured: Sequence[float], num_queries: int) -> List[float]:
+    """Per system (run in this order, as ``plan="linear"`` runs them), its measured mean response time (ms) with
+    each shared run charged to every system that uses it: a shared run is measured inside the first system that
+    reaches it and handed out as a copy to the others, so its time moves from that first system's figure into
+    each user's, which is then about what the system costs when run alone."""
+    seen: List[RunOnce] = []
+    charged = []
+    for system, mrt in zip(systems, measured):
+        used = _shared_runs(system, [])
+        first = [r for r in used if not any(r is s for s in seen)]
+        seen.extend(first)
+        total = sum(sum(r.elapsed_ms.values()) for r in used) - sum(sum(r.elapsed_ms.values()) for r in first)
+        charged.append(float(mrt) + total / max(num_queries, 1))
+    return charged
+
+
+def Experiment(systems: Union[Sequence[pt.Transformer], Mapping[str, pt.Transformer]], topics: pd.DataFrame,
+               qrels: pd.DataFrame, eval_metrics: Sequence, **kwargs: Any) -> Any:
     """``pt.Experiment`` (same arguments and result) with the systems' fusion inputs shared
-    (:func:`share_inputs`): each distinct system runs once per batch of topics. ``names`` default to the systems'
-    reprs, as in ``pt.Experiment``; ``save_dir`` works (with the linear plan, as in PyTerrier)."""
+    (:func:`share_inputs`): each distinct system runs once per batch of topics. ``systems`` is a list or, as in
+    ``pt.Experiment``, a dict ``{name: system}``; ``names`` default to the systems' reprs, as in
+    ``pt.Experiment``; ``save_dir`` works (with the linear plan, as in PyTerrier).
+
+    ``mrt`` (with the default ``plan="linear"``) charges a shared run to every system that uses it
+    (:func:`charged_mrt`), so a fusion's figure includes its inputs' retrieval as when it runs alone. With
+    ``plan="tree"`` the column is PyTerrier's: a common prefix is charged to each system that has it, and a shared
+    fusion input to the first system that runs it (the others show only their own work)."""
+    if isinstance(systems, Mapping):
+        if kwargs.get("names"):
+            raise ValueError("names= was given with a dict of systems, whose keys are already their names; give one")
+        kwargs["names"] = [str(name) for name in systems]
+        systems = list(systems.values())
     systems = list(systems)
     if not kwargs.get("names"):
         kwargs["names"] = [str(pt.transformer.get_transformer(s)) for s in systems]
-    return pt.Experiment(share_inputs(systems), topics, qrels, eval_metrics, **kwargs)
+    shared = share_inputs(systems)
+    result = pt.Experiment(shared, topics, qrels, eval_metrics, **kwargs)
+    if ("mrt" in list(eval_metrics) and kwargs.get("plan", "linear") == "linear" and isinstance(result, pd.DataFrame)
+            and "mrt" in result.columns and len(result) == len(shared) and not kwargs.get("perquery")):
+        result["mrt"] = charged_mrt(shared, result["mrt"].tolist(), int(qrels["qid"].nunique()))
+    return result

@@ -372,18 +372,19 @@ class ColBERTIndex(pt.Artifact):
 
     def prf(self, *, fb_docs: int = 3, fb_embs: int = 10, beta: float = 1.0, k: int = 24, nn_tokens: int = 10,
             seed: int = 42, retriever: Optional[pt.Transformer] = None, strict: bool = False,
-            verbose: bool = False) -> pt.Transformer:
+            verbose: bool = False, colbert: Optional["ColBERT"] = None) -> pt.Transformer:
         """ColBERT-PRF (:class:`~.prf.ColBERTPRF`; defaults: the paper's settings): expansion embeddings from the
         k-means centroids of each query's ``fb_docs`` best documents, the ``fb_embs`` whose tokens have the highest
         IDF, weighted ``beta · IDF``. Without ``retriever`` it re-scores the input's documents
         (``colbert.query_encoder() >> index.retriever() >> index.prf()``); with ``retriever`` (e.g.
         ``index.retriever(num_results=1000)``) it searches again with the expanded query and scores what that
-        finds. Works on fp16 and compressed indexes."""
+        finds. Works on fp16 and compressed indexes. With ``colbert`` (the index's encoder) the expansion terms
+        are also given as text, a ``prf_terms`` column (``prf_toks`` decoded)."""
         from .prf import ColBERTPRF
 
         self.check()
         return ColBERTPRF(self, fb_docs=fb_docs, fb_embs=fb_embs, beta=beta, k=k, nn_tokens=nn_tokens, seed=seed,
-                          retriever=retriever, strict=strict, verbose=verbose)
+                          retriever=retriever, strict=strict, verbose=verbose, colbert=colbert)
 
     def _with_encoder(self, colbert: Optional["ColBERT"], stage: pt.Transformer, strict: bool) -> pt.Transformer:
         if colbert is None:

@@ -273,7 +273,11 @@ class ColBERTPRF(EqualByKey, Parameters, pt.Transformer):
 
     def __init__(self, index: "ColBERTIndex", *, fb_docs: int = 3, fb_embs: int = 10, beta: float = 1.0, k: int = 24,
                  nn_tokens: int = 10, seed: int = 42, retriever: Optional[pt.Transformer] = None,
-                 strict: bool = False, verbose: bool = False):
+                 strict: bool = False, verbose: bool = False, colbert: Optional[Any] = None):
+        if colbert is not None:
+            index.check_encoder(colbert)
+        #: the index's encoder, when given: its tokenizer writes the expansion terms as text (``prf_terms``)
+        self.colbert = colbert
         self.index = index
         self.settings = PrfSettings(fb_docs=fb_docs, fb_embs=fb_embs, beta=beta, k=k, nn_tokens=nn_tokens, seed=seed)
         if retriever is not None:
@@ -290,10 +294,10 @@ class ColBERTPRF(EqualByKey, Parameters, pt.Transformer):
 
     def _constructor_args(self) -> Dict[str, Any]:
         return {"index": self.index, **dataclasses.asdict(self.settings), "retriever": self.retriever,
-                "strict": self.strict, "verbose": self.verbose}
+                "strict": self.strict, "verbose": self.verbose, "colbert": self.colbert}
 
     def _key(self) -> Tuple[Any, ...]:
-        return (artifact_key(self.index), self.settings, self.retriever, self.strict)
+        return (artifact_key(self.index), self.settings, self.retriever, self.strict, self.colbert is not None)
 
     def __repr__(self) -> str:
         shown = [f"{f.name}={getattr(self.settings, f.name)!r}" for f in dataclasses.fields(PrfSettings)]
@@ -352,17 +356,33 @@ class ColBERTPRF(EqualByKey, Parameters, pt.Transformer):
 
     # -- frames --------------------------------------------------------------------------------------------
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
+        terms = ["prf_terms"] if self.colbert is not None else []
+        return self._base_outputs(input_columns) + terms
+
+    def _base_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query_embs", "docno", "rank"], self)
         kept = input_columns if self.retriever is None \
             else [c for c in input_columns if c not in DOC_LEVEL_COLUMNS] + ["docno"]
         return kept + [c for c in ["score", "rank", *PRF_COLUMNS] if c not in kept]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        out = self._transform(inp)
+        if self.colbert is not None:  # the expansion terms as text, each query's list decoded once
+            decoded: Dict[int, List[str]] = {}
+            terms = []
+            for toks in out["prf_toks"]:
+                if id(toks) not in decoded:
+                    decoded[id(toks)] = self.colbert.tokenizer.tokens(toks)
+                terms.append(decoded[id(toks)])
+            out = out.assign(prf_terms=terms) if len(out) else out.assign(prf_terms=pd.Series([], dtype=object))
+        return out
+
+    def _transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         require_columns(inp.columns, ["qid", "query_embs", "docno", "rank"], self)
         inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
             out = empty_output(inp, ["score", "rank", *PRF_COLUMNS])
-            return out[self.transform_outputs(list(inp.columns))]
+            return out[self._base_outputs(list(inp.columns))]
         inp = inp.reset_index(drop=True)
         doc_ids = self.index.doc_ids(inp["docno"].tolist())
         codes, queries = query_tensors(inp, self.index.meta.dim, self)
@@ -428,10 +448,10 @@ class ColBERTPRF(EqualByKey, Parameters, pt.Transformer):
             bar.update(1)
         if not frames:
             out = empty_output(topics.drop(columns=["_prf_query"]).iloc[:0], ["docno", "score", "rank", *PRF_COLUMNS])
-            return out[self.transform_outputs(list(inp.columns))]
+            return out[self._base_outputs(list(inp.columns))]
         out = pd.concat(frames, ignore_index=True).drop(columns=["_prf_query"])
         out["rank"] = 0
-        return rank_by_score(out)[self.transform_outputs(list(inp.columns))]
+        return rank_by_score(out)[self._base_outputs(list(inp.columns))]
 
 
 def rescore(run: pd.DataFrame, beta: float, fb_embs: int, reduction: str = "mean") -> pd.DataFrame:

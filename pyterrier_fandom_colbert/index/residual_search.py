@@ -503,12 +503,15 @@ class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
         self.verbose = verbose
 
     def fuse_rank_cutoff(self, k: int) -> "CentroidRetriever":
-        """``% k``: fewer results, with the defaults for ``k`` (overrides kept)."""
+        """``% k`` (and ``compile()``): fewer results from the same search: this retriever's cells, threshold,
+        pruning and exactly scored documents are kept, so the top ``k`` is exactly the top ``k`` of the uncut list
+        (a rank cut-off never changes the ranking above it). For PLAID's cheaper defaults at a smaller depth, ask
+        for them: ``index.retriever(num_results=10)``."""
         if k >= self.num_results:
             return self
-        o = self.overrides
-        return CentroidRetriever(self.index, num_results=k, ncells=o.ncells, threshold=o.threshold, ndocs=o.ndocs,
-                                 nscore=o.nscore, strict=self.strict, verbose=self.verbose)
+        p = self.params
+        return CentroidRetriever(self.index, num_results=k, ncells=p.ncells, threshold=p.threshold, ndocs=p.ndocs,
+                                 nscore=p.scored(self.num_results), strict=self.strict, verbose=self.verbose)
 
     def _key(self) -> Tuple:
         return (artifact_key(self.index), self.num_results, self.params, self.strict)

@@ -301,9 +301,14 @@ class ShardedRetriever(EqualByKey, Parameters, pt.Transformer):
         return {"index": self.index, **self.options}
 
     def fuse_rank_cutoff(self, k: int) -> Optional["ShardedRetriever"]:
+        """``% k``: each shard's retriever cut as one index's is (its search depth kept, so the top ``k`` is the
+        top ``k`` of the uncut list)."""
         if k >= self.num_results:
             return self
-        return ShardedRetriever(self.index, **{**self.options, "num_results": k})
+        cut = getattr(self.stages[0], "fuse_rank_cutoff", lambda k: None)(k) if self.stages else None
+        args: Dict[str, Any] = getattr(cut, "_constructor_args", dict)()
+        depth = {name: args[name] for name in _DEPTH_OPTIONS if name in args}
+        return ShardedRetriever(self.index, **{**self.options, **depth, "num_results": k})
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query_embs"], self)
@@ -318,6 +323,10 @@ class ShardedRetriever(EqualByKey, Parameters, pt.Transformer):
     def __repr__(self) -> str:
         options = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
         return f"{self.index!r}.retriever({options})"
+
+
+#: the options that set a shard retriever's search depth, pinned by ``% k`` (fp16: k̂; compressed: PLAID's)
+_DEPTH_OPTIONS = ("lam", "k_hat", "ncells", "threshold", "ndocs", "nscore")
 
 
 class ShardedScorer(IndexScorer):

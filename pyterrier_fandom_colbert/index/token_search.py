@@ -248,13 +248,13 @@ class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
         self.verbose = verbose
 
     def fuse_rank_cutoff(self, k: int) -> "ColBERTRetriever":
-        """``% k``: fewer results; k̂ follows ``k`` by the same rule (:func:`neighbours_per_vector`), or stays
-        fixed when it was given as ``k_hat``."""
+        """``% k`` (and ``compile()``): fewer results from the same candidates: k̂ stays this retriever's, so the
+        top ``k`` is exactly the top ``k`` of the uncut list (a rank cut-off never changes the ranking above
+        it). For a cheaper search at a smaller depth, ask for it: ``index.retriever(num_results=10)``."""
         if k >= self.num_results:
             return self
         return ColBERTRetriever(self.index, num_results=k, faiss=self.spec, nprobe=self.nprobe,
-                                refine=self.refine, strict=self.strict, verbose=self.verbose, lam=self.lam,
-                                k_hat=self.fixed_k_hat)
+                                refine=self.refine, strict=self.strict, verbose=self.verbose, k_hat=self.k_hat)
 
     def _key(self) -> Tuple[Any, ...]:
         return (artifact_key(self.index), self.num_results, self.k_hat, self.spec, self.nprobe, self.refine,

@@ -293,8 +293,9 @@ class ColBERTIndexer(pt.Indexer):
             with IndexWriter(artifact_path(self.index_ref), self.colbert.config, self.colbert.fingerprint(),
                              overwrite=self.overwrite, long_docs=self.long_docs, stride=self.stride,
                              compression=self.compression, verbose=self.verbose, codec=self.codec) as writer:
-                long = 0
+                long = empty = 0
                 for docnos, texts in _batches(inp, self.text_field, self.batch_size):
+                    empty += sum(not str(t).strip() for t in texts)
                     pieces = self.colbert.tokenizer.document_pieces(texts)
                     long += sum(len(p) > self.colbert.tokenizer.max_doc_pieces for p in pieces)
                     for docno, (vecs, ids, parts) in zip(docnos, self._encode(pieces, ticker.add)):
@@ -308,6 +309,10 @@ class ColBERTIndexer(pt.Indexer):
         self.index_ref._forget()
         if self.long_docs == "truncate" and long:
             warnings.warn(truncation_warning(long, writer.num_docs, self.colbert.config.doc_maxlen), stacklevel=2)
+        if empty:
+            warnings.warn(f"{empty} of {writer.num_docs} documents have an empty {self.text_field!r}: indexed with "
+                          "only their marker tokens, which every query matches a little; drop them before "
+                          "indexing if they should not be found", stacklevel=2)
         if self.ann is not None:
             self.index_ref.build_ann(None if self.ann == "default" else self.ann, verbose=self.verbose)
         return self.index_ref

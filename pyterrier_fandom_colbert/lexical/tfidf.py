@@ -54,7 +54,7 @@ from ..storage import (
     read_term_lines,
 )
 from .analysis import Analyzer, stopword_list
-from .tfidf_retriever import TfidfRetriever
+from .tfidf_retriever import TfidfRetriever, TfidfScorer
 
 ARTIFACT_TYPE = "sparse_index"
 ARTIFACT_FORMAT = "tfidf"
@@ -304,6 +304,12 @@ class TfidfIndex(pt.Artifact):
             raise ValueError(f"{self.path} was built without passage text; rebuild it with "
                              "indexer(store_text=True) or join text later with pt.text.get_text(...)")
         return TfidfRetriever(self, num_results, text=text, batch_size=batch_size, strict=strict, verbose=verbose)
+
+    def scorer(self, *, strict: bool = False, verbose: bool = False) -> "TfidfScorer":
+        """qid, query, docno → + score, rank: the given documents re-scored (``** tfidf_index.scorer()`` as a
+        feature); the scores are the retriever's."""
+        self.check()
+        return TfidfScorer(self, strict=strict, verbose=verbose)
 
     def text_loader(self, fields: Union[str, List[str]] = "*", *, verbose: bool = False) -> pt.Transformer:
         """docno → + the stored passages: PyTerrier's text loader protocol, so ``pt.text.get_text(index, "text")``

@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -54,6 +54,21 @@ class DocBatch:
             yield int(pos), embs[row][keep], self.input_ids[row][keep]
 
 
+def check_device(device: "torch.device", asked: Optional[str]) -> None:
+    """A clear error for a device this torch cannot use (``device="cuda"`` on a CPU-only build), naming it and
+    what is available."""
+    import torch
+
+    if device.type != "cuda":
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0 or (device.index is not None and device.index >= count):
+        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        available = ["cpu", *(f"cuda:{i}" for i in range(count))]
+        raise ValueError(f"device={asked!r}, but this torch {torch.__version__} ({build}) sees "
+                         f"{count} CUDA device(s); available: {', '.join(available)}")
+
+
 class ColBERT:
     """A ColBERT encoder: ``query_encoder()``, ``doc_encoder()``, ``text_scorer()``, ``scorer()``.
 
@@ -79,6 +94,7 @@ class ColBERT:
         if cpu_precision != "float32" and self.device.type != "cpu":
             raise ValueError(f"cpu_precision={cpu_precision!r} sets the arithmetic of encoding on a CPU, but the "
                              f"device is {self.device}; there amp_dtype sets it")
+        check_device(self.device, device)  # after the settings' own checks, before the model moves there
         self.cpu_precision = cpu_precision
         self._int8_model: Optional["ColBERTModel"] = None  # the int8 inference copy, made on first use
         self.model = model.to(self.device).eval()
@@ -92,6 +108,7 @@ class ColBERT:
     @classmethod
     def from_pretrained(cls, path: Optional[Union[str, Path]] = None, *, config: Optional[ColBERTConfig] = None,
                         seed: int = 0, unchecked: bool = False, inference_only: bool = False,
+                        query_maxlen: Optional[int] = None, doc_maxlen: Optional[int] = None,
                         **kwargs) -> "ColBERT":
         """Load a checkpoint folder, or start a fresh ColBERT from a backbone folder (or hub id, if online).
 
@@ -102,10 +119,19 @@ class ColBERT:
         existed) is refused unless ``unchecked=True`` (then loaded with a warning). ``inference_only=True``
         reads a BERT backbone of this package's checkpoints without transformers' model classes (about 2 s less
         CPU to load; same vectors and fingerprint), for a model that is only used to encode, never trained or
-        saved (:mod:`.light_bert`).
+        saved (:mod:`.light_bert`). ``query_maxlen`` / ``doc_maxlen`` (word pieces per query / per document
+        window) set those of the config, for a checkpoint too (its vectors, and so its fingerprint, change with
+        them).
         """
+        from dataclasses import replace
+
         from . import formats
         from . import network as m
+
+        given = (("query_maxlen", query_maxlen), ("doc_maxlen", doc_maxlen))
+        lengths: Dict[str, Any] = {name: value for name, value in given if value is not None}
+        for name, value in lengths.items():
+            positive_int(name, value, what="word pieces")
 
         if path is None and DEFAULT_CHECKPOINT.exists() and config is None:
             path = DEFAULT_CHECKPOINT
@@ -123,7 +149,12 @@ class ColBERT:
             if path is not None and Path(path).exists() and not (Path(path) / "config.json").exists():
                 raise FileNotFoundError(f"{path} is neither a ColBERT checkpoint (no colbert_config.json) nor a "
                                         "transformers model folder (no config.json)")
-            net, tok = m.build(str(path) if path is not None else None, config or ColBERTConfig(), seed=seed)
+            net, tok = m.build(str(path) if path is not None else None,
+                               replace(config or ColBERTConfig(), **lengths), seed=seed)
+        if lengths and net.config != replace(net.config, **lengths):  # a checkpoint's own config
+            net.config = replace(net.config, **lengths)
+            m.check_positions(net.backbone, net.config)
+            tok = type(tok)(tok.hf, net.config)
         return cls(net, tok, **kwargs)
 
     def save_pretrained(self, folder: Union[str, Path], dtype: Optional[str] = None, format: str = "pfc") -> Path:
@@ -336,12 +367,14 @@ class ColBERT:
         return out  # type: ignore[return-value]  # every position filled: the batches cover each text
 
     # -- PyTerrier transformers ----------------------------------------------------------------------------
-    def query_encoder(self, *, strict: bool = False) -> "QueryEncoder":
+    def query_encoder(self, *, strict: bool = False, batch_size: Optional[int] = None,
+                      verbose: Optional[bool] = None) -> "QueryEncoder":
         """qid, query → + query_embs (``[N_q, d]`` float32), query_toks. Empty or non-text queries get no rows and
-        one warning naming their qids (``strict=True``: an error)."""
+        one warning naming their qids (``strict=True``: an error). ``batch_size`` (queries per forward pass) and
+        ``verbose`` (a progress bar): None, the model's."""
         from .encoders import QueryEncoder
 
-        return QueryEncoder(self, strict=strict)
+        return QueryEncoder(self, strict=strict, batch_size=batch_size, verbose=verbose)
 
     def doc_encoder(self) -> "DocEncoder":
         """docno, text → + doc_embs (``[L_d, d]`` float32), doc_toks."""
@@ -349,15 +382,19 @@ class ColBERT:
 
         return DocEncoder(self)
 
-    def text_scorer(self, *, strict: bool = False, long_docs: str = "windows",
-                    stride: Optional[int] = None) -> "TextScorer":
+    def text_scorer(self, *, strict: bool = False, long_docs: str = "windows", stride: Optional[int] = None,
+                    text_field: str = "text", batch_size: Optional[int] = None,
+                    verbose: Optional[bool] = None) -> "TextScorer":
         """qid, query, docno, text → + score, rank (MaxSim of freshly encoded texts). Empty or non-text queries get
         no rows and one warning (``strict=True``: an error). Long texts are read whole as overlapping windows
         (``long_docs="windows"``, ``stride`` pieces apart, default two thirds of a window), as the indexer stores
-        them, or truncated (``long_docs="truncate"``)."""
+        them, or truncated (``long_docs="truncate"``). ``text_field``: the passage column; ``batch_size`` (texts
+        per forward pass) and ``verbose`` (progress bars): None, the model's. Use it for documents that are not in
+        an index; for indexed ones ``index.scorer()`` gives the same scores from stored vectors, far faster."""
         from .encoders import TextScorer
 
-        return TextScorer(self, strict=strict, long_docs=long_docs, stride=stride)
+        return TextScorer(self, text_field, strict=strict, long_docs=long_docs, stride=stride, batch_size=batch_size,
+                          verbose=verbose)
 
     def scorer(self) -> "EmbeddingScorer":
         """query_embs, doc_embs → + score, rank (for frames already encoded)."""

@@ -6,12 +6,14 @@ Stages compose through columns: :class:`QueryEncoder` adds ``query_embs`` (each 
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
+from ..checks import positive_int
 from ..frames import (
     EqualByKey,
     check_texts,
@@ -98,6 +100,23 @@ def pad_vectors(vectors: Sequence["torch.Tensor"]) -> Tuple["torch.Tensor", "tor
     return Q, mask
 
 
+@contextmanager
+def model_settings(colbert: "ColBERT", batch_size: Optional[int], verbose: Optional[bool]) -> Iterator[None]:
+    """``colbert.batch_size`` / ``verbose`` set to a transformer's own while it runs (None: the model's)."""
+    saved = colbert.batch_size, colbert.verbose
+    colbert.batch_size = saved[0] if batch_size is None else batch_size
+    colbert.verbose = saved[1] if verbose is None else verbose
+    try:
+        yield
+    finally:
+        colbert.batch_size, colbert.verbose = saved
+
+
+def _settings_repr(batch_size: Optional[int], verbose: Optional[bool]) -> List[str]:
+    return ([f"batch_size={batch_size}"] if batch_size is not None else []) + \
+        ([f"verbose={verbose}"] if verbose is not None else [])
+
+
 class QueryEncoder(EqualByKey, Parameters, pt.Transformer):
     """qid, query → + ``query_embs`` (scoring query vectors ``[n, d]``, float32) and ``query_toks``.
 
@@ -105,15 +124,20 @@ class QueryEncoder(EqualByKey, Parameters, pt.Transformer):
     no results), or refused with ``strict=True`` (:func:`~pyterrier_fandom_colbert.frames.usable_query_rows`).
     """
 
-    def __init__(self, colbert: "ColBERT", *, strict: bool = False):
+    def __init__(self, colbert: "ColBERT", *, strict: bool = False, batch_size: Optional[int] = None,
+                 verbose: Optional[bool] = None):
+        positive_int("batch_size", batch_size, none=True, what="queries per forward pass")
         self.colbert = colbert
         self.strict = strict
+        #: queries per forward pass and a progress bar (None: the model's ``batch_size`` / ``verbose``)
+        self.batch_size, self.verbose = batch_size, verbose
 
     def _key(self) -> Tuple[Any, ...]:
         return (*self.colbert.encoding_key(), self.strict)
 
     def _constructor_args(self) -> Dict[str, Any]:
-        return {"colbert": self.colbert, "strict": self.strict}
+        return {"colbert": self.colbert, "strict": self.strict, "batch_size": self.batch_size,
+                "verbose": self.verbose}
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query"], self)
@@ -124,11 +148,27 @@ class QueryEncoder(EqualByKey, Parameters, pt.Transformer):
         inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
             return empty_output(inp, QUERY_COLUMNS)
-        vecs, toks = encode_query_frame(self.colbert, inp["query"].tolist())
+        from ..progress import progress
+
+        queries = inp["query"].tolist()
+        vecs: List[Any] = []
+        toks: List[Any] = []
+        with model_settings(self.colbert, self.batch_size, self.verbose):
+            size = self.colbert.batch_size * (1 if self.colbert.verbose else max(1, len(queries)))
+            bar = progress(total=len(queries), desc="encoding queries", unit="query", enabled=self.colbert.verbose)
+            try:
+                for start in range(0, len(queries), size):
+                    v, t = encode_query_frame(self.colbert, queries[start:start + size])
+                    vecs.extend(v)
+                    toks.extend(t)
+                    bar.update(len(queries[start:start + size]))
+            finally:
+                bar.close()
         return with_columns(inp, {"query_embs": vecs, "query_toks": toks})
 
     def __repr__(self) -> str:
-        return f"{self.colbert!r}.query_encoder({'strict=True' if self.strict else ''})"
+        shown = (["strict=True"] if self.strict else []) + _settings_repr(self.batch_size, self.verbose)
+        return f"{self.colbert!r}.query_encoder({', '.join(shown)})"
 
 
 class DocEncoder(EqualByKey, Parameters, pt.Transformer):
@@ -181,8 +221,13 @@ class TextScorer(EqualByKey, Parameters, pt.Transformer):
     """
 
     def __init__(self, colbert: "ColBERT", text_field: str = "text", *, strict: bool = False,
-                 long_docs: str = "windows", stride: Optional[int] = None):
+                 long_docs: str = "windows", stride: Optional[int] = None, batch_size: Optional[int] = None,
+                 verbose: Optional[bool] = None):
         from .tokenization import check_long_docs
+
+        positive_int("batch_size", batch_size, none=True, what="texts per forward pass")
+        #: texts per forward pass and progress bars (None: the model's ``batch_size`` / ``verbose``)
+        self.batch_size, self.verbose = batch_size, verbose
 
         self.stride = check_long_docs(long_docs, stride, colbert.tokenizer.max_doc_pieces, colbert.config.doc_maxlen)
         self.colbert = colbert
@@ -199,21 +244,26 @@ class TextScorer(EqualByKey, Parameters, pt.Transformer):
         # the default stride as None, so that switching to long_docs="truncate" needs no second change
         default = default_stride(self.colbert.tokenizer.max_doc_pieces)
         return {"colbert": self.colbert, "text_field": self.text_field, "strict": self.strict,
-                "long_docs": self.long_docs, "stride": None if self.stride == default else self.stride}
+                "long_docs": self.long_docs, "stride": None if self.stride == default else self.stride,
+                "batch_size": self.batch_size, "verbose": self.verbose}
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query", "docno", self.text_field], self)
         return input_columns + [c for c in ("score", "rank") if c not in input_columns]
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        import torch
-
-        from .scoring import maxsim
-
         require_columns(inp.columns, ["qid", "query", "docno", self.text_field], self)
         inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
             return empty_output(inp, ["score", "rank"])
+        with model_settings(self.colbert, self.batch_size, self.verbose):
+            return self._scored(inp)
+
+    def _scored(self, inp: pd.DataFrame) -> pd.DataFrame:
+        import torch
+
+        from .scoring import maxsim
+
         texts = check_texts(inp, self.text_field)
         q_codes, Q, q_mask = self._queries(inp)
         t_codes, t_unique = pd.factorize(pd.Series(texts))
@@ -260,7 +310,9 @@ class TextScorer(EqualByKey, Parameters, pt.Transformer):
     def __repr__(self) -> str:
         options = (["strict=True"] if self.strict else []) + (
             ["long_docs='truncate'"] if self.stride is None else [f"stride={self.stride}"])
-        return f"{self.colbert!r}.text_scorer({', '.join(options)})"
+        field = [f"text_field={self.text_field!r}"] if self.text_field != "text" else []
+        shown = field + options + _settings_repr(self.batch_size, self.verbose)
+        return f"{self.colbert!r}.text_scorer({', '.join(shown)})"
 
 
 class EmbeddingScorer(EqualByKey, Parameters, pt.Transformer):

@@ -29,7 +29,8 @@ import pyterrier as pt
 import scipy.sparse as sp
 
 from ..checks import positive_int
-from ..frames import empty_output, require_columns
+from ..frames import artifact_key, empty_output, require_columns
+from ..lazy import forget_cached
 from ..params import Parameters
 from ..progress import progress
 from ..ranking import concat_slices, stacked_hits, top_k
@@ -198,6 +199,7 @@ class SparseIndexer(pt.Indexer):
             write_json(tmp / "pt_meta.json", {"type": SparseIndex.ARTIFACT_TYPE,
                                               "format": SparseIndex.ARTIFACT_FORMAT,
                                               "package_hint": SparseIndex.ARTIFACT_PACKAGE_HINT, **stats})
+        forget_cached(self.target)  # the folder is new: nothing read (nor keyed) before counts
         return SparseIndex(path)
 
     def __repr__(self) -> str:
@@ -457,7 +459,7 @@ class SparseSearcher(Parameters, pt.Transformer):
         return stacked_hits(inp, hits, self.index.docnos.fwd)[0]
 
     def _key(self) -> tuple:
-        return (type(self), str(artifact_path(self.index).resolve()), self.num_results, self.params())
+        return (type(self), artifact_key(self.index), self.num_results, self.params())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SparseSearcher) and self._key() == other._key()
