@@ -14,9 +14,10 @@ What it does:
    document lengths, ``[unused0]``/``[unused1]`` markers, masks attended, punctuation kept, cosine).
 3. Both systems index the SciFact corpus, each in its own process (so each one's peak RSS is its own): this
    package with ``index.indexer(colbert, compression="residual<nbits>")``, colbert-ai with its ``Indexer``
-   (``nbits``). Encoding is timed apart from the rest (this package: time inside the tokeniser's
-   ``document_pieces`` and ``ColBERT.piece_batches``;
-   colbert-ai: inside ``CollectionEncoder.encode_passages``), and encoded passages are counted. The builds are
+   (``nbits``). Encoding is timed apart from the rest (this package: tokenising and encoding as the indexer
+   counts and times them itself, ``indexer.stats``; colbert-ai: inside ``CollectionEncoder.encode_passages``),
+   and encoded passages are counted; a build whose count of encoded passages is not the corpus's stops the script
+   (exit status 1), rather than reporting a timer that measured nothing. The builds are
    cached (``--out``); ``--rebuild`` redoes them. An fp16 index of the package (the reference for exact search,
    built untimed in another process) is cached too.
 4. Both indexes are served by a worker process each; the queries (SciFact *train* claims) go to both, one after
@@ -49,6 +50,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import numpy as np
+from bench_io import require_work
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -150,40 +152,23 @@ def worker_build(args) -> int:
     torch.set_num_threads(args.threads)
     docs = load_scifact(args.data)[0][:args.max_docs]
     colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")
-    encoding = {"seconds": 0.0, "passages": 0}
-    # encoding = tokenisation (document_pieces) + the forward passes (piece_batches, a generator)
-    document_pieces, piece_batches = colbert.tokenizer.document_pieces, colbert.piece_batches
-
-    def timed_document_pieces(texts, *a, **kw):
-        start = time.perf_counter()
-        try:
-            return document_pieces(texts, *a, **kw)
-        finally:
-            encoding["seconds"] += time.perf_counter() - start
-
-    def timed_piece_batches(pieces, *a, **kw):
-        encoding["passages"] += len(pieces)
-        batches = piece_batches(pieces, *a, **kw)
-        while True:
-            start = time.perf_counter()
-            try:
-                batch = next(batches)
-            except StopIteration:
-                encoding["seconds"] += time.perf_counter() - start
-                return
-            encoding["seconds"] += time.perf_counter() - start
-            yield batch
-
-    colbert.tokenizer.document_pieces = timed_document_pieces
-    colbert.piece_batches = timed_piece_batches
     started = time.perf_counter()
-    index = pfc.ColBERTIndex(args.index).indexer(colbert, compression=args.compression, overwrite=True,
-                                                 ann=None, long_docs="truncate").index(docs)  # as PLAID
+    indexer = pfc.ColBERTIndex(args.index).indexer(colbert, compression=args.compression, overwrite=True,
+                                                   ann=None, long_docs="truncate")  # as PLAID
+    index = indexer.index(docs)
     total = time.perf_counter() - started
-    result = {"build_seconds": round(total, 1), "encode_seconds": round(encoding["seconds"], 1),
-              "after_encoding_seconds": round(total - encoding["seconds"], 1),
-              "passages_encoded": encoding["passages"], "num_passages": len(docs),
-              "encoding_passes": round(encoding["passages"] / len(docs), 3), "peak_rss_mb": peak_rss_mb(),
+    # encoding = tokenisation + encoding the pieces, as the indexer itself counted and timed them
+    stats = indexer.stats
+    require_work({"passages encoded": (stats.passages, len(docs)), "passages written": (len(index), len(docs))})
+    if not 0 < stats.forward_seconds <= stats.encode_seconds:
+        raise SystemExit(f"benchmark measured the wrong work: forward passes {stats.forward_seconds:.3f} s within "
+                         f"encoding {stats.encode_seconds:.3f} s")
+    encode_seconds = stats.tokenise_seconds + stats.encode_seconds
+    result = {"build_seconds": round(total, 1), "encode_seconds": round(encode_seconds, 1),
+              "forward_seconds": round(stats.forward_seconds, 1), "tokenise_seconds": round(stats.tokenise_seconds, 1),
+              "after_encoding_seconds": round(total - encode_seconds, 1),
+              "passages_encoded": stats.passages, "num_passages": len(docs),
+              "encoding_passes": round(stats.passages / len(docs), 3), "peak_rss_mb": peak_rss_mb(),
               "num_tokens": index.meta.num_tokens, "threads": args.threads, "compression": args.compression}
     if index.compressed:
         result["codec"] = index.codec_info
@@ -247,6 +232,21 @@ def worker_serve(args) -> int:
                 reply = {"error": f"unknown command {cmd!r}"}
         replies.write(json.dumps(reply) + "\n")
     return 0
+
+
+def check_builds(ours: Dict[str, Any], plaid: Dict[str, Any], num_passages: int) -> None:
+    """Stop (exit status 1) when a build's figures (possibly cached from an older run, before the timers counted
+    what they timed) do not cover the corpus: this package encodes each passage once; PLAID at least once (a
+    sample for its centroids, then every passage)."""
+    hint = " (a cached build's figures: rerun with --rebuild)"
+    try:
+        require_work({"this package's passages encoded": (ours.get("passages_encoded"), num_passages),
+                      "this package's passages in the build": (ours.get("num_passages"), num_passages)})
+    except SystemExit as stop:
+        raise SystemExit(f"{stop}{hint}") from None
+    if not plaid.get("passages_encoded", 0) >= num_passages or not plaid.get("encode_seconds", 0) > 0:
+        raise SystemExit(f"benchmark measured the wrong work: PLAID's build encoded {plaid.get('passages_encoded')} "
+                         f"passages in {plaid.get('encode_seconds')} s for a corpus of {num_passages}{hint}")
 
 
 # -- the driver ----------------------------------------------------------------------------------------------------
@@ -396,6 +396,7 @@ def main(argv=None) -> int:
                               str(out / f"build-plaid-nbits{args.nbits}.json")],
                              out / "build-plaid.log", args.rebuild, peer_env)
     plaid_folder = plaid_root / "plaid" / "indexes" / plaid_name
+    check_builds(ours_build, plaid_build, len(docs))
     if args.build_only:
         return 0
     plaid_tokens = json.loads((plaid_folder / "metadata.json").read_text())["num_embeddings"]
