@@ -7,8 +7,9 @@ colbert-ai's PLAID, with the same weights, measured in one run.
 What it does:
 
 1. colbert-ai goes into a separate virtual environment (``--peer-venv``, default /tmp/peers-venv; reused when it
-   already imports colbert-ai, faiss and ninja): ``pip install torch==2.13.0`` first, then colbert-ai, faiss-cpu
-   and ninja (colbert-ai compiles its C++ extensions at first use).
+   has the pinned versions, else brought to them): ``pip install torch==2.13.0`` first, then colbert-ai 0.2.22 with
+   transformers 4.49.0 (0.2.22 loads no checkpoint under transformers 5), faiss-cpu and ninja, all pinned
+   (``PEER_PACKAGES``; colbert-ai compiles its C++ extensions at first use).
 2. The package's checkpoint (``--checkpoint``, default the bundled one) is converted into colbert-ai's format: a
    BERT folder whose weights are ``bert.*`` plus ``linear.weight``, with an ``artifact.metadata`` JSON (query and
    document lengths, ``[unused0]``/``[unused1]`` markers, masks attended, punctuation kept, cosine).
@@ -55,7 +56,12 @@ from bench_io import require_work
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 PEER_SCRIPT = Path(__file__).resolve().parent / "plaid_peer.py"
-PEER_PACKAGES = ["colbert-ai", "faiss-cpu", "ninja"]
+#: the peer environment, pinned (docs/results.md records them beside the figures): colbert-ai 0.2.22 loads no
+#: checkpoint under transformers 5 (its HF_ColBERT lacks ``all_tied_weights_keys``; issue 43), and builds with 4.49;
+#: tokenizers is the one transformers 4.49 takes; torch first, on its own (PEER_TORCH), so that nothing replaces it
+PEER_TORCH = "torch==2.13.0"
+PEER_PACKAGES = ["colbert-ai==0.2.22", "transformers==4.49.0", "tokenizers==0.21.4", "faiss-cpu==1.15.1",
+                 "ninja==1.11.1.4"]
 
 
 # -- data ----------------------------------------------------------------------------------------------------------
@@ -85,18 +91,16 @@ def write_collection_tsv(docs: List[Dict[str, str]], path: Path) -> None:
 
 # -- colbert-ai's environment and checkpoint -----------------------------------------------------------------------
 def peer_python(venv: Path) -> Path:
-    """The peer environment's python, made or completed if needed."""
+    """The peer environment's python, made or brought to the pinned versions (PEER_PACKAGES) if needed."""
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0"], check=True)  # torch first
-    probe = ("import importlib.util as u, sys; "
-             "sys.exit(0 if all(u.find_spec(m) for m in ('colbert', 'faiss', 'ninja')) else 1)")
-    if subprocess.run([str(python), "-c", probe]).returncode != 0:
-        torch_ok = subprocess.run([str(python), "-c", "import torch"], capture_output=True).returncode == 0
-        if not torch_ok:
-            subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0"], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", PEER_TORCH], check=True)  # torch first
+    pins = {p.split("==")[0]: p.split("==")[1] for p in [PEER_TORCH, *PEER_PACKAGES]}
+    probe = ("import importlib.metadata as m, json, sys; pins = json.loads(sys.argv[1]); "
+             "sys.exit(0 if all(m.version(k).split('+')[0] == v for k, v in pins.items()) else 1)")
+    if subprocess.run([str(python), "-c", probe, json.dumps(pins)], capture_output=True).returncode != 0:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", PEER_TORCH, *PEER_PACKAGES], check=True)
     return python
 
 
@@ -164,9 +168,9 @@ def worker_build(args) -> int:
         raise SystemExit(f"benchmark measured the wrong work: forward passes {stats.forward_seconds:.3f} s within "
                          f"encoding {stats.encode_seconds:.3f} s")
     encode_seconds = stats.tokenise_seconds + stats.encode_seconds
-    result = {"build_seconds": round(total, 1), "encode_seconds": round(encode_seconds, 1),
-              "forward_seconds": round(stats.forward_seconds, 1), "tokenise_seconds": round(stats.tokenise_seconds, 1),
-              "after_encoding_seconds": round(total - encode_seconds, 1),
+    result = {"build_seconds": round(total, 3), "encode_seconds": round(encode_seconds, 3),
+              "forward_seconds": round(stats.forward_seconds, 3), "tokenise_seconds": round(stats.tokenise_seconds, 3),
+              "after_encoding_seconds": round(total - encode_seconds, 3),
               "passages_encoded": stats.passages, "num_passages": len(docs),
               "encoding_passes": round(stats.passages / len(docs), 3), "peak_rss_mb": peak_rss_mb(),
               "num_tokens": index.meta.num_tokens, "threads": args.threads, "compression": args.compression}
@@ -458,6 +462,7 @@ def main(argv=None) -> int:
         "load_avg_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
         "search_wall_seconds": round(search_wall, 1), "nbits": args.nbits, "search_params": ours.hello["params"],
         "schedule": "isolated" if args.isolated else "alternating",
+        "peer_packages": [PEER_TORCH, *PEER_PACKAGES],
         "ours": {"build": ours_build, "bytes_per_token": round(ours_bytes / ours_build["num_tokens"], 2),
                  "index_bytes": ours_bytes, "num_tokens": ours_build["num_tokens"],
                  "e2e_ms": latency(timings["ours"]["e2e"]), "search_ms": latency(timings["ours"]["search"]),
