@@ -92,8 +92,10 @@ class Tiny:
     """Tiny inputs shared by the runs, made once: a checkpoint, a SciFact-shaped folder, a work folder."""
 
     root: Path
-    checkpoint: str
-    scifact: Path
+    backbone: str  # conftest's tiny random BERT
+    checkpoint: str  # a ColBERT checkpoint over it
+    scifact: Path  # corpus.jsonl.gz, queries-train.jsonl.gz, qrels/train.tsv of CORPUS
+    squad: Path  # train-v1.1.json and dev-v1.1.json of CORPUS
     num_docs: int
     sample_passages: int  # the bundled sample wiki's, as the package splits it
     out: Path = None  # type: ignore[assignment]  # a fresh folder per run
@@ -122,11 +124,23 @@ def tiny(tiny_bert_dir, tmp_path_factory) -> Tiny:
         for i, text in enumerate(queries):
             f.write(json.dumps({"_id": f"q{i}", "text": text}) + "\n")
     (scifact / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td3\t1\nq1\td12\t1\nq2\td0\t1\n")
+    squad = root / "squad"
+    squad.mkdir()
+
+    def paragraph(a: int, i: int, text: str) -> dict:
+        word = text.split()[-2]
+        answer = {"text": word, "answer_start": text.rindex(word)}
+        return {"context": text, "qas": [{"id": f"q{a}-{i}", "question": f"what {word}", "answers": [answer]}]}
+
+    articles = [{"title": f"T{a}", "paragraphs": [paragraph(a, i, t) for i, t in enumerate(CORPUS[5 * a:5 * a + 5])]}
+                for a in range(len(CORPUS) // 5)]
+    for name in ("train-v1.1.json", "dev-v1.1.json"):
+        (squad / name).write_text(json.dumps({"data": articles}))
     from pyterrier_fandom_colbert.data.passages import PassageConfig, dump_passages
 
     sample_passages = sum(1 for _ in dump_passages(SAMPLE_DUMP, PassageConfig()))
-    return Tiny(root=root, checkpoint=str(checkpoint), scifact=scifact, num_docs=len(CORPUS),
-                sample_passages=sample_passages)
+    return Tiny(root=root, backbone=tiny_bert_dir, checkpoint=str(checkpoint), scifact=scifact, squad=squad,
+                num_docs=len(CORPUS), sample_passages=sample_passages)
 
 
 def check_plaid_build(tiny: Tiny, stdout: str) -> None:
@@ -191,6 +205,29 @@ def check_stopwords(tiny: Tiny, stdout: str) -> None:
     assert max(rows[0][name] for name in STOPWORD_LISTS) > 0  # the tiny claims share words with their passages
 
 
+def check_encode_bench(tiny: Tiny, stdout: str) -> None:
+    assert "passages=8 " in stdout
+    rates = dict(re.findall(r"^(\S.*?)\s+([\d.]+) passages/s", stdout, re.M))
+    assert set(rates) >= {"backbone forward", "tokenisation alone", "doc_batches() (tensors)"}, stdout
+    assert all(float(r) > 0 for r in rates.values())
+
+
+def check_index_bench(tiny: Tiny, stdout: str) -> None:
+    report = json.loads(stdout[stdout.index("{"):stdout.rindex("}") + 1])
+    assert report["corpus"]["num_docs"] == report["build"]["num_docs"] == 300 and report["queries"] == 3
+    assert report["build"]["num_tokens"] > 300 and report["build"]["wall_s"] > 0
+    (row,) = report["results"]
+    assert row["k"] == 10 and row["ms_per_query_mean"] > 0
+    assert all(0 <= row[m] <= 1 for m in ("overlap_at_10", "overlap_at_10_with_flat", "source_in_top_10"))
+
+
+def check_scale_bench(tiny: Tiny, stdout: str) -> None:
+    (row,) = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    assert (row["bench"], row["passages"], row["shards"]) == ("build", 200, 2)
+    assert row["tokens"] > 200 and row["seconds"] > 0 and row["cpu_s"] > 0
+    assert row["passages_per_s"] == pytest.approx(200 / row["seconds"], rel=0.02)
+
+
 RUNS: Dict[str, Run] = {
     "plaid_compare build": Run(
         "benchmarks/plaid_compare.py",
@@ -205,6 +242,15 @@ RUNS: Dict[str, Run] = {
                         check_ingest),
     "hostile_wikitext": Run("benchmarks/hostile_wikitext.py",
                             lambda t: ["--only", "'''a", "--fuzz", "1", "--fuzz-chars", "2000"], check_hostile),
+    "encode_bench": Run("benchmarks/encode_bench.py",
+                        lambda t: ["--backbone", t.backbone, "--squad", str(t.squad / "train-v1.1.json"), "--n", "8",
+                                   "--repeats", "1", "--batch-size", "4", "--threads", "1"], check_encode_bench),
+    "index_bench e2e": Run("benchmarks/index_bench.py",
+                           lambda t: ["e2e", "--docs", "300", "--queries", "3", "--k", "10", "--kinds", "exact",
+                                      "--workdir", str(t.out / "work")], check_index_bench),
+    "scale_bench build": Run("benchmarks/scale_bench.py",
+                             lambda t: ["build", "--mode", "local", "--encoder", "tiny", "--passages", "200",
+                                        "--shards", "2", "--sample-docs", "100"], check_scale_bench),
     "stopwords_bench": Run("benchmarks/stopwords_bench.py",
                            lambda t: ["--data-root", str(t.root), "--sets", "scifact"], check_stopwords),
 }
