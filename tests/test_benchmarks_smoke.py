@@ -96,6 +96,8 @@ class Tiny:
     checkpoint: str  # a ColBERT checkpoint over it
     scifact: Path  # corpus.jsonl.gz, queries-train.jsonl.gz, qrels/train.tsv of CORPUS
     squad: Path  # train-v1.1.json and dev-v1.1.json of CORPUS
+    fp16: Path  # CORPUS indexed with the checkpoint, fp16
+    residual2: Path  # and residual2
     num_docs: int
     sample_passages: int  # the bundled sample wiki's, as the package splits it
     out: Path = None  # type: ignore[assignment]  # a fresh folder per run
@@ -119,7 +121,9 @@ def tiny(tiny_bert_dir, tmp_path_factory) -> Tiny:
     with gzip.open(scifact / "corpus.jsonl.gz", "wt", encoding="utf-8") as f:
         for i, text in enumerate(CORPUS):
             f.write(json.dumps({"_id": f"d{i}", "title": "", "text": text}) + "\n")
-    queries = ["who forged blades", "what does the dragon guard", "when was the castle built"]
+    # three judged claims, then unjudged ones (query_side.py warms up on its first 20)
+    queries = ["who forged blades", "what does the dragon guard", "when was the castle built",
+               *(f"unjudged claim {i} about silk" for i in range(22))]
     with gzip.open(scifact / "queries-train.jsonl.gz", "wt", encoding="utf-8") as f:
         for i, text in enumerate(queries):
             f.write(json.dumps({"_id": f"q{i}", "text": text}) + "\n")
@@ -136,11 +140,16 @@ def tiny(tiny_bert_dir, tmp_path_factory) -> Tiny:
                 for a in range(len(CORPUS) // 5)]
     for name in ("train-v1.1.json", "dev-v1.1.json"):
         (squad / name).write_text(json.dumps({"data": articles}))
+    colbert = pfc.ColBERT.from_pretrained(str(checkpoint), device="cpu")
+    docs = [{"docno": f"d{i}", "text": t} for i, t in enumerate(CORPUS)]
+    for fmt in ("fp16", "residual2"):
+        pfc.ColBERTIndex(root / f"{fmt}.colbert").indexer(colbert, compression=fmt, ann=None).index(docs)
     from pyterrier_fandom_colbert.data.passages import PassageConfig, dump_passages
 
     sample_passages = sum(1 for _ in dump_passages(SAMPLE_DUMP, PassageConfig()))
     return Tiny(root=root, backbone=tiny_bert_dir, checkpoint=str(checkpoint), scifact=scifact, squad=squad,
-                num_docs=len(CORPUS), sample_passages=sample_passages)
+                fp16=root / "fp16.colbert", residual2=root / "residual2.colbert", num_docs=len(CORPUS),
+                sample_passages=sample_passages)
 
 
 def check_plaid_build(tiny: Tiny, stdout: str) -> None:
@@ -228,6 +237,35 @@ def check_scale_bench(tiny: Tiny, stdout: str) -> None:
     assert row["passages_per_s"] == pytest.approx(200 / row["seconds"], rel=0.02)
 
 
+def check_evaluate(tiny: Tiny, stdout: str) -> None:
+    import pandas as pd
+
+    assert f"scifact (all queries): {tiny.num_docs:,} passages, 3 questions" in stdout
+    table = pd.read_csv(tiny.out / "runs" / "scifact.csv")
+    assert list(table["name"]) == ["TF-IDF", "TF-IDF >> ColBERT", "ColBERT end to end"]
+    measures = table.drop(columns="name").to_numpy()
+    assert measures.shape == (3, 3) and ((measures >= 0) & (measures <= 1)).all()
+    assert table.loc[0, "nDCG@10"] > 0  # TF-IDF finds the claims' passages by their words
+
+
+def check_query_side(tiny: Tiny, stdout: str) -> None:
+    report = json.loads((tiny.out / "query_side.json").read_text())
+    assert report["queries"] == 2
+    for name in ("pipeline", "direct", "encoding", "encoding_transformers"):
+        assert report[f"{name}_ms_p50"] > 0
+    assert report["encoding_ms_p50"] < report["direct_ms_p50"]  # encoding is part of the direct search's time
+
+
+def check_compress_bench(tiny: Tiny, stdout: str) -> None:
+    import pyterrier_fandom_colbert as pfc
+
+    report = json.loads((tiny.out / "compress.json").read_text())
+    (row,) = report["results"]
+    tokens = pfc.ColBERTIndex(tiny.fp16).meta.num_tokens
+    assert row["compression"] == "residual2" and row["tokens"] >= min(500, tokens)
+    assert row["close_seconds"] >= 0 and row["num_centroids"] > 0 and 0 < row["bytes_per_token"] < 2 * 16
+
+
 RUNS: Dict[str, Run] = {
     "plaid_compare build": Run(
         "benchmarks/plaid_compare.py",
@@ -251,6 +289,18 @@ RUNS: Dict[str, Run] = {
     "scale_bench build": Run("benchmarks/scale_bench.py",
                              lambda t: ["build", "--mode", "local", "--encoder", "tiny", "--passages", "200",
                                         "--shards", "2", "--sample-docs", "100"], check_scale_bench),
+    "pipelines/evaluate": Run("pipelines/evaluate.py",
+                              lambda t: ["--data", "scifact", "--data-root", str(t.root), "--checkpoint", t.checkpoint,
+                                         "--systems", "tfidf", "colbert-rerank", "colbert-full", "--faiss", "flat",
+                                         "--k", "10", "--threads", "1", "--out", str(t.out / "runs")], check_evaluate),
+    "query_side": Run("benchmarks/query_side.py",
+                      lambda t: ["--index", str(t.residual2), "--checkpoint", t.checkpoint, "--data", str(t.scifact),
+                                 "--queries", "2", "--threads", "1", "--out", str(t.out / "query_side.json")],
+                      check_query_side),
+    "compress_bench": Run("benchmarks/compress_bench.py",
+                          lambda t: ["--source", str(t.fp16), "--tokens", "500", "--threads", "1",
+                                     "--workdir", str(t.out / "work"), "--out", str(t.out / "compress.json")],
+                          check_compress_bench),
     "stopwords_bench": Run("benchmarks/stopwords_bench.py",
                            lambda t: ["--data-root", str(t.root), "--sets", "scifact"], check_stopwords),
 }
