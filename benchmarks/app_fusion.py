@@ -157,6 +157,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--data-root", type=Path, default=ev.DATA)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--checkpoint", default=None, help="the folders' ColBERT checkpoint (default: the package's)")
     ap.add_argument("--latency", type=int, default=0, metavar="N", help="time the hybrid on N questions per set")
     ap.add_argument("--sample", nargs="*", default=[], metavar="PART=N",
                     help="ask N questions of PART (e.g. report=400), drawn with seed 0; default: all")
@@ -181,7 +182,7 @@ def main(argv=None) -> int:
         source, parts, note = question_set(name, args.data_root, args.scifact_docs, args.fan_pages, folder)
         if not is_search_folder(folder):
             started = time.perf_counter()
-            build_folder(source, folder, verbose=not args.quiet)
+            build_folder(source, folder, checkpoint=args.checkpoint, verbose=not args.quiet)
             print(f"{name}: built {folder} in {time.perf_counter() - started:.0f} s")
         searcher = Searcher(folder, warm=False)
         lexical, neural = searcher.pipelines["tfidf"], searcher.pipelines["colbert"]
