@@ -77,7 +77,9 @@ def max_window(index, retriever, q, k: int):
     first = np.searchsorted(parts, np.asarray(index.offsets)[docs])
     last = np.searchsorted(parts, np.asarray(index.offsets)[docs + 1])
     part_ids = np.concatenate([np.arange(a, b) for a, b in zip(first, last)])
-    view = SimpleNamespace(offsets=parts, vector_tensor=index.vector_tensor, config=index.config)
+    index.store.check_docs(docs)  # the candidates' rows verified here: the view's parts lie within them
+    view = SimpleNamespace(offsets=parts, vector_tensor=index.vector_tensor, config=index.config,
+                           store=SimpleNamespace(check_docs=lambda part_ids: None))
     scores = np.maximum.reduceat(score_docs(view, q, part_ids), np.cumsum(np.r_[0, last - first])[:-1])
     best = top_k(scores, docs, k)
     return docs[best], scores[best]
