@@ -122,11 +122,13 @@ def latency(searcher, topics, n: int) -> Dict[int, float]:
     import numpy as np
 
     from pyterrier_fandom_colbert.app.hybrid import FusionSettings, hybrid_system
+    from pyterrier_fandom_colbert.app.sharded import dense_retriever
 
-    s = searcher.manifest.settings
     encoder = searcher.colbert.query_encoder()
     tfidf = searcher.tfidf.retriever(num_results=1000)
-    dense = searcher.index.retriever(num_results=1000, k_hat=s.k_hat, faiss=s.faiss, refine=s.refine)
+    # the folder's own search settings, as the Searcher makes its retriever (a residual2 folder's centroid search
+    # takes no FAISS options)
+    dense = dense_retriever(searcher.index, searcher.manifest.settings, 1000)
     pipelines = {d: encoder >> hybrid_system(tfidf, dense, FusionSettings(depth=d)) for d in (100, 1000)}
     times: Dict[int, List[float]] = {d: [] for d in pipelines}
     for i in range(min(n, len(topics))):

@@ -102,7 +102,7 @@ class Tiny:
     residual2: Path  # and residual2
     num_docs: int
     sample_passages: int  # the bundled sample wiki's, as the package splits it
-    fixture: Callable[[str], str]  # another fixture by name, made on first use (tiny_mlm_dir)
+    fixture: Callable[[str], str]  # another fixture by name, made on first use (sparse_mlm)
     out: Path = None  # type: ignore[assignment]  # a fresh folder per run
 
 
@@ -155,6 +155,25 @@ def tiny(tiny_bert_dir, tmp_path_factory, request) -> Tiny:
     return Tiny(root=root, backbone=tiny_bert_dir, checkpoint=str(checkpoint), scifact=scifact, squad=squad,
                 fp16=root / "fp16.colbert", residual2=root / "residual2.colbert", num_docs=len(CORPUS),
                 sample_passages=sample_passages, fixture=request.getfixturevalue)
+
+
+@pytest.fixture(scope="module")
+def sparse_mlm(tiny_mlm_dir, tmp_path_factory) -> str:
+    """conftest's tiny random masked LM made sparse, as a trained SPLADE is: every vocabulary logit pushed far below
+    zero but those of CORPUS's words (a random one weighs almost every term of the 30k vocabulary, and scoring
+    such vectors takes minutes)."""
+    import torch
+    from transformers import AutoTokenizer, BertForMaskedLM
+
+    model, tok = BertForMaskedLM.from_pretrained(tiny_mlm_dir), AutoTokenizer.from_pretrained(tiny_mlm_dir)
+    words = sorted({i for text in CORPUS for i in tok(text, add_special_tokens=False)["input_ids"]})
+    with torch.no_grad():
+        model.cls.predictions.bias.fill_(-10.0)
+        model.cls.predictions.bias[words] = 2.0
+    out = tmp_path_factory.mktemp("sparse-mlm")
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)
 
 
 def check_plaid_build(tiny: Tiny, stdout: str) -> None:
@@ -510,6 +529,29 @@ def check_folder_quality(tiny: Tiny, stdout: str) -> None:
     assert {**fp16, "ms_per_query": 0} == {**residual2, "ms_per_query": 0}  # the folders' TF-IDF is the same
 
 
+def folder_update_args(tiny: Tiny) -> List[str]:
+    """A 3-page export of the sample wiki and a residual2 search folder built from it (what ``update`` edits)."""
+    from pyterrier_fandom_colbert.app.folder import build_folder
+
+    fq = load(ROOT / "benchmarks" / "fact_questions.py")
+    dump = tiny.out / "small_pages_current.xml"
+    fq.write_subset(SAMPLE_DUMP, dump, {"Emberfall Tactics"}, 2, 0)
+    build_folder(dump, tiny.out / "folder", checkpoint=tiny.checkpoint)
+    questions = tiny.out / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in FACT_QUESTIONS))
+    return ["update", "--dump", str(dump), "--folder", str(tiny.out / "folder"), "--changed", "0.5", "--check",
+            "--questions", str(questions), "--queries", "2", "--out", str(tiny.out / "work"), "--threads", "1",
+            "--quiet"]
+
+
+def check_folder_update(tiny: Tiny, stdout: str) -> None:
+    report = report_json(stdout)
+    assert report["edit"]["articles"] == 3 and report["edit"]["edited"] == 2  # round(0.5 * 3)
+    assert report["passages"] > 0 and report["update_seconds"] >= 0 and report["queries"] == 2
+    # the updated folder is what a fresh build of the edited export with the folder's codec makes
+    assert report["results_equal"] is True and all(report["files_equal"].values())
+
+
 FACT_QUESTIONS = [  # on the bundled sample wiki's "Emberfall Tactics" page; the third answer is on no page
     {"qid": "s1", "question": "How many missions are in the Tactics campaign?", "title": "Emberfall Tactics",
      "answers": ["forty"], "kind": "table", "where": "prose: Campaign"},
@@ -695,6 +737,7 @@ RUNS.update({
     "folder_bench quality": Run("benchmarks/folder_bench.py",
                                 lambda t: ["quality", *data(t, "scifact"), "--out", str(t.out / "fb"),
                                            "--threads", "1", "--quiet"], check_folder_quality),
+    "folder_bench update": Run("benchmarks/folder_bench.py", folder_update_args, check_folder_update),
     "fact_questions": Run("benchmarks/fact_questions.py", fact_questions_args, check_fact_questions),
     "app_fusion": Run("benchmarks/app_fusion.py",
                       lambda t: [*data(t, "squad", "scifact"), "--out", str(t.out), "--threads", "1", "--quiet",
@@ -707,7 +750,7 @@ RUNS.update({
                                 "--queries", "3", "--clients", "2", "--out", str(t.out / "app.json")],
                      check_app_bench, slow=True),
     "sparse_bench": Run("benchmarks/sparse_bench.py",
-                        lambda t: ["--weights", t.fixture("tiny_mlm_dir"), "--data", "scifact", "--data-root",
+                        lambda t: ["--weights", t.fixture("sparse_mlm"), "--data", "scifact", "--data-root",
                                    str(t.root), "--queries", "3", "--threads", "1", "--num-topics", "2",
                                    "--topic-sources", "splade", "--trees", "unsorted/max",
                                    "--cache", str(t.out / "cache"), "--out", str(t.out / "sb")], check_sparse_bench),
