@@ -4,8 +4,10 @@ on tiny data here (the tiny random models of conftest.py, the bundled sample wik
 output's shape and sanity checked: counts equal to the input, times positive, measures within [0, 1].
 
 The scripts run in this process (``main(argv)``), not as subprocesses, so that the package and torch are imported
-once for all of them. One table, ``RUNS``, holds each tiny run: script, arguments, check. Scripts that need a peer
-environment (colbert-ai, PyLate) or the real data under ../shared/data skip with the reason.
+once for all of them. One table, ``RUNS``, holds each tiny run: script, arguments, check. The tiny data folder
+(``tiny.root``) stands in for ../shared/data: ``scifact/`` (BEIR layout) and ``squad-v1.1-split/`` (SQuAD files
+whose articles make the evaluation protocol's parts), written here from ``CORPUS``. Scripts that need a peer
+environment (colbert-ai, PyLate) or a benchmark-only package (bm25s) skip with the reason.
 """
 from __future__ import annotations
 
@@ -552,6 +554,30 @@ def check_folder_update(tiny: Tiny, stdout: str) -> None:
     assert report["results_equal"] is True and all(report["files_equal"].values())
 
 
+def check_index_stages(tiny: Tiny, stdout: str) -> None:
+    report = json.loads((tiny.out / "stages.json").read_text())
+    assert (report["passages_in_dump"], report["passages"]) == (tiny.sample_passages, 20) and report["tokens"] > 20
+    stages = ["parse", "load model", "tfidf", "tokenise", "encode", "write fp16", "ivf", "write residual2"]
+    assert list(report["seconds"]) == stages and all(v >= 0 for v in report["seconds"].values())
+    assert sum(report["share_of_build"].values()) == pytest.approx(1, abs=0.01)
+
+
+def compare_args(tiny: Tiny) -> List[str]:
+    """pipelines/compare.py's own settings (what it passes pfc-compare), then tiny ones overriding them."""
+    settings = load(ROOT / "pipelines" / "compare.py").SETTINGS
+    return [*settings, "--checkpoint", tiny.checkpoint, "--k", "10", "--out", str(tiny.out / "compare")]
+
+
+def check_compare(tiny: Tiny, stdout: str) -> None:
+    import pandas as pd
+
+    table = pd.read_csv(tiny.out / "compare" / "results.csv")
+    assert len(table) == 4 and table["name"].nunique() == 4  # TF-IDF, the re-ranker, ColBERT, the hybrid
+    measures = table[["RR@10", "R@1", "R@10", "R@50"]]
+    assert ((measures >= 0) & (measures <= 1)).all().all() and (table["R@1"] <= table["R@10"]).all()
+    assert (tiny.out / "compare" / "recall_at_k.csv").is_file()
+
+
 FACT_QUESTIONS = [  # on the bundled sample wiki's "Emberfall Tactics" page; the third answer is on no page
     {"qid": "s1", "question": "How many missions are in the Tactics campaign?", "title": "Emberfall Tactics",
      "answers": ["forty"], "kind": "table", "where": "prose: Campaign"},
@@ -737,6 +763,11 @@ RUNS.update({
     "folder_bench quality": Run("benchmarks/folder_bench.py",
                                 lambda t: ["quality", *data(t, "scifact"), "--out", str(t.out / "fb"),
                                            "--threads", "1", "--quiet"], check_folder_quality),
+    "index_stages": Run("benchmarks/index_stages.py",
+                        lambda t: ["--dump", str(SAMPLE_DUMP), "--passages", "20", "--threads", "1",
+                                   "--checkpoint", t.checkpoint, "--out", str(t.out / "stages.json")],
+                        check_index_stages),
+    "pipelines/compare": Run("pipelines/compare.py", compare_args, check_compare, slow=True),
     "folder_bench update": Run("benchmarks/folder_bench.py", folder_update_args, check_folder_update),
     "fact_questions": Run("benchmarks/fact_questions.py", fact_questions_args, check_fact_questions),
     "app_fusion": Run("benchmarks/app_fusion.py",
@@ -774,6 +805,7 @@ def test_tiny_run(name, tiny, tmp_path, monkeypatch, capsys):
         pytest.skip(f"{run.script}: {reason}")
     tiny.out = tmp_path
     monkeypatch.chdir(tmp_path)  # scripts that write under runs/ by default write here
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds-home"))  # the sample's irds data sets write there
     # the repository importable in the scripts' own subprocesses (hostile_wikitext imports itself as benchmarks.…)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     module = load(ROOT / run.script)
