@@ -76,8 +76,8 @@ def main(argv=None) -> int:
 
     everything = timed("parse", lambda: [(p.doc_id, p.text) for p in dump_passages(args.dump)])
     records = [{"docno": d, "text": t} for d, t in everything[:args.passages]]
-    colbert = timed("load model", lambda: pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu", batch_size=args.batch_size,
-                                                                       cpu_precision=args.precision))
+    colbert = timed("load model", lambda: pfc.ColBERT.from_pretrained(
+        args.checkpoint, device="cpu", batch_size=args.batch_size, cpu_precision=args.precision))
     with tempfile.TemporaryDirectory() as tmp:
         timed("tfidf", lambda: pfc.TfidfIndex(Path(tmp) / "tfidf").indexer(store_text=True).index(records))
         texts = [r["text"] for r in records]
