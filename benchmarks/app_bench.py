@@ -64,10 +64,11 @@ def machine() -> dict:
             "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
 
 
-def index(dump: Path, folder: Path, threads: int) -> dict:
+def index(dump: Path, folder: Path, threads: int, checkpoint: "str | None" = None) -> dict:
     started = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    subprocess.run(pfc("index", str(dump), str(folder), "--threads", str(threads), "--quiet", "--overwrite"),
+    model = ["--checkpoint", checkpoint] if checkpoint else []
+    subprocess.run(pfc("index", str(dump), str(folder), "--threads", str(threads), "--quiet", "--overwrite", *model),
                    check=True, env=environment())
     wall = time.perf_counter() - started
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -212,6 +213,7 @@ def main(argv=None) -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--checkpoint", default=None, help="the ColBERT checkpoint pfc index uses (default: the package's)")
     ap.add_argument("--cold", type=int, default=0, metavar="N",
                     help="time start-up instead: each command N times in a fresh process (needs --folder)")
     ap.add_argument("--baseline", type=Path, default=None,
@@ -233,7 +235,7 @@ def main(argv=None) -> None:
         if not folder.exists():
             if not args.dump.exists():
                 sys.exit(f"dump not found: {args.dump} (give --dump)")
-            report["index"] = {"dump": args.dump.name, **index(args.dump, folder, args.threads)}
+            report["index"] = {"dump": args.dump.name, **index(args.dump, folder, args.threads, args.checkpoint)}
         queries = questions(folder, args.queries, args.seed)
         report["api"] = serve_and_time(folder, args.threads, queries, args.clients, args.system, args.k)
     report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -122,11 +122,13 @@ def latency(searcher, topics, n: int) -> Dict[int, float]:
     import numpy as np
 
     from pyterrier_fandom_colbert.app.hybrid import FusionSettings, hybrid_system
+    from pyterrier_fandom_colbert.app.sharded import dense_retriever
 
-    s = searcher.manifest.settings
     encoder = searcher.colbert.query_encoder()
     tfidf = searcher.tfidf.retriever(num_results=1000)
-    dense = searcher.index.retriever(num_results=1000, k_hat=s.k_hat, faiss=s.faiss, refine=s.refine)
+    # the folder's own search settings, as the Searcher makes its retriever (a residual2 folder's centroid search
+    # takes no FAISS options)
+    dense = dense_retriever(searcher.index, searcher.manifest.settings, 1000)
     pipelines = {d: encoder >> hybrid_system(tfidf, dense, FusionSettings(depth=d)) for d in (100, 1000)}
     times: Dict[int, List[float]] = {d: [] for d in pipelines}
     for i in range(min(n, len(topics))):
@@ -157,6 +159,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--data-root", type=Path, default=ev.DATA)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--checkpoint", default=None, help="the folders' ColBERT checkpoint (default: the package's)")
     ap.add_argument("--latency", type=int, default=0, metavar="N", help="time the hybrid on N questions per set")
     ap.add_argument("--sample", nargs="*", default=[], metavar="PART=N",
                     help="ask N questions of PART (e.g. report=400), drawn with seed 0; default: all")
@@ -181,7 +184,7 @@ def main(argv=None) -> int:
         source, parts, note = question_set(name, args.data_root, args.scifact_docs, args.fan_pages, folder)
         if not is_search_folder(folder):
             started = time.perf_counter()
-            build_folder(source, folder, verbose=not args.quiet)
+            build_folder(source, folder, checkpoint=args.checkpoint, verbose=not args.quiet)
             print(f"{name}: built {folder} in {time.perf_counter() - started:.0f} s")
         searcher = Searcher(folder, warm=False)
         lexical, neural = searcher.pipelines["tfidf"], searcher.pipelines["colbert"]

@@ -221,7 +221,7 @@ def summary_line(name: str, row: dict) -> str:
             f"{row['queries']} | {back_text} |")
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--venv", default="/tmp/peer-venvs", help="the libraries' environment (made if absent)")
     ap.add_argument("--pylate", default=",".join(PYLATE_RELEASES), help="the PyLate releases to check")
@@ -230,7 +230,10 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="runs/check_formats.json")
     ap.add_argument("--data", type=Path, default=DATA, help="the data folder holding scifact/")
-    args = ap.parse_args()
+    ap.add_argument("--checkpoint", default=None, help="the checkpoint exported (default: the package's)")
+    ap.add_argument("--no-peer", action="store_true",
+                    help="only this package's side (refusals, exports reloaded here): no peer environment")
+    args = ap.parse_args(argv)
 
     texts = read_texts(args.passages, args.queries, args.data)
     if texts is None:
@@ -248,9 +251,9 @@ def main() -> int:
     if unknown:
         raise SystemExit(f"--pylate {unknown}: expected some of {list(PYLATE_RELEASES)}")
     venv = Path(args.venv)
-    python = setup_venv(venv, releases)
+    python = None if args.no_peer else setup_venv(venv, releases)
     queries, documents = texts
-    base = pfc.ColBERT.from_pretrained(batch_size=32)
+    base = pfc.ColBERT.from_pretrained(args.checkpoint, batch_size=32)
     results = {"passages": len(documents), "queries": len(queries), "checkpoint": base.fingerprint(),
                "threads": args.threads, "refusals": {}, "variants": {}, "conversion": {}}
     lines = []
@@ -288,7 +291,7 @@ def main() -> int:
                          and all(np.array_equal(a, b) for a, b in zip(ours[1], again[1]))
                          and reloaded.config.replace(backbone=None) == model.config.replace(backbone=None)),
                      "by_release": {}}
-            for release in (releases if fmt == "pylate" else [None]):
+            for release in (releases if fmt == "pylate" else [None]) if python is not None else ():
                 started = time.perf_counter()
                 saved_there = tmp / f"v{i}-{release}-saved-by-the-library"
                 theirs = run_peer(python, venv, fmt, folder, texts_path, tmp / f"v{i}-{release}.npz", args.threads,
@@ -305,7 +308,7 @@ def main() -> int:
                 lines.append(summary_line(name, row | {"queries": len(queries), "passages": len(documents)}))
                 print(lines[-1], flush=True)
             results["variants"][name] = entry
-        if pylate_written is not None:
+        if pylate_written is not None and python is not None:
             results["conversion"] = convert_pylate_written(pfc, pylate_written, tmp, python, venv, texts_path,
                                                            queries, documents, args.threads, lines)
     for name, message in results["refusals"].items():

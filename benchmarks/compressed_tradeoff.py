@@ -62,6 +62,9 @@ def convert(fp16, target: Path, compression: str) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="wikiqa")
+    ap.add_argument("--data-root", type=Path, default=None, help="the folder holding the data sets (default: "
+                                                                 "pipelines/evaluate.py's)")
+    ap.add_argument("--checkpoint", default=None, help="the query encoder (default: the package's checkpoint)")
     ap.add_argument("--compressed", type=Path, required=True)
     ap.add_argument("--fp16", type=Path, required=True)
     ap.add_argument("--queries", type=int, default=100)
@@ -76,8 +79,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from evaluate import DATA, load
 
-    if not (DATA / args.data).exists() and not args.data.startswith("squad"):
-        print(f"{DATA / args.data} is absent: nothing to measure", file=sys.stderr)
+    root = args.data_root or DATA
+    if not (root / args.data).exists() and not args.data.startswith("squad"):
+        print(f"{root / args.data} is absent: nothing to measure", file=sys.stderr)
         return 0
     import torch
 
@@ -93,10 +97,10 @@ def main(argv=None) -> int:
     compressed = pfc.ColBERTIndex(args.compressed)
     if compressed.fingerprint != fp16.fingerprint or len(compressed) != len(fp16):
         raise SystemExit("the two indexes do not hold the same corpus from the same encoder")
-    _, topics, qrels = load(args.data)
+    _, topics, qrels = load(args.data, root)
     topics = topics.iloc[:args.queries]
     qrels = qrels[qrels["qid"].isin(set(topics["qid"]))]
-    colbert = pfc.ColBERT.from_pretrained(device="cpu")
+    colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")
     compressed.check_encoder(colbert)
     Q, mask = colbert.encode_queries(topics["query"].tolist())
     queries = [Q[i][mask[i]].clone() for i in range(len(topics))]

@@ -38,6 +38,7 @@ from index_bench import exhaustive_top, overlap, search_settings, set_threads, t
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="scifact", help="topics: a pipelines/evaluate.py data name")
+    ap.add_argument("--data-root", type=Path, default=DATA, help="the folder holding the data sets")
     ap.add_argument("--index", type=Path, required=True, help="ColBERT index folder over that corpus")
     ap.add_argument("--checkpoint", default=None, help="query encoder (default: the bundled checkpoint)")
     ap.add_argument("--queries", type=int, default=200, help="at most this many topics (the first ones)")
@@ -52,8 +53,8 @@ def main(argv=None) -> int:
                     help="(k, k̂) pairs to measure instead of every --k with every --k-hat, e.g. 1000:500 10:50")
     ap.add_argument("--out", type=Path, default=Path("runs/e2e_real.json"))
     args = ap.parse_args(argv)
-    if not (DATA / args.data).exists() and not args.data.startswith("squad"):
-        print(f"{DATA / args.data} is absent: nothing to measure", file=sys.stderr)
+    if not (args.data_root / args.data).exists() and not args.data.startswith("squad"):
+        print(f"{args.data_root / args.data} is absent: nothing to measure", file=sys.stderr)
         return 0
 
     import pyterrier_fandom_colbert as pfc
@@ -61,7 +62,7 @@ def main(argv=None) -> int:
 
     set_threads(args.threads)
     load_before = os.getloadavg()[0]
-    _, topics, qrels = load(args.data)
+    _, topics, qrels = load(args.data, args.data_root)
     topics = topics.iloc[:args.queries]
     index = pfc.ColBERTIndex(args.index)
     colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")

@@ -46,6 +46,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--precision", default="float32")
     ap.add_argument("--out", type=Path, default=Path("runs/index_stages.json"))
+    ap.add_argument("--checkpoint", default=None, help="ColBERT checkpoint (default: the package's)")
     args = ap.parse_args(argv)
     if not args.dump.exists():
         print(f"skipped: {args.dump} not found")
@@ -75,8 +76,8 @@ def main(argv=None) -> int:
 
     everything = timed("parse", lambda: [(p.doc_id, p.text) for p in dump_passages(args.dump)])
     records = [{"docno": d, "text": t} for d, t in everything[:args.passages]]
-    colbert = timed("load model", lambda: pfc.ColBERT.from_pretrained(device="cpu", batch_size=args.batch_size,
-                                                                       cpu_precision=args.precision))
+    colbert = timed("load model", lambda: pfc.ColBERT.from_pretrained(
+        args.checkpoint, device="cpu", batch_size=args.batch_size, cpu_precision=args.precision))
     with tempfile.TemporaryDirectory() as tmp:
         timed("tfidf", lambda: pfc.TfidfIndex(Path(tmp) / "tfidf").indexer(store_text=True).index(records))
         texts = [r["text"] for r in records]

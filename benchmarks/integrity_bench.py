@@ -189,7 +189,7 @@ def bench_scifact(args) -> dict:
     if not (root / "corpus.jsonl.gz").is_file():
         return {"skipped": f"no SciFact corpus at {root}"}
     docs, topics = load_scifact(root, args.docs, args.queries)
-    colbert = pfc.ColBERT.from_pretrained(device="cpu")
+    colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")
     t = time.perf_counter()
     fp16 = ColBERTIndex(args.workdir / "fp16").indexer(colbert, ann=None).index(docs)
     encode_s = time.perf_counter() - t
@@ -302,6 +302,7 @@ def main(argv=None) -> None:
                         help="only the SciFact read-check comparison (SciFact folder; default: the shared data's)")
     parser.add_argument("--rounds", type=int, default=3, help="SciFact: interleaved rounds (median reported)")
     parser.add_argument("--faiss", default="exact", help="SciFact: the fp16 retriever's neighbour search")
+    parser.add_argument("--checkpoint", default=None, help="SciFact: the encoder (default: the package's checkpoint)")
     args = parser.parse_args(argv)
     set_threads(args.threads)
     args.workdir.mkdir(parents=True, exist_ok=True)

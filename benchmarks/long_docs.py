@@ -77,7 +77,9 @@ def max_window(index, retriever, q, k: int):
     first = np.searchsorted(parts, np.asarray(index.offsets)[docs])
     last = np.searchsorted(parts, np.asarray(index.offsets)[docs + 1])
     part_ids = np.concatenate([np.arange(a, b) for a, b in zip(first, last)])
-    view = SimpleNamespace(offsets=parts, vector_tensor=index.vector_tensor, config=index.config)
+    index.store.check_docs(docs)  # the candidates' rows verified here: the view's parts lie within them
+    view = SimpleNamespace(offsets=parts, vector_tensor=index.vector_tensor, config=index.config,
+                           store=SimpleNamespace(check_docs=lambda part_ids: None))
     scores = np.maximum.reduceat(score_docs(view, q, part_ids), np.cumsum(np.r_[0, last - first])[:-1])
     best = top_k(scores, docs, k)
     return docs[best], scores[best]
@@ -86,6 +88,8 @@ def max_window(index, retriever, q, k: int):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="scifact", help="'sample' or a pipelines/evaluate.py data name")
+    ap.add_argument("--data-root", type=Path, default=DATA, help="the folder holding the data sets")
+    ap.add_argument("--checkpoint", default=None, help="ColBERT checkpoint (default: the package's)")
     ap.add_argument("--truncated", type=Path, default=None, help="an existing truncated index of that corpus")
     ap.add_argument("--workdir", type=Path, default=Path("runs/long_docs"))
     ap.add_argument("--stride", type=int, default=None, help="word pieces between windows (default: the indexer's)")
@@ -95,8 +99,8 @@ def main(argv=None) -> int:
     ap.add_argument("--build-only", action="store_true")
     args = ap.parse_args(argv)
 
-    if args.data != "sample" and not (DATA / args.data).exists():
-        print(f"{DATA / args.data} is absent: nothing to measure", file=sys.stderr)
+    if args.data != "sample" and not (args.data_root / args.data).exists():
+        print(f"{args.data_root / args.data} is absent: nothing to measure", file=sys.stderr)
         return 0
     import pandas as pd
     import torch
@@ -111,9 +115,9 @@ def main(argv=None) -> int:
         faiss.omp_set_num_threads(args.threads)
     except ImportError:  # pragma: no cover
         pass
-    docs, topics, qrels = sample_data() if args.data == "sample" else load(args.data)
+    docs, topics, qrels = sample_data() if args.data == "sample" else load(args.data, args.data_root)
     topics = topics.iloc[:args.queries] if args.queries else topics
-    colbert = pfc.ColBERT.from_pretrained(device="cpu")
+    colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")
     pieces = colbert.tokenizer.document_pieces([d["text"] for d in docs])
     lengths = np.array([len(p) for p in pieces])
     window = colbert.tokenizer.max_doc_pieces

@@ -7,16 +7,18 @@ colbert-ai's PLAID, with the same weights, measured in one run.
 What it does:
 
 1. colbert-ai goes into a separate virtual environment (``--peer-venv``, default /tmp/peers-venv; reused when it
-   already imports colbert-ai, faiss and ninja): ``pip install torch==2.13.0`` first, then colbert-ai, faiss-cpu
-   and ninja (colbert-ai compiles its C++ extensions at first use).
+   has the pinned versions, else brought to them): ``pip install torch==2.13.0`` first, then colbert-ai 0.2.22 with
+   transformers 4.49.0 (0.2.22 loads no checkpoint under transformers 5), faiss-cpu and ninja, all pinned
+   (``PEER_PACKAGES``; colbert-ai compiles its C++ extensions at first use).
 2. The package's checkpoint (``--checkpoint``, default the bundled one) is converted into colbert-ai's format: a
    BERT folder whose weights are ``bert.*`` plus ``linear.weight``, with an ``artifact.metadata`` JSON (query and
    document lengths, ``[unused0]``/``[unused1]`` markers, masks attended, punctuation kept, cosine).
 3. Both systems index the SciFact corpus, each in its own process (so each one's peak RSS is its own): this
    package with ``index.indexer(colbert, compression="residual<nbits>")``, colbert-ai with its ``Indexer``
-   (``nbits``). Encoding is timed apart from the rest (this package: time inside the tokeniser's
-   ``document_pieces`` and ``ColBERT.piece_batches``;
-   colbert-ai: inside ``CollectionEncoder.encode_passages``), and encoded passages are counted. The builds are
+   (``nbits``). Encoding is timed apart from the rest (this package: tokenising and encoding as the indexer
+   counts and times them itself, ``indexer.stats``; colbert-ai: inside ``CollectionEncoder.encode_passages``),
+   and encoded passages are counted; a build whose count of encoded passages is not the corpus's stops the script
+   (exit status 1), rather than reporting a timer that measured nothing. The builds are
    cached (``--out``); ``--rebuild`` redoes them. An fp16 index of the package (the reference for exact search,
    built untimed in another process) is cached too.
 4. Both indexes are served by a worker process each; the queries (SciFact *train* claims) go to both, one after
@@ -49,11 +51,17 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import numpy as np
+from bench_io import require_work
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 PEER_SCRIPT = Path(__file__).resolve().parent / "plaid_peer.py"
-PEER_PACKAGES = ["colbert-ai", "faiss-cpu", "ninja"]
+#: the peer environment, pinned (docs/results.md records them beside the figures): colbert-ai 0.2.22 loads no
+#: checkpoint under transformers 5 (its HF_ColBERT lacks ``all_tied_weights_keys``; issue 43), and builds with 4.49;
+#: tokenizers is the one transformers 4.49 takes; torch first, on its own (PEER_TORCH), so that nothing replaces it
+PEER_TORCH = "torch==2.13.0"
+PEER_PACKAGES = ["colbert-ai==0.2.22", "transformers==4.49.0", "tokenizers==0.21.4", "faiss-cpu==1.15.1",
+                 "ninja==1.11.1.4"]
 
 
 # -- data ----------------------------------------------------------------------------------------------------------
@@ -83,18 +91,16 @@ def write_collection_tsv(docs: List[Dict[str, str]], path: Path) -> None:
 
 # -- colbert-ai's environment and checkpoint -----------------------------------------------------------------------
 def peer_python(venv: Path) -> Path:
-    """The peer environment's python, made or completed if needed."""
+    """The peer environment's python, made or brought to the pinned versions (PEER_PACKAGES) if needed."""
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0"], check=True)  # torch first
-    probe = ("import importlib.util as u, sys; "
-             "sys.exit(0 if all(u.find_spec(m) for m in ('colbert', 'faiss', 'ninja')) else 1)")
-    if subprocess.run([str(python), "-c", probe]).returncode != 0:
-        torch_ok = subprocess.run([str(python), "-c", "import torch"], capture_output=True).returncode == 0
-        if not torch_ok:
-            subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0"], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", PEER_TORCH], check=True)  # torch first
+    pins = {p.split("==")[0]: p.split("==")[1] for p in [PEER_TORCH, *PEER_PACKAGES]}
+    probe = ("import importlib.metadata as m, json, sys; pins = json.loads(sys.argv[1]); "
+             "sys.exit(0 if all(m.version(k).split('+')[0] == v for k, v in pins.items()) else 1)")
+    if subprocess.run([str(python), "-c", probe, json.dumps(pins)], capture_output=True).returncode != 0:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", PEER_TORCH, *PEER_PACKAGES], check=True)
     return python
 
 
@@ -150,40 +156,23 @@ def worker_build(args) -> int:
     torch.set_num_threads(args.threads)
     docs = load_scifact(args.data)[0][:args.max_docs]
     colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")
-    encoding = {"seconds": 0.0, "passages": 0}
-    # encoding = tokenisation (document_pieces) + the forward passes (piece_batches, a generator)
-    document_pieces, piece_batches = colbert.tokenizer.document_pieces, colbert.piece_batches
-
-    def timed_document_pieces(texts, *a, **kw):
-        start = time.perf_counter()
-        try:
-            return document_pieces(texts, *a, **kw)
-        finally:
-            encoding["seconds"] += time.perf_counter() - start
-
-    def timed_piece_batches(pieces, *a, **kw):
-        encoding["passages"] += len(pieces)
-        batches = piece_batches(pieces, *a, **kw)
-        while True:
-            start = time.perf_counter()
-            try:
-                batch = next(batches)
-            except StopIteration:
-                encoding["seconds"] += time.perf_counter() - start
-                return
-            encoding["seconds"] += time.perf_counter() - start
-            yield batch
-
-    colbert.tokenizer.document_pieces = timed_document_pieces
-    colbert.piece_batches = timed_piece_batches
     started = time.perf_counter()
-    index = pfc.ColBERTIndex(args.index).indexer(colbert, compression=args.compression, overwrite=True,
-                                                 ann=None, long_docs="truncate").index(docs)  # as PLAID
+    indexer = pfc.ColBERTIndex(args.index).indexer(colbert, compression=args.compression, overwrite=True,
+                                                   ann=None, long_docs="truncate")  # as PLAID
+    index = indexer.index(docs)
     total = time.perf_counter() - started
-    result = {"build_seconds": round(total, 1), "encode_seconds": round(encoding["seconds"], 1),
-              "after_encoding_seconds": round(total - encoding["seconds"], 1),
-              "passages_encoded": encoding["passages"], "num_passages": len(docs),
-              "encoding_passes": round(encoding["passages"] / len(docs), 3), "peak_rss_mb": peak_rss_mb(),
+    # encoding = tokenisation + encoding the pieces, as the indexer itself counted and timed them
+    stats = indexer.stats
+    require_work({"passages encoded": (stats.passages, len(docs)), "passages written": (len(index), len(docs))})
+    if not 0 < stats.forward_seconds <= stats.encode_seconds:
+        raise SystemExit(f"benchmark measured the wrong work: forward passes {stats.forward_seconds:.3f} s within "
+                         f"encoding {stats.encode_seconds:.3f} s")
+    encode_seconds = stats.tokenise_seconds + stats.encode_seconds
+    result = {"build_seconds": round(total, 3), "encode_seconds": round(encode_seconds, 3),
+              "forward_seconds": round(stats.forward_seconds, 3), "tokenise_seconds": round(stats.tokenise_seconds, 3),
+              "after_encoding_seconds": round(total - encode_seconds, 3),
+              "passages_encoded": stats.passages, "num_passages": len(docs),
+              "encoding_passes": round(stats.passages / len(docs), 3), "peak_rss_mb": peak_rss_mb(),
               "num_tokens": index.meta.num_tokens, "threads": args.threads, "compression": args.compression}
     if index.compressed:
         result["codec"] = index.codec_info
@@ -247,6 +236,21 @@ def worker_serve(args) -> int:
                 reply = {"error": f"unknown command {cmd!r}"}
         replies.write(json.dumps(reply) + "\n")
     return 0
+
+
+def check_builds(ours: Dict[str, Any], plaid: Dict[str, Any], num_passages: int) -> None:
+    """Stop (exit status 1) when a build's figures (possibly cached from an older run, before the timers counted
+    what they timed) do not cover the corpus: this package encodes each passage once; PLAID at least once (a
+    sample for its centroids, then every passage)."""
+    hint = " (a cached build's figures: rerun with --rebuild)"
+    try:
+        require_work({"this package's passages encoded": (ours.get("passages_encoded"), num_passages),
+                      "this package's passages in the build": (ours.get("num_passages"), num_passages)})
+    except SystemExit as stop:
+        raise SystemExit(f"{stop}{hint}") from None
+    if not plaid.get("passages_encoded", 0) >= num_passages or not plaid.get("encode_seconds", 0) > 0:
+        raise SystemExit(f"benchmark measured the wrong work: PLAID's build encoded {plaid.get('passages_encoded')} "
+                         f"passages in {plaid.get('encode_seconds')} s for a corpus of {num_passages}{hint}")
 
 
 # -- the driver ----------------------------------------------------------------------------------------------------
@@ -396,6 +400,7 @@ def main(argv=None) -> int:
                               str(out / f"build-plaid-nbits{args.nbits}.json")],
                              out / "build-plaid.log", args.rebuild, peer_env)
     plaid_folder = plaid_root / "plaid" / "indexes" / plaid_name
+    check_builds(ours_build, plaid_build, len(docs))
     if args.build_only:
         return 0
     plaid_tokens = json.loads((plaid_folder / "metadata.json").read_text())["num_embeddings"]
@@ -457,6 +462,7 @@ def main(argv=None) -> int:
         "load_avg_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
         "search_wall_seconds": round(search_wall, 1), "nbits": args.nbits, "search_params": ours.hello["params"],
         "schedule": "isolated" if args.isolated else "alternating",
+        "peer_packages": [PEER_TORCH, *PEER_PACKAGES],
         "ours": {"build": ours_build, "bytes_per_token": round(ours_bytes / ours_build["num_tokens"], 2),
                  "index_bytes": ours_bytes, "num_tokens": ours_build["num_tokens"],
                  "e2e_ms": latency(timings["ours"]["e2e"]), "search_ms": latency(timings["ours"]["search"]),

@@ -36,6 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data", type=Path, default=DATA / "scifact")
     ap.add_argument("--out", type=Path, default=Path("runs/query_side.json"))
+    ap.add_argument("--checkpoint", default=None, help="the index's encoder (default: the bundled checkpoint)")
     args = ap.parse_args(argv)
     queries_file = args.data / "queries-train.jsonl.gz"
     if not queries_file.exists():
@@ -50,7 +51,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     with gzip.open(queries_file, "rt", encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f][:20 + args.queries]
-    colbert = pfc.ColBERT.from_pretrained(device="cpu")
+    colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")
     index = pfc.ColBERTIndex(args.index)
     pipeline = index.retriever(colbert, num_results=10)
     store, params = index.store.arrays, cs.SearchParams.for_k(10)

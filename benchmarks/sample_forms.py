@@ -71,6 +71,8 @@ def main(argv=None) -> int:
     ap.add_argument("--qa-json", type=Path, default=None, help="a study-format QA file instead of building one")
     ap.add_argument("--out", type=Path, required=True, help="folder for qa.json, the indexes and the tables")
     ap.add_argument("--test", action="store_true", help="print the test split's figures too")
+    ap.add_argument("--checkpoint", default=None, help="ColBERT checkpoint (default: the package's)")
+    ap.add_argument("--k", type=int, default=1000, help="results per system (default 1000, pfc-compare's depth)")
     args = ap.parse_args(argv)
     if args.qa_json is not None and args.config:
         raise SystemExit("give --config or --qa-json, not both")
@@ -91,7 +93,7 @@ def main(argv=None) -> int:
     print(f"{qa}: {sum(len(p['text']) for p in pages)} passages, "
           f"{sum(len(q) for p in pages for q in p.get('also_positive', []))} extra judgements")
     systems = systems_for(lambda: splits["dev"].get_corpus_iter(verbose=False), ["tfidf", "colbert-full", "hybrid"],
-                          args.out / "cache", 1000, None)
+                          args.out / "cache", args.k, args.checkpoint)
     tfidf, colbert, hybrid = systems.values()
     measures = [ir_measures.RR @ 10, ir_measures.R @ 1, ir_measures.R @ 10, ir_measures.R @ 50]
     rows, ranks = [], []

@@ -14,12 +14,14 @@ import time
 from pathlib import Path
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="folder for the two indexes")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dataset", default="irds:fandom-qa/sample/test")
-    args = parser.parse_args()
+    parser.add_argument("--checkpoint", default=None, help="ColBERT checkpoint (default: the package's)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N questions (default: all)")
+    args = parser.parse_args(argv)
 
     import pandas as pd
     import pyterrier as pt
@@ -30,7 +32,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     dataset = pt.get_dataset(args.dataset)
-    colbert = pfc.ColBERT.from_pretrained(device="cpu")
+    colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")
     tfidf_index, index = pfc.TfidfIndex(args.out / "tfidf"), pfc.ColBERTIndex(args.out / "colbert")
     start = time.perf_counter()
     if not tfidf_index.built():
@@ -45,6 +47,7 @@ def main() -> None:
                pfc.LinearFusion([tfidf, neural], normalise="minmax")]
     names = ["tfidf", "colbert", "hybrid", "rrf", "linear"]
     topics, qrels = dataset.get_topics("text"), dataset.get_qrels()
+    topics = topics.head(args.limit) if args.limit else topics
     measures = [RR @ 10, R @ 10, nDCG @ 10]
     start = time.perf_counter()
     neural(topics)

@@ -80,13 +80,13 @@ def other_questions(root: Path, name: str) -> List[Dict[str, Any]]:
     return [{"qid": f"{name}-{q}", "query": text} for q, text in zip(topics["qid"], topics["query"])]
 
 
-def ensure_folder(folder: Path, records: Sequence[Dict[str, Any]], quiet: bool) -> None:
+def ensure_folder(folder: Path, records: Sequence[Dict[str, Any]], quiet: bool, checkpoint=None) -> None:
     from pyterrier_fandom_colbert.app.folder import build_folder, is_search_folder
 
     if not is_search_folder(folder):
         started = time.perf_counter()
         build_folder([{"docno": r["docno"], "text": r["text"], "title": r["title"]} for r in records], folder,
-                     verbose=not quiet)
+                     checkpoint=checkpoint, verbose=not quiet)
         print(f"built {folder} in {time.perf_counter() - started:.0f} s", flush=True)
 
 
@@ -222,6 +222,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--data-root", type=Path, default=ev.DATA)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--checkpoint", default=None, help="the folders' ColBERT checkpoint (default: the package's)")
     ap.add_argument("--sample", type=int, default=0, metavar="N",
                     help="ask N questions of each set (drawn with seed 0); default: all")
     args = ap.parse_args(argv)
@@ -240,13 +241,13 @@ def main(argv=None) -> int:
     if args.sample:
         parts = {part: _sample(questions, args.sample) for part, questions in parts.items()}
     full = args.out / "folder-squad"
-    ensure_folder(full, docs, args.quiet)
+    ensure_folder(full, docs, args.quiet, args.checkpoint)
     searcher = Searcher(full, warm=False)
     cal = CALIBRATION
     if args.fit:
         selection = parts["selection"]
         dev_only = args.out / "folder-squad-dev"
-        ensure_folder(dev_only, [d for d in docs if d["file"] == "dev"], args.quiet)
+        ensure_folder(dev_only, [d for d in docs if d["file"] == "dev"], args.quiet, args.checkpoint)
         n = len(selection)
         on_full = answers(searcher, selection, args.out / "answers" / f"selection{n}-full.json.gz")
         on_dev = answers(Searcher(dev_only, warm=False, colbert=searcher.colbert), selection,

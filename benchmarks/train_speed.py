@@ -31,6 +31,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--autocast", action="store_true", help="fp32 against bf16 autocast on the CPU instead")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "train_speed.jsonl")
+    ap.add_argument("--init", default=None,
+                    help="the model to train: a checkpoint or backbone folder (default: the package's)")
     args = ap.parse_args(argv)
     if not (args.data / "train-v1.1.json").is_file():
         print(f"{args.data / 'train-v1.1.json'} not found; pass --data DIR", file=sys.stderr)
@@ -51,7 +53,7 @@ def main(argv=None) -> int:
         settings = [("autocast", None), ("autocast", torch.bfloat16)] if args.autocast else \
             [("freeze", n) for n in args.freeze]
         for kind, value in settings:
-            colbert = ColBERT.from_pretrained(config=ColBERTConfig(score_query_masks=False))
+            colbert = ColBERT.from_pretrained(args.init, config=ColBERTConfig(score_query_masks=False))
             cfg = config.replace(freeze_layers=value if kind == "freeze" else 0)
             trainer = Trainer(colbert, cfg, train, Path(tmp) / f"{kind}-{value}")
             batches = trainer._batches(0)[:args.steps]

@@ -60,17 +60,20 @@ def main(argv=None) -> int:
     own = argparse.ArgumentParser(add_help=False)
     own.add_argument("--data", type=Path, default=SQUAD, help="folder with train-v1.1.json and dev-v1.1.json")
     own.add_argument("--no-reference", action="store_true", help="skip the untrained-MaxSim reference")
+    own.add_argument("--parts", type=Path, default=ROOT / "runs" / "protocol",
+                     help="folder the protocol's train and selection parts are written to")
     args, rest = own.parse_known_args(argv)
     if {"-h", "--help"} & set(rest):  # help at once: nothing is read or computed
-        print("pipelines/train_default.py [--data DIR] [--no-reference] [pfc-train options]\n\n"
+        print("pipelines/train_default.py [--data DIR] [--no-reference] [--parts DIR] [pfc-train options]\n\n"
               + __doc__.strip() + "\n\nIts own options:\n  --data DIR        folder with train-v1.1.json and "
-              "dev-v1.1.json\n  --no-reference    skip the untrained-MaxSim reference\n\npfc-train options:")
+              "dev-v1.1.json\n  --no-reference    skip the untrained-MaxSim reference\n  --parts DIR       "
+              "folder for the protocol's train and selection parts (default runs/protocol)\n\npfc-train options:")
         return train(["--help"])
     for name in ("train-v1.1.json", "dev-v1.1.json"):
         if not (args.data / name).is_file():
             raise SystemExit(f"{args.data / name} not found; pass --data DIR")
     split = squad_protocol(args.data / "train-v1.1.json", args.data / "dev-v1.1.json")
-    train_part, selection_part = write_training_parts(split, ROOT / "runs" / "protocol")
+    train_part, selection_part = write_training_parts(split, args.parts)
     passthrough = ["--dataset", str(train_part), "--dev", str(selection_part)]
     if not args.no_reference:
         peek = argparse.ArgumentParser(add_help=False)

@@ -9,8 +9,10 @@ replaces only an existing ColBERT index. The size and checksum of every file go 
 """
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Sized
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -235,6 +237,31 @@ def _check_unique(docnos_path: Path) -> None:
         raise ValueError(f"duplicate docno(s) {sorted(set(dupes))[:5]}: every document needs a unique docno")
 
 
+@dataclass(frozen=True)
+class IndexingStats:
+    """What one :meth:`ColBERTIndexer.index` call did, counted by the indexer and its encoder as they worked
+    (``indexer.stats``): benchmarks time encoding by it, and can check that the work they report was done.
+
+    ``passages``: documents encoded (equal to the documents written); ``windows``: model inputs (one per passage,
+    or per window of a long one, ``long_docs="windows"``); ``tokenise_seconds``: splitting texts into word pieces;
+    ``encode_seconds``: encoding the pieces (batching, the forward passes, the vectors' copy out), of which
+    ``forward_seconds`` in the forward passes (:class:`~pyterrier_fandom_colbert.model.colbert.EncodeStats`);
+    ``seconds``: the whole call (writing, compressing, the neighbour index included).
+    """
+
+    passages: int
+    windows: int
+    tokenise_seconds: float
+    encode_seconds: float
+    forward_seconds: float
+    seconds: float
+
+    @property
+    def after_encoding_seconds(self) -> float:
+        """The call's time outside tokenising and encoding (writing, compressing, building the neighbour index)."""
+        return self.seconds - self.tokenise_seconds - self.encode_seconds
+
+
 class ColBERTIndexer(pt.Indexer):
     """Encodes a corpus (dicts with ``docno`` and text, a generator, or a DataFrame) into a :class:`ColBERTIndex`.
 
@@ -249,6 +276,8 @@ class ColBERTIndexer(pt.Indexer):
     or ``None`` (then it is built by the first query that needs it). A compressed index (``compression``
     ``"residual1"``, ``"residual2"`` or ``"residual4"``, or a ``CompressionSpec``) searches by its centroids and
     builds none.
+
+    ``stats``: what the last :meth:`index` call did (:class:`IndexingStats`; None before one has completed).
     """
 
     def __init__(self, index: "ColBERTIndex", colbert: "ColBERT", *, text_field: str = "text",
@@ -272,6 +301,7 @@ class ColBERTIndexer(pt.Indexer):
         self.verbose = verbose
         self.long_docs = long_docs
         self.stride = stride
+        self.stats: Optional[IndexingStats] = None
 
     def index_inputs(self) -> List[List[str]]:
         return [["docno", self.text_field]]
@@ -282,6 +312,9 @@ class ColBERTIndexer(pt.Indexer):
               total: Optional[int] = None) -> "ColBERTIndex":
         """Encode and write the documents of ``inp``. ``total``: how many there are, for the progress bar's ETA
         when ``inp`` has no length (a generator). The bar moves after every encoder layer of every model batch."""
+        started = time.perf_counter()
+        encoded_before = self.colbert.encode_stats.copy()
+        tokenise = encode = 0.0
         if total is None and isinstance(inp, Sized):
             total = len(inp)
         if isinstance(inp, pd.DataFrame):
@@ -296,9 +329,14 @@ class ColBERTIndexer(pt.Indexer):
                 long = empty = 0
                 for docnos, texts in _batches(inp, self.text_field, self.batch_size):
                     empty += sum(not str(t).strip() for t in texts)
+                    began = time.perf_counter()
                     pieces = self.colbert.tokenizer.document_pieces(texts)
+                    tokenise += time.perf_counter() - began
                     long += sum(len(p) > self.colbert.tokenizer.max_doc_pieces for p in pieces)
-                    for docno, (vecs, ids, parts) in zip(docnos, self._encode(pieces, ticker.add)):
+                    began = time.perf_counter()
+                    encoded = self._encode(pieces, ticker.add)
+                    encode += time.perf_counter() - began
+                    for docno, (vecs, ids, parts) in zip(docnos, encoded):
                         writer.add(docno, vecs, ids, parts)
                     ticker.settle(writer.num_docs)
                     bar.set_postfix({long_count: long})
@@ -315,6 +353,10 @@ class ColBERTIndexer(pt.Indexer):
                           "indexing if they should not be found", stacklevel=2)
         if self.ann is not None:
             self.index_ref.build_ann(None if self.ann == "default" else self.ann, verbose=self.verbose)
+        work = self.colbert.encode_stats - encoded_before
+        self.stats = IndexingStats(passages=work.texts, windows=work.sequences, tokenise_seconds=tokenise,
+                                   encode_seconds=encode, forward_seconds=work.forward_seconds,
+                                   seconds=time.perf_counter() - started)
         return self.index_ref
 
     def _encode(self, pieces: List[List[int]], done: Optional[Callable[[float], None]] = None

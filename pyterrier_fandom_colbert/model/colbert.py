@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -69,6 +70,34 @@ def check_device(device: "torch.device", asked: Optional[str]) -> None:
                          f"{count} CUDA device(s); available: {', '.join(available)}")
 
 
+@dataclass
+class EncodeStats:
+    """The documents a :class:`ColBERT` has encoded, counted by the encoder itself as it works
+    (``colbert.encode_stats``): the hook to measure encoding by, whichever public method (``encode_pieces``,
+    ``doc_batches``, ``piece_batches``, ``encode_docs``, the transformers) the work went through. Queries are not
+    counted. Cumulative since the encoder was made; ``colbert.encode_stats.copy()`` before some work and
+    ``colbert.encode_stats - before`` after it give that work's share.
+
+    ``texts``: documents encoded (a long text read as several windows counts once); ``sequences``: model inputs
+    (one per text, or per window); ``batches``: forward passes; ``forward_seconds``: wall time in them (on a GPU the
+    time to queue them, as the device runs asynchronously; the results are waited for when they are read).
+
+    >>> EncodeStats(texts=3, sequences=5, batches=1, forward_seconds=0.5) - EncodeStats(texts=1, sequences=2)
+    EncodeStats(texts=2, sequences=3, batches=1, forward_seconds=0.5)
+    """
+
+    texts: int = 0
+    sequences: int = 0
+    batches: int = 0
+    forward_seconds: float = 0.0
+
+    def copy(self) -> "EncodeStats":
+        return replace(self)
+
+    def __sub__(self, other: "EncodeStats") -> "EncodeStats":
+        return EncodeStats(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
+
+
 class ColBERT:
     """A ColBERT encoder: ``query_encoder()``, ``doc_encoder()``, ``text_scorer()``, ``scorer()``.
 
@@ -103,6 +132,8 @@ class ColBERT:
         self.verbose = verbose
         self.amp_dtype = getattr(torch, amp_dtype) if amp_dtype else None
         self._fingerprint: Optional[str] = None
+        #: what this encoder has encoded, counted as it works (:class:`EncodeStats`)
+        self.encode_stats = EncodeStats()
 
     # -- loading and saving --------------------------------------------------------------------------------
     @classmethod
@@ -294,6 +325,7 @@ class ColBERT:
             out.append((np.concatenate([v for v, _ in own]) if len(own) > 1 else own[0][0],
                         np.concatenate([i for _, i in own]) if len(own) > 1 else own[0][1],
                         [len(v) for v, _ in own]))
+        self.encode_stats.texts += len(pieces)  # the windows were counted as sequences
         return out
 
     def _encode_chunks(self, chunks, total: int, offsets: bool, step: Optional[Callable[[float], None]] = None,
@@ -303,7 +335,8 @@ class ColBERT:
         The bar (``verbose``) moves after every encoder layer, by the layer's share of the batch's documents, so
         it updates several times per batch however long a batch takes. ``step(x)``, when given, is called at the
         same moments with the layer's share of the batch's ``weights`` (one per text; None: 1 each), and the
-        calls of one batch add up to its weight."""
+        calls of one batch add up to its weight. Each batch is counted in ``encode_stats`` (as texts too when
+        ``weights`` is None: each sequence a text; else the caller counts its texts)."""
         import torch
 
         from ..progress import Ticker, progress
@@ -330,7 +363,13 @@ class ColBERT:
                             reported[0] += share
                             step(share)
 
+                    began = time.perf_counter()
                     embs = self._forward(packed, on_layer)
+                    stats = self.encode_stats
+                    stats.forward_seconds += time.perf_counter() - began
+                    stats.batches += 1
+                    stats.sequences += len(sel)
+                    stats.texts += len(sel) if weights is None else 0
                     if step is not None and weight - reported[0] > 1e-9:  # a backbone whose layers are not seen
                         step(weight - reported[0])
                     encoded += len(sel)
