@@ -77,7 +77,8 @@ def build(args, docs) -> Dict[str, Path]:
         records = [{"docno": d["docno"], "text": d["text"], "title": d["title"]} for d in docs
                    if name == "full" or d["file"] == "dev"]
         started = time.perf_counter()
-        build_folder(records, folder, verbose=not args.quiet, cpu_precision=args.precision)
+        build_folder(records, folder, verbose=not args.quiet, cpu_precision=args.precision,
+                     checkpoint=args.checkpoint)
         print(f"built {folder} ({len(records)} passages, {args.precision}) in {time.perf_counter() - started:.0f} s",
               flush=True)
     return folders
@@ -331,6 +332,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="the first N questions only (smoke runs)")
     ap.add_argument("--pages", type=int, default=None, help="facts: question pages plus N others (default: all)")
     ap.add_argument("--precision", default="bfloat16", help="ColBERT CPU precision of the folders built")
+    ap.add_argument("--checkpoint", default=None, help="ColBERT checkpoint of the folders built (default: the "
+                                                       "package's)")
     ap.add_argument("--reader-precision", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reader_eval")
     ap.add_argument("--threads", type=int, default=None)

@@ -178,6 +178,21 @@ def sparse_mlm(tiny_mlm_dir, tmp_path_factory) -> str:
     return str(out)
 
 
+def check_reader_gold(tiny: Tiny, stdout: str) -> None:
+    report = json.loads(stdout)
+    assert report["questions"] == 3 and report["reader_seconds_per_question"] > 0
+    scores = report["reader"]
+    assert all(0 <= scores[m] <= 100 for m in ("em", "f1")) and scores["em"] <= scores["f1"]
+
+
+def check_reader_e2e(tiny: Tiny, stdout: str) -> None:
+    report = json.loads(stdout[stdout.index("\n{") + 1:])  # after the lines about the folders it built
+    assert report["questions"] == 3 and report["read_top"] == 3
+    assert all(0 <= report[part][m] <= 100 for part in ("first_answer", "kde_first_result") for m in ("em", "f1"))
+    assert all(0 <= report[m] <= 1 for m in ("ece_10_bins", "false_nothing", "nothing_scifact"))
+    assert sum(r["count"] for r in report["reliability"]) == 3
+
+
 def check_plaid_build(tiny: Tiny, stdout: str) -> None:
     result = json.loads((tiny.out / "build.json").read_text())
     assert result["passages_encoded"] == result["num_passages"] == tiny.num_docs
@@ -773,6 +788,13 @@ RUNS.update({
     "app_fusion": Run("benchmarks/app_fusion.py",
                       lambda t: [*data(t, "squad", "scifact"), "--out", str(t.out), "--threads", "1", "--quiet",
                                  "--scifact-docs", "10", "--latency", "2"], check_app_fusion),
+    "reader_eval gold": Run("benchmarks/reader_eval.py",
+                            lambda t: ["gold", "--data-root", str(t.root), "--reader", t.fixture("tiny_reader_dir"),
+                                       "--limit", "3", "--threads", "1", "--quiet"], check_reader_gold),
+    "reader_eval e2e": Run("benchmarks/reader_eval.py",
+                           lambda t: ["e2e", "--data-root", str(t.root), "--reader", t.fixture("tiny_reader_dir"),
+                                      "--checkpoint", t.checkpoint, "--out", str(t.out), "--limit", "3",
+                                      "--threads", "1", "--quiet"], check_reader_e2e, slow=True),
     "short_answer_eval": Run("benchmarks/short_answer_eval.py",
                              lambda t: ["--data-root", str(t.root), "--checkpoint", t.checkpoint, "--out", str(t.out),
                                         "--threads", "1", "--quiet", "--sample", "3"], check_short_answers),
