@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from ..reader.config import ReaderConfig
 from ..reader.network import ReaderModel, base_digest, load_base, save_reader
 from ..reader.spans import token_span
 from ..reader.squad import SquadQuestion, read_squad_questions
-from ..storage import JsonConfig, write_json
+from ..storage import JsonConfig, atomic_path, write_json
 
 STATE_FILE = "state.pt"
 CONFIG_FILE = "train_config.json"
@@ -303,10 +302,9 @@ def _optimiser(model: ReaderModel, train: ReaderTrainConfig) -> torch.optim.Opti
 
 
 def _checkpoint(path: Path, model: ReaderModel, optimiser: torch.optim.Optimizer, step: int) -> None:
-    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-    torch.save({"model": model.own_state(), "optimiser": optimiser.state_dict(), "step": step,
-                "rng": torch.get_rng_state()}, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:  # a killed run keeps its previous checkpoint whole
+        torch.save({"model": model.own_state(), "optimiser": optimiser.state_dict(), "step": step,
+                    "rng": torch.get_rng_state()}, tmp)
 
 
 def warm_start(model: ReaderModel, folder: Union[str, Path]) -> None:
