@@ -7,7 +7,7 @@ own copies of the upper layers, trained for reading; a linear head gives each to
 
 A reader folder holds ``reader_config.json``, ``reader.safetensors`` (the upper layers and the head) and
 ``manifest.json`` (checksums); the base is named by the config and checked against its recorded digest, so a
-shipped reader adds only its upper layers to the package (two MiniLM layers: 14 MB).
+shipped reader adds only its upper layers to the package (four MiniLM layers: 28 MB).
 """
 from __future__ import annotations
 
