@@ -28,12 +28,10 @@ are absent.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -85,22 +83,9 @@ def build(args, docs) -> Dict[str, Path]:
 
 
 def responses(searcher, questions, cache: Path, k: int = 10) -> Dict[str, Dict[str, Any]]:
-    """qid → the searcher's response (hybrid, k results, explained, read), asked from 8 threads (the searcher
-    batches concurrent queries); cached."""
-    if cache.exists():
-        with gzip.open(cache, "rt") as f:
-            return json.load(f)
-    started = time.perf_counter()
-    with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda q: searcher.search(q["query"], k=k), questions))
-    out = {q["qid"]: r for q, r in zip(questions, answers)}
-    from pyterrier_fandom_colbert.storage import atomic_path
-
+    """qid → the searcher's response (hybrid, k results, explained, read); cached (short_answer_eval's)."""
     cache.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(cache) as tmp, gzip.open(tmp, "wt") as f:
-        json.dump(out, f)
-    print(f"{len(questions)} questions answered in {time.perf_counter() - started:.0f} s -> {cache}", flush=True)
-    return out
+    return sae.answers(searcher, questions, cache, k)
 
 
 def shown(response: Dict[str, Any]) -> Optional[str]:
