@@ -53,10 +53,15 @@ def base_folder(base: str) -> Path:
     return Path(base)
 
 
-def load_base(base: str) -> Tuple[nn.Module, Any]:
-    """The base backbone (evaluation mode, fp32, no gradients) and its fast tokenizer."""
+def load_tokenizer(base: str) -> Any:
+    """The base backbone's fast tokenizer (what a loaded reader needs besides its model)."""
     from transformers import AutoTokenizer
 
+    return AutoTokenizer.from_pretrained(base_folder(base), use_fast=True, local_files_only=True)
+
+
+def load_base(base: str) -> Tuple[nn.Module, Any]:
+    """The base backbone (evaluation mode, fp32, no gradients) and its fast tokenizer."""
     from ..model import light_bert
 
     folder = base_folder(base)
@@ -72,8 +77,7 @@ def load_base(base: str) -> Tuple[nn.Module, Any]:
         raise ValueError(f"the reader's base {folder} is not a BERT backbone with absolute positions and GELU; "
                          "the reader runs its layers through fast_bert")
     backbone.requires_grad_(False)
-    tokenizer = AutoTokenizer.from_pretrained(folder, use_fast=True, local_files_only=True)
-    return backbone, tokenizer
+    return backbone, load_tokenizer(base)
 
 
 def base_digest(base: str) -> str:

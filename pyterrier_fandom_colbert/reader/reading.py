@@ -57,7 +57,6 @@ def read_pairs(model: Any, tokenizer: Any, questions: Sequence[str], passages: S
     order = sorted(range(len(features)), key=lambda f: features[f][2] - features[f][1])
     cls, sep, pad = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
     device = next(model.parameters()).device
-    done_pairs = 0
     for b in range(0, len(order), batch_size):
         chunk = [features[f] for f in order[b:b + batch_size]]
         rows, offsets_in = [], []
@@ -88,7 +87,6 @@ def read_pairs(model: Any, tokenizer: Any, questions: Sequence[str], passages: S
                 out.span_score[pair] = score
                 out.start[pair] = offsets[w0 + s - off][0]
                 out.end[pair] = offsets[w0 + e - off][1]
-        done_pairs += len(chunk)
         if on_batch is not None:
             on_batch(len(chunk))
     return out

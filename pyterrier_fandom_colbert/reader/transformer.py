@@ -37,10 +37,10 @@ PRECISIONS = ("float32", "bfloat16")
 
 @functools.lru_cache(maxsize=4)
 def _load(path: str) -> Tuple[Any, Any, Optional[ReaderCalibration]]:
-    from .network import CALIBRATION_FILE, load_base, load_reader
+    from .network import CALIBRATION_FILE, load_reader, load_tokenizer
 
     model = load_reader(path)
-    _, tokenizer = load_base(model.config.base)
+    tokenizer = load_tokenizer(model.config.base)  # the base backbone itself is already in the model
     calibration_path = Path(path) / CALIBRATION_FILE
     calibration = ReaderCalibration.load_json(calibration_path) if calibration_path.is_file() else None
     return model, tokenizer, calibration

@@ -31,6 +31,7 @@ from ..reader.network import ReaderModel, base_digest, load_base, save_reader
 from ..reader.spans import token_span
 from ..reader.squad import SquadQuestion, read_squad_questions
 from ..storage import JsonConfig, atomic_path, write_json
+from .trainer import lr_factor
 
 STATE_FILE = "state.pt"
 CONFIG_FILE = "train_config.json"
@@ -183,13 +184,6 @@ def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, valid: torch
     return (F.cross_entropy(s, start) + F.cross_entropy(e, end)) / 2
 
 
-def _lr_factor(step: int, total: int, warmup: float) -> float:
-    w = max(1, int(total * warmup))
-    if step < w:
-        return (step + 1) / w
-    return max(0.0, (total - step) / max(1, total - w))
-
-
 def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Optional[ReaderConfig] = None,
                  train: Optional[ReaderTrainConfig] = None, *, max_questions: Optional[int] = None,
                  threads: Optional[int] = None, verbose: bool = False, stop_after: Optional[int] = None,
@@ -220,6 +214,7 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
     total = max(1, math.ceil(per_epoch * train.epochs))
     optimiser = _optimiser(model, train)
     base_lrs = [g["lr"] for g in optimiser.param_groups]
+    warmup_steps = max(1, int(total * train.warmup))
     step = 0
     state_path = run / STATE_FILE
     if state_path.is_file():
@@ -253,7 +248,7 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
             continue
         batch = collate([examples[i] for i in batches[within]], data, tokenizer)
         for group, lr in zip(optimiser.param_groups, base_lrs):
-            group["lr"] = lr * _lr_factor(step, total, train.warmup)
+            group["lr"] = lr * lr_factor(step, total, warmup_steps)
         with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
             start_logits, end_logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
                                              dropout=train.dropout)
