@@ -15,7 +15,7 @@ WORDS = ["castle", "dragon", "river", "smith", "blade", "crown", "mountain", "ha
 # lengths from 2 to 40 words, in no order, so that length sorting reorders them across batches
 TEXTS = [" ".join(WORDS[(7 * i + j) % len(WORDS)] for j in range(2 + (13 * i) % 39)) for i in range(24)]
 #: float32 against the other precisions, on the tiny random model's normalised vectors (components <= 1). Measured
-#: there: bfloat16 1e-4, int8 5e-4 at most; the real model's deviations are in docs/app.md.
+#: there: bfloat16 1e-4, int8 5e-4 at most; the real model's deviations are in docs/experiments/app.md.
 TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-3, "int8": 5e-3}
 
 
