@@ -119,7 +119,7 @@ class CompressionSpec(JsonConfig):
     nearest ``4·sqrt(num_tokens)``), ``sample`` token vectors for k-means (default ``32 · num_centroids``, at
     least 65,536), ``niter`` k-means iterations, ``seed``, and ``exact_share``: the share of the training sample
     whose reconstruction error (L2) sets the codec's ``exact_above`` threshold; every token coded worse than it is
-    also stored exactly (fp16) beside its codes and read instead of them (0, the default: none; docs/index.md,
+    also stored exactly (fp16) beside its codes and read instead of them (0, the default: none; docs/residual.md,
     "Exact outliers").
 
     >>> CompressionSpec("residual2").nbits, CompressionSpec("fp16").compressed

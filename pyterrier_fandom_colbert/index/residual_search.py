@@ -76,7 +76,7 @@ class SearchParams:
         0.45, 1,024; deeper: 4, 0.4, ``max(4k, 4096)``), overridden by the arguments given (``ndocs="auto"``: the
         default; None: no pruning). For ``k ≤ 10`` with the default ``ndocs``, 128 documents are scored exactly
         rather than PLAID's 64: chosen on the tuning questions (SQuAD selection part, WikiQA dev) as the
-        fewest that keep nDCG@10 within half a point of exact search (docs/index.md, "Choosing `nscore`").
+        fewest that keep nDCG@10 within half a point of exact search (docs/experiments/index.md, "Choosing `nscore`").
 
         >>> SearchParams.for_k(10)
         SearchParams(ncells=1, threshold=0.5, ndocs=256, nscore=128)

@@ -50,13 +50,13 @@ BLOCK_TOKENS = {"cpu": 8192, "cuda": 1 << 20}
 #: k̂ = ceil(k / λ) token neighbours per query vector, by default (docs/method.md §4.2) ...
 DEFAULT_LAM = 2
 #: ... but at least this many: with k̂ = ceil(10 / 2) = 5 a top 10 agreed with exhaustive MaxSim on ~70% of its
-#: documents on SciFact, with k̂ = 50 on 99%, for ~10 ms more per query (docs/index.md, "Choosing the default")
+#: documents on SciFact, with k̂ = 50 on 99%, for ~10 ms more per query (docs/experiments/index.md)
 MIN_K_HAT = 50
 #: queries whose vectors go to FAISS in one search call
 QUERY_BATCH = 64
 
 #: the retriever's default neighbour search (``faiss=None``) on indexes of at least :data:`EXACT_BELOW_TOKENS`
-#: tokens: the fastest setting that agreed with exact search on SciFact (docs/index.md, "Choosing the default")
+#: tokens: the fastest setting that agreed with exact search on SciFact (docs/experiments/index.md)
 DEFAULT_ANN = "ivfpq-fs"
 DEFAULT_ANN_NPROBE = 16
 DEFAULT_ANN_REFINE = 2

@@ -17,7 +17,7 @@ configuration dataclasses that travel as JSON.
   integrity base of every artifact: sizes and small files' checksums on open, each block of a large file
   verified the first time the process reads it, every checksum in ``verify()``. A missing, resized, altered or
   unparsable file raises :class:`DamagedFileError` naming it; a folder without a manifest is refused
-  (:class:`NoManifestError`) unless opened ``unchecked=True`` (see docs/index.md, "Checksums and verify()").
+  (:class:`NoManifestError`) unless opened ``unchecked=True`` (see docs/integrity.md).
 
 Created files and folders follow the user's umask.
 

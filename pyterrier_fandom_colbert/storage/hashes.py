@@ -5,7 +5,7 @@ import hashlib
 from typing import Any
 
 #: the content checksum recorded for artifact files: XXH3-128 from xxhash, 13-19x the speed of
-#: hashlib's blake2b (docs/index.md, "Checksums and verify()"); not cryptographic: it detects damage, not tampering
+#: hashlib's blake2b (docs/experiments/index.md); not cryptographic: it detects damage, not tampering
 HASH_ALGORITHM = "xxh3_128"
 #: algorithms a manifest may name (older or other writers); new manifests use HASH_ALGORITHM
 HASH_ALGORITHMS = ("xxh3_128", "blake2b")

@@ -2,8 +2,7 @@
 (:mod:`.blocks`) of each file it wrote (:func:`manifest_entry`, :class:`HashingFile` for files hashed while they
 are streamed out). The checks over them (:func:`check_sizes`, :func:`checksum_problem`, :func:`raise_damaged`) are
 used through :class:`~.integrity.ArtifactIntegrity`, the one integrity base of every artifact. A missing, resized,
-altered or unparsable file raises :class:`~.errors.DamagedFileError` naming it (see docs/index.md, "Checksums
-and verify()").
+altered or unparsable file raises :class:`~.errors.DamagedFileError` naming it (see docs/integrity.md).
 """
 from __future__ import annotations
 
