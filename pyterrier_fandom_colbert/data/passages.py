@@ -119,7 +119,7 @@ class PassageConfig(JsonConfig):
     tables: bool = True  # table rows as "header: cell; header: cell." lines (False: tables dropped)
     skip_sections: tuple = DEFAULT_SKIP_SECTIONS  # headings whose sections (with subsections) are left out
     #: templates no renderer knows: "positional" (an inline call shows its positional arguments), "first" (its
-    #: first one) or "drop" (docs/data.md measures the three)
+    #: first one) or "drop" (docs/experiments/data.md measures the three)
     unknown_templates: str = "positional"
 
     def __post_init__(self):

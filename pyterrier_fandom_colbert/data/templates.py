@@ -2,7 +2,7 @@
 
 ``{{convert|6|ft|4|in|m}}`` becomes ``6 ft 4 in (1.93 m)``, ``{{birth date|1809|2|12}}`` ``February 12, 1809``,
 ``{{nihongo|Pikachu|ピカチュウ|Pikachu}}`` ``Pikachu (ピカチュウ, Pikachu)``. One table, :data:`RENDERERS`, maps a
-template's name to the function that renders it; docs/data.md lists them. Names are matched as MediaWiki
+template's name to the function that renders it; docs/wikitext.md lists them. Names are matched as MediaWiki
 matches them, only more loosely: case-insensitive (MediaWiki: the first letter only), underscores and runs of
 spaces are one space, a ``Template:``/``subst:`` prefix is ignored.
 
@@ -359,7 +359,7 @@ def _title(call: Call) -> Optional[str]:
 
 Renderer = Callable[[Call], Optional[str]]
 #: template name -> renderer (None from a renderer: the call is removed). The names are lookup forms
-#: (:func:`template_name`); docs/data.md lists the table with examples.
+#: (:func:`template_name`); docs/wikitext.md lists the table with examples.
 RENDERERS: Dict[str, Renderer] = {}
 
 
@@ -426,14 +426,14 @@ def _text_args(call: Call) -> List[str]:
 
 
 def first_positional(call: Call) -> Optional[str]:
-    """A general rule for unknown templates (measured in docs/data.md): the first positional argument of an
+    """A general rule for unknown templates (measured in docs/experiments/data.md): the first positional argument of an
     inline call (not a parser function, reference, pronunciation or file template; not a file name)."""
     args = _text_args(call)
     return args[0] if args else None
 
 
 def all_positional(call: Call) -> Optional[str]:
-    """The general rule for unknown templates that the reader uses (docs/data.md has the measurement): the
+    """The general rule for unknown templates that the reader uses (docs/experiments/data.md has the measurement): the
     positional arguments of an inline call joined by spaces, named ones dropped (exceptions as
     :func:`first_positional`). ``{{Bag2|Yellow Shard}}`` -> ``Yellow Shard``, ``{{VA|Ann Lee|en}}`` ->
     ``Ann Lee en``. A row call (a template used as a table or list row, :func:`row_templates`) shows them as a
