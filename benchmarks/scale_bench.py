@@ -1,4 +1,4 @@
-"""Sharded builds and search, locally and on a Ray cluster on this machine (figures in docs/scale.md).
+"""Sharded builds and search, locally and on a Ray cluster on this machine (figures in docs/experiments/scale.md).
 
 Passages: word windows (32 words, every 12 words) over every document of the shared corpora (SciFact abstracts,
 WikiQA sentences, SQuAD train and dev paragraphs), in that order, the first ``--passages`` of them; queries: the
