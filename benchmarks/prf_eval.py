@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
 
 BETAS = (0.05, 0.1, 0.25, 0.5, 1.0)
 #: --small-betas adds these to the re-ranking grid, chosen on the selection questions apart from the grid of BETAS
-#: (docs/prf.md says why: earlier choices sat at the grid's smallest β)
+#: (docs/experiments/prf.md says why: earlier choices sat at the grid's smallest β)
 SMALL_BETAS = (0.01, 0.02)
 DEPTH = 100  # rows kept per query of every run measured (the deepest cut-off of the measures)
 FB_EMBS = (5, 10, 20)
