@@ -1,5 +1,5 @@
 """ColBERT alone and inside three fusions, in one experiment: ``pt.Experiment`` (each fusion re-runs its inputs)
-against ``pfc.Experiment`` (each distinct system runs once). docs/fusion.md records the figures.
+against ``pfc.Experiment`` (each distinct system runs once). docs/experiments/fusion.md records the figures.
 
     python benchmarks/shared_fusion_inputs.py --out /tmp/shared --threads 2
 

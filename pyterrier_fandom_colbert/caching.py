@@ -12,7 +12,7 @@ rebuilt in place). docs/fusion.md, "Caching", has the example.
 pyterrier-caching 0.5.8's ``RetrieverCache`` stores a query's results under a key that has lost its trailing zero
 bytes when its sha256 ends in one (``groupby`` over the keys turns them into numpy ``bytes_``, which strips them),
 so about one query in 256 is recomputed on every run. ``pfc.RetrieverCache`` is that class reading such entries
-back (docs/fusion.md, "The RetrieverCache key bug", has the report and its reproduction).
+back (docs/experiments/fusion.md, "The RetrieverCache key bug", has the report and its reproduction).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A z-score linear fusion, ``w · z(lexical) + (1 - w) · z(neural)`` per query, w
 weight. The default was chosen for safety (never far below the better input) rather than for the largest gain on
 one collection; per-query adaptive weights (from the agreement of the two top lists, from the lexical score
 distribution, from where each system ranks the other's top document) were measured against it and did not do
-better on every collection, so none is used. Measurements and their commands: docs/fusion.md.
+better on every collection, so none is used. Measurements and their commands: docs/experiments/fusion.md.
 """
 from __future__ import annotations
 
