@@ -1,8 +1,8 @@
 """MkDocs hooks (mkdocs.yml: ``hooks``): the API reference pages, and links from docs/ to the rest of the repository.
 
 The API reference has one page per part of the package, ``api/<part>.md``, written at build time from the
-package's public names: ``_LAZY`` and ``__all__`` in ``pyterrier_fandom_colbert/__init__.py``, read with ``ast``
-(nothing is imported), so a new public name gets its entry without editing the docs. mkdocstrings renders each
+package's public names (``_LAZY`` and the eager imports of ``pyterrier_fandom_colbert/__init__.py``, read with
+``ast``: nothing is imported), so a new public name gets its entry without editing the docs. mkdocstrings renders each
 entry from the docstrings, reading the source statically as well.
 
 Docstrings are written for ``help()`` and doctest, with reST's inline roles (``:class:`Hybrid```); the griffe

@@ -130,6 +130,12 @@ def test_api_reference_covers_every_public_name():
     assert "api/indexes.md" in pages and "api/index.md" not in pages   # api/index.md would be the section's front
 
 
+def test_hooks_doctests_pass():
+    """scripts/ is outside the doctest run of pytest's testpaths: the hook module's own examples run here."""
+    result = doctest.testmod(hooks(), optionflags=FLAGS)
+    assert result.attempted > 0 and result.failed == 0
+
+
 def test_api_pages_refuse_a_part_without_a_title():
     with pytest.raises(ValueError, match=r"'newpart'.*PARTS"):
         hooks().api_pages({"Thing": "newpart.module"})
