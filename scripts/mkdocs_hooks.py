@@ -22,7 +22,7 @@ from pathlib import Path
 
 try:
     from griffe import Extension
-except ImportError:  # the [docs] extra is not installed: the pure functions below still load (tests/test_docs.py)
+except ImportError:  # the [docs] extra is not installed: the pure functions below still load (tests/test_docs_site.py)
     Extension = object
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,6 +122,14 @@ def on_files(files, config):
 
     for uri, content in api_pages(public_names()).items():
         files.append(File.generated(config, uri, content=content))
+    # A folder's README.md and index.md both claim the folder's page, and MkDocs drops the README with a
+    # warning: docs/experiments/ has both (its README is the log's overview, its index.md the ColBERT index's
+    # log). mkdocs.yml excludes such a README, and it comes back here as the folder's overview.md.
+    docs = Path(config["docs_dir"])
+    for readme in sorted(docs.rglob("README.md")):
+        if readme.parent != docs and (readme.parent / "index.md").is_file():
+            uri = (readme.parent / "overview.md").relative_to(docs).as_posix()
+            files.append(File.generated(config, uri, abs_src_path=str(readme)))
     return files
 
 
