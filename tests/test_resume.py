@@ -247,6 +247,7 @@ build_folder(sys.argv[1], sys.argv[2], colbert=pfc.ColBERT.from_pretrained(sys.a
 """
 
 
+@pytest.mark.slow  # a child process that loads the package and a model
 def test_a_build_killed_outright_resumes(tmp_path, colbert, dump, whole, tiny_bert_dir, count_calls, capsys):
     folder = tmp_path / "wiki"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(pfc.__file__).parent.parent),
@@ -280,7 +281,18 @@ def test_chunks_hold_each_passage_as_encoded(tmp_path):
         again.save(0, passages[:1], long=0)
 
 
-def test_docstring_examples():
-    import doctest
 
-    assert doctest.testmod(resume).failed == 0
+def test_pfc_index_passes_restart_and_says_the_folder_was_not_written(monkeypatch, tmp_path, capsys):
+    from pyterrier_fandom_colbert.app import folder as folder_module
+    from pyterrier_fandom_colbert.app.cli import main
+
+    seen = {}
+
+    def interrupted(source, folder, **options):
+        seen.update(options)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(folder_module, "build_folder", interrupted)
+    assert main(["index", str(SAMPLE), str(tmp_path / "wiki"), "--restart", "--quiet"]) == 130
+    assert seen["restart"] is True
+    assert capsys.readouterr().err == f"pfc index: interrupted; {tmp_path / 'wiki'} was not written\n"
