@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--checkpoint", default=None,
                     help="ColBERT checkpoint (or backbone) folder; default: the package's trained checkpoint")
     ix.add_argument("--overwrite", action="store_true", help="replace an existing search folder")
+    ix.add_argument("--restart", action="store_true",
+                    help="encode every passage again, discarding what an interrupted build of FOLDER kept (by "
+                         "default the same command resumes where it stopped)")
     ix.add_argument("--update", action="store_true",
                     help="update FOLDER (built from a dump) from the newer dump SOURCE: only pages new or changed "
                          "since are parsed and encoded, pages gone are dropped; the folder's settings, encoder and "
@@ -163,7 +166,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"pfc {args.command}: error: {error_line(err, args)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        done = f"; nothing was written to {args.folder}" if args.command == "index" else ""
+        done = f"; {args.folder} was not written" if args.command == "index" else ""
         print(f"pfc {args.command}: interrupted{done}", file=sys.stderr)
         return 130
 
@@ -374,7 +377,8 @@ def _index(args) -> int:
     from .hybrid import FusionSettings
 
     if args.update:
-        report = update_folder(args.source, args.folder, batch_size=args.batch_size, verbose=not args.quiet)
+        report = update_folder(args.source, args.folder, batch_size=args.batch_size, verbose=not args.quiet,
+                               restart=args.restart)
         print(report.summary())
         return 0
     compression = args.compression or "residual2"
@@ -397,7 +401,7 @@ def _index(args) -> int:
     report = build_folder(args.source, args.folder, checkpoint=args.checkpoint, settings=settings,
                           overwrite=args.overwrite, batch_size=args.batch_size, verbose=not args.quiet,
                           passage_config=passage_config, ray=ray,
-                          cpu_precision=args.precision)
+                          cpu_precision=args.precision, restart=args.restart)
     print(report.summary())
     return 0
 

@@ -2,8 +2,7 @@
 from the folder before are copied, the others encoded, and every passage written in index order."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -13,25 +12,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def assemble(index, colbert, tfidf, reuse: np.ndarray, settings: "SearchSettings", codec,
-              previous: Optional["PreviousFolder"], encoded_path: Path, verbose: bool) -> None:
-    """Write the ColBERT index of a build that does not train its codec: the passages not found in ``previous``
-    (``reuse`` -1) are encoded into a temporary fp16 index, then every passage, in order, goes to the index writer:
-    copied from ``previous`` (its codes, or its fp16 vectors) or from the temporary index (compressed by
-    ``codec``, one passage at a time, whatever the build: so a passage's codes never depend on which others were
-    encoded with it). The temporary index is deleted."""
-    import shutil
-
-    from ...index.artifact import ColBERTIndex
+             previous: Optional["PreviousFolder"],
+             encoded: Iterator[Tuple[np.ndarray, np.ndarray, List[int]]]) -> None:
+    """Write the ColBERT index of a build that does not train its codec: every passage, in order, goes to the
+    index writer, copied from ``previous`` (its codes, or its fp16 vectors) or, for the passages not found there
+    (``reuse`` -1), taken in order from ``encoded`` (their fp16 vectors, token ids and rows per window, encoded
+    beforehand: :mod:`.resume`) and compressed by ``codec``, one passage at a time, whatever the build: so a
+    passage's codes never depend on which others were encoded with it."""
     from ...index.stores import ResidualStore
     from ...index.writer import IndexWriter
     from ...model.tokenization import check_long_docs
 
     count = len(reuse)
-    fresh = np.flatnonzero(reuse < 0)
-    encoded = ColBERTIndex(encoded_path)
-    if len(fresh):
-        encoded.indexer(colbert, verbose=verbose, ann=None).index(
-            stored_passages(tfidf, count, fresh), total=len(fresh))
     stride = check_long_docs("windows", None, colbert.tokenizer.max_doc_pieces, colbert.config.doc_maxlen)
     old = previous.index if previous is not None else None
     if old is not None and (old.meta.long_docs, old.meta.stride) != ("windows", stride):
@@ -42,21 +34,21 @@ def assemble(index, colbert, tfidf, reuse: np.ndarray, settings: "SearchSettings
                          compression=settings.compression_spec(), codec=codec)
     with writer:
         windowed = 0
-        sources = (old, encoded)
-        next_fresh = 0
+        fresh = iter(encoded)
         for position, docno in enumerate(docnos):
-            if reuse[position] >= 0:
-                source, doc = old, int(reuse[position])
-            else:
-                source, doc = encoded, next_fresh
-                next_fresh += 1
-            assert source is not None and source in sources
+            if reuse[position] < 0:
+                vectors, ids, parts = next(fresh)
+                windowed += len(parts) > 1
+                writer.add(str(docno), vectors, ids, parts)
+                continue
+            source, doc = old, int(reuse[position])
+            assert source is not None
             start, end = int(source.offsets[doc]), int(source.offsets[doc + 1])
             parts = parts_of(source, doc)
             windowed += len(parts) > 1
             ids = np.asarray(source.token_ids[start:end])
-            if source is old and codec is not None:
-                store = old.store
+            if codec is not None:
+                store = source.store
                 assert isinstance(store, ResidualStore)
                 arrays = store.arrays
                 writer.add_coded(str(docno), np.asarray(arrays.codes[start:end]),
@@ -66,8 +58,6 @@ def assemble(index, colbert, tfidf, reuse: np.ndarray, settings: "SearchSettings
                 writer.add(str(docno), np.asarray(source.vectors[start:end]), ids, parts)
         writer.truncated_docs, writer.windowed_docs = 0, windowed
     index._forget()
-    encoded._forget()
-    shutil.rmtree(encoded_path, ignore_errors=True)
 
 
 def parts_of(index, doc: int) -> List[int]:

@@ -2,7 +2,9 @@
 the passage table and the TF-IDF index (:func:`read_passages`), the passages read back from the TF-IDF text store
 are encoded into the ColBERT index (:func:`encode_passages`: trained codec, a given codec, or sharded on Ray), and
 the manifest is written last (:func:`write_manifest`); all inside a hidden temporary folder that is renamed into
-place when complete. :func:`build` is the part :func:`build_folder` and ``update_folder`` share."""
+place when complete. The passages encoded are kept chunk by chunk beside the target (:mod:`.resume`) until the
+build completes, so an interrupted build resumes. :func:`build` is the part :func:`build_folder` and
+``update_folder`` share."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,6 +23,7 @@ from ...storage import (
     build_manifest,
     interruptible,
     mark_owner,
+    new_hasher,
     release_owner,
     remove_stale_builds,
     write_json,
@@ -39,12 +42,12 @@ from .manifest import (
     is_search_folder,
     load_manifest,
 )
+from .resume import EncodedChunks, encode_into, encoding_key, keeping_encoded
 from .sources import SourceStats, is_dump, open_source
 
 if TYPE_CHECKING:  # pragma: no cover
     from .update import PreviousFolder
 
-_ENCODED = "encoded.colbert"  # inside a temporary build folder: the passages encoded by this build, in fp16
 #: ColBERT indexes with more token vectors than this get a compact IVF-PQ fast-scan index instead of IVF
 ANN_MIN_TOKENS = 4_000_000
 #: an update's summary advises a full rebuild once the passages encoded since the codec was trained exceed this
@@ -115,7 +118,7 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
                  checkpoint: Optional[str] = None, colbert=None, settings: SearchSettings = SearchSettings(),
                  overwrite: bool = False, batch_size: int = 64, verbose: bool = False,
                  passage_config=None, ray=None, cpu_precision: str = "float32",
-                 codec_from: Union[str, Path, None] = None) -> BuildReport:
+                 codec_from: Union[str, Path, None] = None, restart: bool = False) -> BuildReport:
     """Build a search folder from a dump file, an ir_datasets id or an iterable of passage dicts.
 
     ``passage_config``: how a dump becomes passages (``data.passages.PassageConfig``, e.g. a lower
@@ -131,6 +134,10 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
     ``settings.compression`` chooses how the ColBERT index stores its vectors (default ``residual2``: its codec is
     trained on a sample of this corpus's vectors). ``codec_from``: another search folder whose residual codec is
     used instead of training one; what :func:`update_folder` keeps, and so what an updated folder equals.
+
+    An interrupted build (Ctrl-C, ``kill``, ``kill -9``) keeps the passages it encoded beside ``folder``
+    (``.NAME.encoded``, :mod:`.resume`); the same call continues from there, and makes the folder an
+    uninterrupted build makes. ``restart``: discard them and encode everything again.
     """
     from ...model.colbert import ColBERT
 
@@ -146,7 +153,7 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
         colbert = ColBERT.from_pretrained(checkpoint, batch_size=batch_size, cpu_precision=cpu_precision)
     return build(source, folder, checkpoint=str(Path(checkpoint).resolve()) if checkpoint else None,
                  colbert=colbert, settings=settings, overwrite=overwrite, verbose=verbose,
-                 passage_config=passage_config, codec=codec, ray=ray)
+                 passage_config=passage_config, codec=codec, ray=ray, restart=restart)
 
 
 
@@ -172,31 +179,34 @@ def _codec_of(folder: Path, settings: SearchSettings):
 class ReadPassages:
     """What :func:`read_passages` wrote: the TF-IDF index (with the passage text), the number of passages, each
     passage's position in the folder an update starts from (-1: read or parsed by this build), the source's
-    description, and whether it is a dump."""
+    description, whether it is a dump, and a digest of the docnos and text of the passages to encode (those
+    with ``reuse`` -1), in order: what the encoded passages an interrupted build kept must match."""
 
     tfidf: Any
     count: int
     reuse: np.ndarray
     description: str
     is_dump: bool
+    digest: str = ""
 
 
 def build(source, folder: Path, *, checkpoint: Optional[str], colbert, settings: SearchSettings, overwrite: bool,
           verbose: bool, passage_config, codec=None, previous: Optional["PreviousFolder"] = None,
-          before: Optional[Manifest] = None, ray=None) -> BuildReport:
+          before: Optional[Manifest] = None, ray=None, restart: bool = False) -> BuildReport:
     """What :func:`build_folder` and ``update_folder`` share (see them)."""
     started = time.perf_counter()
     stats = SourceStats()
     pages: List[Dict[str, Any]] = []
-    with interruptible(), atomic_folder(folder, overwrite=overwrite, replaceable=is_search_folder,
-                                        what="search folder") as tmp:
+    with interruptible(), keeping_encoded() as kept, \
+            atomic_folder(folder, overwrite=overwrite, replaceable=is_search_folder, what="search folder") as tmp:
         mark_owner(tmp)
         read = read_passages(tmp, source, stats, pages, verbose=verbose, passage_config=passage_config,
                              previous=previous)
         read_seconds = time.perf_counter() - started
         colbert_started = time.perf_counter()
         tokens, settings, compressed = encode_passages(tmp, read, colbert, settings, codec=codec, previous=previous,
-                                                       ray=ray, checkpoint=checkpoint, verbose=verbose)
+                                                       ray=ray, checkpoint=checkpoint, verbose=verbose,
+                                                       target=folder, restart=restart, kept=kept)
         colbert_seconds = time.perf_counter() - colbert_started
         release_owner(tmp)
         encoded = int((read.reuse < 0).sum())
@@ -225,10 +235,13 @@ def read_passages(tmp: Path, source, stats: SourceStats, pages: List[Dict[str, A
     dump = isinstance(source, (str, Path)) and is_dump(source)  # (a dump shows its own progress bar)
     offsets = [0]
     sources: List[int] = []  # per passage: its position in the previous folder, or -1 (encoded by this build)
+    digest = new_hasher()  # of the passages this build encodes (what kept encoded passages must match)
     with open(tmp / PASSAGES, "wb") as table:
         def indexed() -> Iterator[Dict[str, Any]]:
             for record in records:
                 sources.append(int(record.pop("_old", -1)))
+                if sources[-1] < 0:
+                    digest.update(json.dumps([record.get("docno"), record.get("text")]).encode("utf-8") + b"\n")
                 line = json.dumps({"docno": record.get("docno"), "title": record.get("title") or "",
                                    "url": record.get("url") or "", "section": record.get("section") or "",
                                    "page_id": record.get("page_id")}, ensure_ascii=False) + "\n"
@@ -244,14 +257,20 @@ def read_passages(tmp: Path, source, stats: SourceStats, pages: List[Dict[str, A
     if dump:
         with open(tmp / PAGES, "w", encoding="utf-8") as out:
             out.writelines(json.dumps(page, ensure_ascii=False) + "\n" for page in pages)
-    return ReadPassages(tfidf, len(offsets) - 1, np.asarray(sources, dtype=np.int64), description, dump)
+    return ReadPassages(tfidf, len(offsets) - 1, np.asarray(sources, dtype=np.int64), description, dump,
+                        digest.hexdigest())
 
 
 def encode_passages(tmp: Path, read: ReadPassages, colbert, settings: SearchSettings, *, codec,
-                    previous: Optional["PreviousFolder"], ray, checkpoint: Optional[str],
-                    verbose: bool) -> Tuple[int, SearchSettings, bool]:
+                    previous: Optional["PreviousFolder"], ray, checkpoint: Optional[str], verbose: bool,
+                    target: Path, restart: bool = False, kept: Optional[List[EncodedChunks]] = None
+                    ) -> Tuple[int, SearchSettings, bool]:
     """Write the ColBERT index of the passages in ``tmp``: sharded on a Ray cluster (``ray``; searched by
-    centroids: no FAISS), or here. (tokens, the settings as built, whether a local residual index was written)."""
+    centroids: no FAISS), or here. (tokens, the settings as built, whether a local residual index was written)
+
+    Here, the passages to encode are encoded into chunks kept beside ``target`` (:mod:`.resume`: those an
+    interrupted build of the same passages kept are used, unless ``restart``; the chunks are appended to
+    ``kept``), and the index is written from them."""
     if ray is not None:
         from ..sharded import build_sharded_colbert
 
@@ -260,18 +279,38 @@ def encode_passages(tmp: Path, read: ReadPassages, colbert, settings: SearchSett
                                         compression=settings.compression_spec())
         return sharded.meta.num_tokens, settings, False
     from ...index.artifact import ColBERTIndex
+    from ...model.tokenization import check_long_docs
 
     index = ColBERTIndex(tmp / COLBERT_DIR)
-    if codec is None and previous is None:  # a fresh build: encode everything, train the codec on it
-        # the indexer's own read batch (1,024 passages, length-sorted together: little padding)
-        index.indexer(colbert, verbose=verbose, ann=None,
-                      compression=settings.compression_spec()).index(stored_passages(read.tfidf, read.count),
-                                                                     total=read.count)
+    stride = check_long_docs("windows", None, colbert.tokenizer.max_doc_pieces, colbert.config.doc_maxlen)
+    fresh = np.flatnonzero(read.reuse < 0)
+    chunks = EncodedChunks(target, encoding_key(read.digest, colbert, _precision(colbert), stride), len(fresh),
+                           restart=restart, verbose=verbose)
+    if kept is not None:
+        kept.append(chunks)
+    encode_into(chunks, colbert, read.tfidf, fresh, stride, verbose)
+    if codec is None and previous is None:  # a fresh build: everything encoded, the codec trained on it
+        _write_index(index, colbert, read.tfidf.docnos.fwd[fresh] if len(fresh) else [], chunks, settings, stride,
+                     verbose)
     else:
-        assemble(index, colbert, read.tfidf, read.reuse, settings, codec, previous, tmp / _ENCODED, verbose)
+        assemble(index, colbert, read.tfidf, read.reuse, settings, codec, previous, chunks.passages())
     if not index.compressed:
         settings = _neighbour_index(index, settings)
     return index.meta.num_tokens, settings, index.compressed
+
+
+def _write_index(index, colbert, docnos, chunks: EncodedChunks, settings: SearchSettings, stride: Optional[int],
+                 verbose: bool) -> None:
+    """Write the ColBERT index of a fresh build from its encoded passages: the codec's k-means (seeded: the same
+    passages give the same codec), then the codes and inverted lists (what the ColBERT indexer writes)."""
+    from ...index.writer import IndexWriter
+
+    with IndexWriter(index.path, colbert.config, colbert.fingerprint(), long_docs="windows", stride=stride,
+                     compression=settings.compression_spec(), verbose=verbose) as writer:
+        for docno, (vectors, ids, parts) in zip(docnos, chunks.passages()):
+            writer.add(str(docno), vectors, ids, parts)
+        writer.truncated_docs, writer.windowed_docs = 0, chunks.long
+    index._forget()
 
 
 def _neighbour_index(index, settings: SearchSettings) -> SearchSettings:

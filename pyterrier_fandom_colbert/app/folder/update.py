@@ -15,7 +15,7 @@ from .verify import verify_folder
 
 
 def update_folder(dump: Union[str, Path], folder: Union[str, Path], *, colbert=None, batch_size: int = 64,
-                  verbose: bool = False) -> BuildReport:
+                  verbose: bool = False, restart: bool = False) -> BuildReport:
     """Bring a search folder built from a dump up to date with a newer dump of the same wiki (``pfc index
     --update``): pages new or changed since (by page id, revision id and :func:`page_hash`) are parsed and
     encoded, unchanged pages keep their passages and ColBERT codes, pages gone are dropped. The folder's encoder,
@@ -25,7 +25,8 @@ def update_folder(dump: Union[str, Path], folder: Union[str, Path], *, colbert=N
 
     The codec was trained on the corpus of the build that made it; after large changes (the manifest's
     ``codec.encoded_since`` near the number of passages) a full rebuild trains one that fits the new text.
-    ``batch_size``: passages per forward pass of the encoder loaded here (in the folder's recorded precision)."""
+    ``batch_size``: passages per forward pass of the encoder loaded here (in the folder's recorded precision).
+    An interrupted update resumes as a build does (``restart``: it encodes everything again)."""
     from ...data.passages import PassageConfig
     from ...model.colbert import ColBERT
 
@@ -52,7 +53,7 @@ def update_folder(dump: Union[str, Path], folder: Union[str, Path], *, colbert=N
         return build(dump, folder, checkpoint=manifest.checkpoint, colbert=colbert, settings=manifest.settings,
                      overwrite=True, verbose=verbose,
                      passage_config=PassageConfig.from_dict(manifest.passage_config), codec=codec,
-                     previous=previous, before=manifest)
+                     previous=previous, before=manifest, restart=restart)
     finally:
         previous.close()
 

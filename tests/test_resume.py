@@ -1,0 +1,298 @@
+"""Resumable builds (docs/app.md, "Interrupted builds resume"): a build interrupted after some chunks, during the
+codec's k-means, during the final write, or killed outright (SIGKILL, in a child process) keeps the passages it
+encoded beside the target; the same call encodes only the rest, says so, and makes a folder equal, file for file
+and result for result, to an uninterrupted build's. A damaged chunk is named and encoded again; other passages or
+``restart=True`` discard what was kept; an error (not an interruption) leaves nothing."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.app.folder import build_folder, load_manifest, resume, update_folder
+from pyterrier_fandom_colbert.app.search import Searcher
+from pyterrier_fandom_colbert.index import compressed
+
+SAMPLE = Path(pfc.__file__).parent / "data" / "sample" / "samplewiki_pages_current.xml"
+KEEP = {1000, 1035, 1088, 1130, 1158, 1210, 1253, 1263, 1288, 1309}
+CHUNK = 4
+QUESTIONS = ["who founded Hollowlight Studios?", "what drops a Cinderhound?", "rusted key door"]
+
+
+def small_dump(path: Path) -> Path:
+    """The sample dump cut to the pages of KEEP."""
+    text = SAMPLE.read_text(encoding="utf-8")
+    for page in re.findall(r"  <page>\s*<title>.*?</page>\n", text, flags=re.S):
+        if int(re.search(r"<id>(\d+)</id>", page).group(1)) not in KEEP:
+            text = text.replace(page, "")
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(resume, "CHUNK_PASSAGES", CHUNK)
+
+
+@pytest.fixture(scope="module")
+def colbert(tiny_bert_dir):
+    return pfc.ColBERT.from_pretrained(tiny_bert_dir)
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory):
+    return small_dump(tmp_path_factory.mktemp("dump") / "small_pages_current.xml")
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory, colbert, dump, tiny_bert_dir):
+    """An uninterrupted build (chunks of CHUNK passages)."""
+    folder = tmp_path_factory.mktemp("whole") / "wiki"
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(resume, "CHUNK_PASSAGES", CHUNK)
+        build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    return folder
+
+
+def files(folder: Path) -> dict:
+    """Every file's bytes, but the build times the manifest and the codec record (``codec.json`` and hence its
+    checksum in the ColBERT index's ``pt_meta.json``) left out."""
+    out = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+           if p.is_file() and p.name != "manifest.json"}
+    codec = json.loads(out.pop("colbert/codec.json"))
+    out["colbert/codec.json"] = {**codec, "seconds": None}
+    meta = json.loads(out.pop("colbert/pt_meta.json"))
+    meta["files"].pop("codec.json")
+    out["colbert/pt_meta.json"] = meta
+    return out
+
+
+def results(folder: Path, colbert) -> list:
+    searcher = Searcher(folder, colbert=colbert, warm=False)
+    return [[(r["docno"], r["score"]) for r in searcher.search(q, system=s, k=5, explain=False)["results"]]
+            for q in QUESTIONS for s in ("colbert", "hybrid")]
+
+
+def assert_same_folder(folder: Path, whole: Path, colbert) -> None:
+    got, expected = files(folder), files(whole)
+    assert sorted(got) == sorted(expected)
+    assert [name for name in expected if got[name] != expected[name]] == []
+    manifest, reference = load_manifest(folder), load_manifest(whole)
+    assert manifest.tokens == reference.tokens
+    for name in ("passages.jsonl", "passages.offsets.npy", "tfidf/pt_meta.json"):
+        assert manifest.files[name] == reference.files[name]
+    assert results(folder, colbert) == results(whole, colbert)
+    assert not resume.store_path(folder).exists()  # the kept chunks are gone once the folder is complete
+
+
+def interrupt_after(monkeypatch, owner, name: str, calls: int):
+    """Make ``owner.name`` raise KeyboardInterrupt (as Ctrl-C does) on call ``calls + 1``."""
+    original = getattr(owner, name)
+    seen = []
+
+    def hooked(*args, **kwargs):
+        seen.append(1)
+        if len(seen) > calls:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, hooked)
+
+
+def chunk_count(whole: Path) -> int:
+    return -(-load_manifest(whole).passages // CHUNK)
+
+
+@pytest.mark.parametrize("where", ["after two chunks", "during k-means", "during the final write"])
+def test_an_interrupted_build_resumes_and_equals_an_uninterrupted_one(where, tmp_path, colbert, dump, whole,
+                                                                      tiny_bert_dir, count_calls, capsys):
+    folder = tmp_path / "wiki"
+    total = load_manifest(whole).passages
+    with pytest.MonkeyPatch.context() as m:
+        if where == "after two chunks":
+            interrupt_after(m, resume.EncodedChunks, "save", 2)
+        elif where == "during k-means":
+            interrupt_after(m, compressed.ResidualCodec, "train", 0)
+        else:
+            interrupt_after(m, compressed.CodedLists, "finish", 0)
+        with pytest.raises(KeyboardInterrupt):
+            build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir, verbose=True)
+    done = 2 * CHUNK if where == "after two chunks" else total
+    assert f"interrupted: {done:,} of {total:,} passages encoded are kept" in capsys.readouterr().err
+    assert not folder.exists()  # nothing half-written is ever searchable
+    kept = resume.store_path(folder)
+    assert len(list(kept.glob("chunk-*.npz"))) == (2 if where == "after two chunks" else chunk_count(whole))
+
+    encoded = count_calls(type(colbert), "encode_pieces")
+    build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir, verbose=True)
+    assert f"resuming: {done:,} of {total:,} passages already encoded" in capsys.readouterr().err
+    assert encoded.calls == chunk_count(whole) - done // CHUNK  # only the chunks not kept
+    assert_same_folder(folder, whole, colbert)
+
+
+def test_a_damaged_chunk_is_named_and_encoded_again(tmp_path, colbert, dump, whole, tiny_bert_dir, count_calls,
+                                                    capsys):
+    folder = tmp_path / "wiki"
+    with pytest.MonkeyPatch.context() as m:
+        interrupt_after(m, resume.EncodedChunks, "save", 3)
+        with pytest.raises(KeyboardInterrupt):
+            build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    chunk = resume.store_path(folder) / "chunk-000001.npz"
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    chunk.write_bytes(bytes(data))
+    encoded = count_calls(type(colbert), "encode_pieces")
+    build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir, verbose=True)
+    err = capsys.readouterr().err
+    assert f"{chunk} is damaged (its checksum differs from the one recorded): encoding its {CHUNK} passages again" \
+        in err
+    assert f"resuming: {2 * CHUNK:,} of" in err
+    assert encoded.calls == chunk_count(whole) - 2
+    assert_same_folder(folder, whole, colbert)
+
+
+def test_a_chunk_damaged_after_the_check_is_refused_naming_it_and_encoded_by_the_next_run(tmp_path, colbert, dump,
+                                                                                          whole, tiny_bert_dir):
+    folder = tmp_path / "wiki"
+    original = resume.EncodedChunks.passages
+
+    def damage_then_read(self):
+        path = self.path / "chunk-000000.npz"
+        path.write_bytes(path.read_bytes()[:-3] + b"xyz")
+        return original(self)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(resume.EncodedChunks, "passages", damage_then_read)
+        with pytest.raises(pfc.storage.DamagedFileError, match=re.escape("chunk-000000.npz is damaged")):
+            build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    assert not folder.exists() and not resume.store_path(folder).exists()  # an error leaves nothing
+    build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    assert_same_folder(folder, whole, colbert)
+
+
+def test_other_passages_or_restart_discard_what_was_kept(tmp_path, colbert, dump, whole, tiny_bert_dir, count_calls,
+                                                         capsys):
+    folder = tmp_path / "wiki"
+    with pytest.MonkeyPatch.context() as m:
+        interrupt_after(m, resume.EncodedChunks, "save", 2)
+        with pytest.raises(KeyboardInterrupt):
+            build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    encoded = count_calls(type(colbert), "encode_pieces")
+    build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir, verbose=True, restart=True)
+    assert f"discarding {2 * CHUNK:,} passages encoded by an earlier build" in capsys.readouterr().err
+    assert encoded.calls == chunk_count(whole)
+    assert_same_folder(folder, whole, colbert)
+
+    # an edited dump: other passages, so the kept chunks (of the first dump) are not used
+    other = tmp_path / "other"
+    edited = tmp_path / "edited_pages_current.xml"
+    edited.write_text(dump.read_text(encoding="utf-8").replace("Cinderhound", "Emberhound"), encoding="utf-8")
+    with pytest.MonkeyPatch.context() as m:
+        interrupt_after(m, resume.EncodedChunks, "save", 2)
+        with pytest.raises(KeyboardInterrupt):
+            build_folder(dump, other, colbert=colbert, checkpoint=tiny_bert_dir)
+    build_folder(edited, other, colbert=colbert, checkpoint=tiny_bert_dir, verbose=True)
+    assert "(the passages, encoder or settings differ)" in capsys.readouterr().err
+    texts = pfc.TfidfIndex(other / "tfidf").texts(list(range(load_manifest(other).passages)))
+    assert any("Emberhound" in t for t in texts) and not any("Cinderhound" in t for t in texts)
+
+
+def test_an_interrupted_update_resumes_and_equals_an_uninterrupted_one(tmp_path, colbert, dump, whole, count_calls,
+                                                                       monkeypatch, capsys):
+    import shutil
+
+    monkeypatch.setattr(resume, "CHUNK_PASSAGES", 1)
+    text = dump.read_text(encoding="utf-8")
+    edited = tmp_path / "edited_pages_current.xml"
+    changed = re.sub(r"(<id>1158</id>\s*<revision>\s*<id>)(\d+)", r"\g<1>49999", text)
+    edited.write_text(changed.replace("Adults are roughly the size of a pony.",
+                                      "Adults are roughly the size of a draft horse."), encoding="utf-8")
+    straight, folder = tmp_path / "straight", tmp_path / "wiki"
+    shutil.copytree(whole, straight)
+    shutil.copytree(whole, folder)
+    update_folder(edited, straight, colbert=colbert)
+    encoding = load_manifest(straight).update["passages_encoded"]
+    assert encoding >= 2
+    with pytest.MonkeyPatch.context() as m:
+        interrupt_after(m, resume.EncodedChunks, "save", 1)
+        with pytest.raises(KeyboardInterrupt):
+            update_folder(edited, folder, colbert=colbert)
+    assert files(folder) == files(whole)  # the folder as it was
+    encoded = count_calls(type(colbert), "encode_pieces")
+    update_folder(edited, folder, colbert=colbert, verbose=True)
+    assert f"resuming: 1 of {encoding} passages already encoded" in capsys.readouterr().err
+    assert encoded.calls == encoding - 1
+    assert files(folder) == files(straight)
+    assert not resume.store_path(folder).exists()
+
+
+KILLER = """
+import os, signal, sys
+import pyterrier_fandom_colbert as pfc
+from pyterrier_fandom_colbert.app.folder import build_folder, resume
+resume.CHUNK_PASSAGES = {chunk}
+original = resume.EncodedChunks.save
+def save(self, *args, **kwargs):
+    original(self, *args, **kwargs)
+    if len(self.chunks) == 3:
+        os.kill(os.getpid(), signal.SIGKILL)  # as a power cut: no clean-up runs
+resume.EncodedChunks.save = save
+build_folder(sys.argv[1], sys.argv[2], colbert=pfc.ColBERT.from_pretrained(sys.argv[3]), checkpoint=sys.argv[3])
+"""
+
+
+@pytest.mark.slow  # a child process that loads the package and a model
+def test_a_build_killed_outright_resumes(tmp_path, colbert, dump, whole, tiny_bert_dir, count_calls, capsys):
+    folder = tmp_path / "wiki"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(pfc.__file__).parent.parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.run([sys.executable, "-c", KILLER.format(chunk=CHUNK), str(dump), str(folder),
+                            tiny_bert_dir], env=env, capture_output=True, text=True, timeout=300)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert not folder.exists()
+    assert list(tmp_path.glob(".wiki.building-*"))  # the dead build's folder (removed by the next build)
+    encoded = count_calls(type(colbert), "encode_pieces")
+    build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir, verbose=True)
+    assert f"resuming: {3 * CHUNK:,} of" in capsys.readouterr().err
+    assert encoded.calls == chunk_count(whole) - 3
+    assert not list(tmp_path.glob(".wiki.building-*"))
+    assert_same_folder(folder, whole, colbert)
+
+
+def test_chunks_hold_each_passage_as_encoded(tmp_path):
+    """The chunk files give back each passage's vectors, token ids and windows exactly (fp16)."""
+    rng = np.random.default_rng(0)
+    passages = [(rng.normal(size=(n, 8)).astype(np.float16), rng.integers(0, 500, n).astype(np.int32), parts)
+                for n, parts in ((3, [3]), (7, [4, 3]), (1, [1]), (5, [2, 2, 1]), (2, [2]))]
+    chunks = resume.EncodedChunks(tmp_path / "x", "key", len(passages))
+    for number in chunks.missing():
+        chunks.save(number, passages[number * CHUNK:(number + 1) * CHUNK], long=0)
+    again = resume.EncodedChunks(tmp_path / "x", "key", len(passages))
+    assert again.missing() == [] and again.passages_done() == len(passages)
+    for (vectors, ids, parts), (v, i, p) in zip(passages, again.passages(), strict=True):
+        assert np.array_equal(vectors, v) and np.array_equal(ids, i) and parts == p
+    with pytest.raises(ValueError, match="chunk 0 holds 1 passages; expected 4"):
+        again.save(0, passages[:1], long=0)
+
+
+
+def test_pfc_index_passes_restart_and_says_the_folder_was_not_written(monkeypatch, tmp_path, capsys):
+    from pyterrier_fandom_colbert.app import folder as folder_module
+    from pyterrier_fandom_colbert.app.cli import main
+
+    seen = {}
+
+    def interrupted(source, folder, **options):
+        seen.update(options)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(folder_module, "build_folder", interrupted)
+    assert main(["index", str(SAMPLE), str(tmp_path / "wiki"), "--restart", "--quiet"]) == 130
+    assert seen["restart"] is True
+    assert capsys.readouterr().err == f"pfc index: interrupted; {tmp_path / 'wiki'} was not written\n"
