@@ -17,7 +17,7 @@ from typing import Generator, Optional
 
 from ..cli_errors import require_extra
 
-__all__ = ["CHUNK_BYTES", "DumpError", "xml_chunks"]
+__all__ = ["CHUNK_BYTES", "DumpError", "check_dump_file", "xml_chunks"]
 
 CHUNK_BYTES = 1 << 20
 
@@ -34,6 +34,25 @@ class DumpError(ValueError):
             where.append(f"after {offset:,} bytes of XML")
         super().__init__(f"{path}: {message}" + (f" ({'; '.join(where)})" if where else ""))
         self.path, self.line, self.column, self.offset = str(path), line, column, offset
+
+
+def check_dump_file(path) -> Path:
+    """``path`` as a Path when it is a file; else a FileNotFoundError (an IsADirectoryError for a folder) that says
+    what is there instead of a dump.
+
+    >>> check_dump_file("/")
+    Traceback (most recent call last):
+    ...
+    IsADirectoryError: / is a folder, not a dump file; give a MediaWiki dump (.xml, .bz2, .gz or .7z)
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a dump file; give a MediaWiki dump (.xml, .bz2, .gz or .7z)")
+    if not path.is_file():
+        raise FileNotFoundError(f"dump not found: {path} (no such file)" if path.parent.is_dir() or
+                                str(path.parent) in ("", ".") else
+                                f"dump not found: {path} ({path.parent} is not a folder)")
+    return path
 
 
 class _Counter:

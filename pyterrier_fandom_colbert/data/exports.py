@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, cast
 
-from .dumpbytes import DumpError, _Counter, xml_chunks
+from .dumpbytes import DumpError, _Counter, check_dump_file, xml_chunks
 
-__all__ = ["SiteInfo", "WikiPage", "is_translation", "iter_pages", "skip_reason"]
+__all__ = ["SiteInfo", "WikiPage", "is_translation", "iter_pages", "read_siteinfo", "skip_reason"]
 
 # ISO 639-1 codes (plus a few 3-letter codes MediaWiki uses): "Title/de" translation subpages, "[[de:Titel]]" links
 LANGUAGE_CODES = frozenset({
@@ -106,8 +106,7 @@ class _Pages:
         return self._counter.bytes
 
     def __iter__(self) -> Iterator[tuple[SiteInfo, WikiPage]]:
-        if not self.path.exists():
-            raise FileNotFoundError(f"dump not found: {self.path}")
+        check_dump_file(self.path)
         site, root = None, None
         for event, elem in self._events():
             if root is None:
@@ -118,9 +117,7 @@ class _Pages:
                 continue
             name = _local(elem.tag)
             if name == "siteinfo":
-                dbname = _child_text(elem, "dbname") or self.path.name.split("_pages")[0]
-                site = SiteInfo(dbname=dbname, sitename=_child_text(elem, "sitename") or dbname,
-                                base_url=_base_url(_child_text(elem, "base") or ""))
+                site = self._site(elem)
                 root.clear()
             elif name == "page":
                 if site is None:
@@ -131,6 +128,26 @@ class _Pages:
                     raise DumpError(self.path, f"bad <page> record ({err})", offset=self.bytes_read) from err
                 root.clear()  # forget the pages already handed out
                 yield site, page
+
+    def _site(self, elem) -> SiteInfo:
+        dbname = _child_text(elem, "dbname") or self.path.name.split("_pages")[0]
+        return SiteInfo(dbname=dbname, sitename=_child_text(elem, "sitename") or dbname,
+                        base_url=_base_url(_child_text(elem, "base") or ""))
+
+    def siteinfo(self) -> Optional[SiteInfo]:
+        """The dump's ``<siteinfo>``, read without reading on to its pages (None: the first page comes first)."""
+        check_dump_file(self.path)
+        events = self._events()
+        try:
+            for event, elem in events:
+                name = _local(elem.tag)
+                if event == "end" and name == "siteinfo":
+                    return self._site(elem)
+                if name == "page":
+                    return None
+            return None
+        finally:
+            events.close()  # (stops the decompression)
 
     def _events(self) -> Iterator[tuple]:
         """Parser events, chunk by chunk; the events before a syntax error come out before the error does."""
@@ -159,6 +176,12 @@ def iter_pages(path) -> _Pages:
     The returned object is iterable (once per ``for`` loop) and reports ``bytes_read`` (uncompressed XML).
     """
     return _Pages(path)
+
+
+def read_siteinfo(path) -> Optional[SiteInfo]:
+    """The ``<siteinfo>`` of a MediaWiki export (database name, site name, article URLs), read from its start only;
+    None when it has none before its first page."""
+    return _Pages(path).siteinfo()
 
 
 # ----------------------------------------------------------------------------------------------- page filters

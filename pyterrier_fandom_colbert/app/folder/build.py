@@ -17,6 +17,7 @@ import numpy as np
 from ...checks import positive_int
 from ...progress import progress
 from ...storage import (
+    OWNER_FILE,
     atomic_folder,
     build_manifest,
     interruptible,
@@ -107,7 +108,8 @@ def _duration(seconds: float) -> str:
 
 
 def folder_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+    """The bytes of the files under ``path`` (a build's owner record left out)."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file() and p.name != OWNER_FILE)
 
 
 
@@ -198,7 +200,6 @@ def build(source, folder: Path, *, checkpoint: Optional[str], colbert, settings:
         tokens, settings, compressed = encode_passages(tmp, read, colbert, settings, codec=codec, previous=previous,
                                                        ray=ray, checkpoint=checkpoint, verbose=verbose)
         colbert_seconds = time.perf_counter() - colbert_started
-        release_owner(tmp)
         encoded = int((read.reuse < 0).sum())
         manifest = Manifest(
             source=read.description, name=stats.name, checkpoint=checkpoint,
@@ -212,6 +213,7 @@ def build(source, folder: Path, *, checkpoint: Optional[str], colbert, settings:
             codec=_codec_record(compressed, read.count, encoded, previous, codec, before),
             update=_update_record(previous, pages, read.reuse))
         manifest = write_manifest(tmp, manifest, read.is_dump)
+        release_owner(tmp)  # (last: a build killed while checksumming is still known as this process's)
     return BuildReport(folder, manifest)
 
 

@@ -41,9 +41,9 @@ def open_source(source: Union[str, Path, Iterable[Dict[str, Any]]], stats: Sourc
     ``previous``: the folder an update starts from, whose unchanged pages are copied, not parsed (their records
     carry ``_old``, the passage's position there)."""
     if isinstance(source, (str, Path)) and is_dump(source):
-        path = Path(source)
-        if not path.is_file():
-            raise FileNotFoundError(f"dump not found: {path}")
+        from ...data.dumpbytes import check_dump_file
+
+        path = check_dump_file(source)
         return (_dump_records(path, stats, verbose, passage_config, pages if pages is not None else [], previous),
                 None, str(path.resolve()))
     if isinstance(source, (str, Path)):
@@ -79,6 +79,11 @@ def _dump_records(path: Path, stats: SourceStats, verbose: bool, config, pages: 
             dump_stats.pages += 1
             key = page_hash(site, page)
             old = previous.pages.get(page.page_id) if previous is not None else None
+            if previous is not None and old is not None and page.revid < old["rev"] and not previous.allow_older:
+                raise ValueError(f"{path} is older than {previous.folder}: its page {page.title!r} (id "
+                                 f"{page.page_id}) is at revision {page.revid}, the folder's at {old['rev']}; "
+                                 f"update from a newer dump of the wiki, or add --force (update_folder(force="
+                                 "True)) to go back to this one; nothing was written")
             if old is not None and old["hash"] == key and old["rev"] == page.revid:
                 reason = old["skip"]
                 if reason is None:
