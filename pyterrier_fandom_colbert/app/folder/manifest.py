@@ -156,6 +156,9 @@ class Manifest(JsonConfig):
     codec: Optional[Dict[str, Any]] = None
     #: what the last ``pfc index --update`` did (pages reused / parsed / removed, passages reused / encoded)
     update: Optional[Dict[str, int]] = None
+    #: what the dump's size limits cut (``PassageConfig.max_page_bytes``, ``max_passage_chars``): ``pages``,
+    #: ``passages``, and the ``first`` as ``[title, size, unit]`` (None: nothing)
+    cut: Optional[Dict[str, Any]] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.settings, dict):

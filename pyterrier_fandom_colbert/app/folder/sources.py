@@ -24,6 +24,8 @@ class SourceStats:
     articles: int = 0
     passages: int = 0
     skipped: Dict[str, int] = field(default_factory=dict)
+    #: what a dump's size limits cut (None: nothing): pages, passages, the first as [title, size, unit]
+    cut: Optional[Dict[str, Any]] = None
 
 
 def is_dump(source: Union[str, Path]) -> bool:
@@ -73,7 +75,7 @@ def _dump_records(path: Path, stats: SourceStats, verbose: bool, config, pages: 
     if verbose and hasattr(bar, "unit_scale"):
         bar.unit_scale, bar.unit_divisor = True, 1024
     seen = 0
-    reader = iter_pages(path)
+    reader = iter_pages(path, config.max_page_bytes)
     try:
         for site, page in reader:
             dump_stats.pages += 1
@@ -92,6 +94,8 @@ def _dump_records(path: Path, stats: SourceStats, verbose: bool, config, pages: 
                     dump_stats.skipped[reason] += 1
                 assert previous is not None
                 records = previous.records(old)
+                if page.cut_from:  # (cut the same way when the folder was built: counted again here)
+                    dump_stats.note_cut(page.title, page.cut_from, "page bytes")
             else:
                 reason, passages = read_article(site, page, config, dump_stats)
                 records = [{"docno": p.doc_id, "text": p.text, "title": p.title, "url": p.url,
@@ -112,6 +116,9 @@ def _dump_records(path: Path, stats: SourceStats, verbose: bool, config, pages: 
         bar.close()
     stats.pages, stats.articles, stats.passages = dump_stats.pages, dump_stats.articles, dump_stats.passages
     stats.skipped = dict(dump_stats.skipped)
+    if dump_stats.cut_pages or dump_stats.cut_passages:
+        stats.cut = {"pages": dump_stats.cut_pages, "passages": dump_stats.cut_passages,
+                     "first": [list(t) for t in dump_stats.cut_titles]}
     if dump_stats.passages == 0:
         raise dump_stats.empty_error(path)
     if not stats.name:
