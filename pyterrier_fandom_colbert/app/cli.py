@@ -210,7 +210,8 @@ def _folder_remedy(err: BaseException, args: argparse.Namespace, line: str) -> s
     folder = getattr(args, "folder", None) or getattr(args, "path", None)
     if not isinstance(err, DamagedFileError) or folder is None or not _LIBRARY_REMEDY.search(line):
         return line
-    from .folder import is_search_folder, load_manifest, remedy_of
+    from .folder import is_search_folder, load_manifest
+    from .folder.manifest import remedy_of
 
     folder = Path(folder)
     inside = next((f for f in (folder, *folder.parents) if is_search_folder(f)), None) if folder.is_dir() else None

@@ -9,7 +9,7 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, cast
+from typing import Generator, Iterator, Optional, cast
 
 from .dumpbytes import DEFAULT_MAX_PAGE_BYTES, DumpError, TextCap, _Counter, check_dump_file, xml_chunks
 
@@ -157,7 +157,7 @@ class _Pages:
         finally:
             events.close()  # (stops the decompression)
 
-    def _events(self) -> Iterator[tuple]:
+    def _events(self) -> Generator[tuple, None, None]:
         """Parser events, chunk by chunk; the events before a syntax error come out before the error does."""
         parser: ET.XMLPullParser = ET.XMLPullParser(events=("start", "end"))
         chunks = xml_chunks(self.path, self._counter)

@@ -50,7 +50,7 @@ def check_reachable(address: Optional[str], timeout_s: float = REACH_TIMEOUT_S) 
         except ValueError:
             raise ValueError(f"Ray address {address!r}: {host} is not an IP address; give the cluster's head as "
                              "host:port (e.g. 10.0.0.5:6379)") from None
-    outcome: List[BaseException] = []
+    outcome: List[OSError] = []
 
     def attempt() -> None:  # (in a thread: a name lookup cannot be given a timeout)
         try:
