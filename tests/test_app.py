@@ -220,6 +220,98 @@ def test_overwrite_only_replaces_a_search_folder(tmp_path, tiny_bert_dir):
     assert (mine / "diary.txt").read_text() == "keep me" and not is_search_folder(mine)
 
 
+def test_a_build_killed_while_checksumming_is_removed_by_the_next_build(tmp_path, tiny_bert_dir, monkeypatch):
+    """kill -9 while the manifest's checksums are computed: the temporary folder must still name its owner, so that
+    the next build of the target removes it once that process is gone (before, the owner record was gone by then)."""
+    from pyterrier_fandom_colbert.app.folder import build as build_module
+
+    dead = int(Path("/proc/sys/kernel/pid_max").read_text())
+    killed = tmp_path / ".wiki.building-killed000"
+    real = build_module.build_manifest
+
+    def checksumming(folder, names):  # a snapshot of the folder as a kill at this moment leaves it
+        shutil.copytree(folder, killed)
+        host, _ = (killed / "build.owner").read_text().split()
+        (killed / "build.owner").write_text(f"{host} {dead}\n")
+        return real(folder, names)
+
+    monkeypatch.setattr(build_module, "build_manifest", checksumming)
+    report = build_folder(sample_records()[:5], tmp_path / "wiki", colbert=pfc.ColBERT.from_pretrained(tiny_bert_dir),
+                          checkpoint=tiny_bert_dir)
+    assert not (tmp_path / "wiki" / "build.owner").exists()
+    assert "build.owner" not in report.manifest.files
+    assert killed.is_dir()
+    remove_stale_builds(tmp_path / "wiki")  # what the next build of the target does first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wiki"]
+
+
+def test_a_ray_build_that_lost_shards_says_nothing_was_kept(tmp_path, tiny_bert_dir, monkeypatch):
+    """The Ray writer's death: the sharded build's own message promises a resumable work folder, which pfc index
+    deletes with its temporary folder; the error it shows says so, and nothing is left behind."""
+    from pyterrier_fandom_colbert.app.sharded import RayBuild, ShardsLostError
+    from pyterrier_fandom_colbert.distributed import build as ray_build
+
+    class DyingWriters:
+        def __init__(self, path, *args, **kwargs):
+            self.path = Path(path)
+
+        def index(self, passages):
+            work = self.path.parent / f".{self.path.name}.sharded-build"
+            work.mkdir()
+            raise ray_build.LostShardsError("shards [1] ... run the same build again", lost={1: "RayActorError: x"},
+                                            work=work)
+
+    monkeypatch.setattr(ray_build, "ShardedIndexer", DyingWriters)
+    with pytest.raises(ShardsLostError, match=r"lost shards \[1\].*nothing was written to the search folder.*afresh"):
+        build_folder(sample_records()[:5], tmp_path / "wiki", colbert=pfc.ColBERT.from_pretrained(tiny_bert_dir),
+                     ray=RayBuild(shards=2))
+    assert list(tmp_path.iterdir()) == []
+
+
+def cli_error(capsys, argv) -> str:
+    """The one stderr line of a refused ``pfc`` command (exit status 2, no traceback)."""
+    status = main(argv)
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_pfc_index_names_what_is_wrong_with_its_paths_and_options(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("x")
+    assert "is a folder, not a dump file" in cli_error(capsys, ["index", str(tmp_path), str(tmp_path / "w")])
+    line = cli_error(capsys, ["index", str(SAMPLE), str(tmp_path / "a-file" / "deeper" / "wiki")])
+    assert f"{tmp_path / 'a-file'} is a file, not a folder" in line
+    assert "--shards apply to a Ray build; add --ray" in cli_error(capsys, ["index", str(SAMPLE), str(tmp_path / "w"),
+                                                                           "--shards", "4"])
+    assert "--force applies to --update" in cli_error(capsys, ["index", str(SAMPLE), str(tmp_path / "w"), "--force"])
+    started = time.perf_counter()
+    assert "999.1.1.1 is not an IP address" in cli_error(capsys, ["index", str(SAMPLE), str(tmp_path / "w"), "--ray",
+                                                                  "999.1.1.1:6379"])
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    line = cli_error(capsys, ["index", str(SAMPLE), str(tmp_path / "w"), "--ray", f"127.0.0.1:{port}"])
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in line
+    assert time.perf_counter() - started < 15  # (ray.init would retry for minutes)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_a_newer_folder_or_reader_asks_for_a_newer_package(tmp_path):
+    from pyterrier_fandom_colbert.app.folder import MANIFEST, VERSION
+    from pyterrier_fandom_colbert.data.passages import READER_VERSION
+
+    folder = tmp_path / "wiki"
+    folder.mkdir()
+    values = {"source": "/data/x_pages_current.xml", "name": "x", "format": "pfc-search-folder"}
+    (folder / MANIFEST).write_text(json.dumps({**values, "version": VERSION + 1}))
+    with pytest.raises(ValueError, match=rf"version {VERSION + 1} search folder, newer than.*upgrade"):
+        load_manifest(folder)
+    (folder / MANIFEST).write_text(json.dumps({**values, "version": VERSION, "reader": READER_VERSION + 1}))
+    with pytest.raises(ValueError, match=rf"newer dump reader \(version {READER_VERSION + 1}; this package's is "
+                                         rf"{READER_VERSION}\): upgrade"):
+        load_manifest(folder)
+
+
 # -- searching -----------------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

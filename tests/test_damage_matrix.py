@@ -231,3 +231,26 @@ def test_a_version_1_search_folder_is_refused_with_the_rebuild_command(built, tm
     (path / "manifest.json").write_text(json.dumps({**manifest, "version": 1}))
     with pytest.raises(ValueError, match=r"version 1 search folder.*every file's checksums.*--overwrite"):
         pfc.app.folder.load_manifest(path)
+
+
+def test_a_damaged_index_inside_a_search_folder_names_the_pfc_rebuild(built, small_colbert, tmp_path, capsys):
+    """Issue 42: the ColBERT index of a search folder, damaged, recommended the library call
+    (index.indexer(colbert, overwrite=True)); at the command line the folder's `pfc index ... --overwrite` is the
+    way to rebuild it."""
+    path = tmp_path / "pfc"
+    shutil.copytree(built["pfc"][0], path)
+    zero(path / "colbert" / "vectors.f16", None)
+    import argparse
+
+    from pyterrier_fandom_colbert.app.cli import error_line
+
+    capsys.readouterr()
+    assert main(["verify", str(path)]) == 2
+    verify = capsys.readouterr().err
+    with pytest.raises(DamagedFileError) as err:  # (pfc search would load the package's checkpoint: a searcher here)
+        use_pfc(path, small_colbert)
+    assert "index.indexer(" in str(err.value)  # the library's own message
+    search = error_line(err.value, argparse.Namespace(command="search", folder=path))
+    for line in (verify, search):
+        assert "vectors.f16" in line and f"`pfc index SOURCE {path} --overwrite`" in line, line
+        assert "index.indexer(" not in line, line

@@ -220,6 +220,43 @@ def test_update_refuses_what_it_cannot_do(sample_folder, tmp_path, colbert, tiny
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
+def test_update_refuses_another_wiki_an_older_dump_and_a_folder_without_its_pages(sample_folder, tmp_path, colbert,
+                                                                                 capsys):
+    """Issue 42: --update took any dump. Another wiki (siteinfo dbname or article URLs) is refused before anything
+    is read, an older dump (a page at an earlier revision than the folder's) with nothing written; --force goes
+    on. A folder without pages.jsonl is damaged, not "not built from a dump"."""
+    import shutil
+
+    small = small_dump(tmp_path / "small.xml").read_text(encoding="utf-8")
+    other = tmp_path / "other_pages_current.xml"
+    other.write_text(small.replace("<dbname>samplewiki</dbname>", "<dbname>otherwiki</dbname>"), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"database 'otherwiki'.*built from a dump of 'samplewiki'.*--force"):
+        update_folder(other, sample_folder, colbert=colbert)
+    moved = tmp_path / "moved_pages_current.xml"
+    base = re.search(r"<base>(.*?)</base>", small).group(1)
+    moved.write_text(small.replace(base, "https://elsewhere.example.org/wiki/Main_Page"), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"articles under https://elsewhere.example.org/wiki/.*--force"):
+        update_folder(moved, sample_folder, colbert=colbert)
+    assert main(["index", str(other), str(sample_folder), "--update", "--quiet"]) == 2
+    assert "database 'otherwiki'" in capsys.readouterr().err
+    folder = tmp_path / "wiki"
+    shutil.copytree(sample_folder, folder)
+    before = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    older = tmp_path / "older_pages_current.xml"
+    older.write_text(small.replace("<id>48286</id>", "<id>48000</id>"), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"older than .*wiki: its page .* is at revision 48000, the folder's at "
+                                         r"48286.*--force.*nothing was written"):
+        update_folder(older, folder, colbert=colbert)
+    assert {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["small.xml", "other_pages_current.xml", "moved_pages_current.xml", "older_pages_current.xml", "wiki"])
+    report = update_folder(older, folder, colbert=colbert, force=True)  # the page at 48000 parsed again
+    assert report.manifest.update["pages_parsed"] == 1 and report.manifest.update["pages_reused"] == len(KEEP) - 1
+    (folder / "pages.jsonl").unlink()
+    with pytest.raises(FileNotFoundError, match=r"pages.jsonl \(the page records .*\) is missing; rebuild it with"):
+        update_folder(older, folder, colbert=colbert)
+
+
 def test_search_settings_give_each_format_its_own_retriever_options():
     from pyterrier_fandom_colbert.app.folder import SearchSettings
 

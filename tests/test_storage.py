@@ -338,3 +338,41 @@ def test_docno_lookups_read_back_whatever_blocks_npids_makes(tmp_path, docnos):
     with npids.Lookup(path) as lookup:
         assert list(lookup.fwd[np.arange(len(docnos))]) == docnos
         assert list(lookup.inv[docnos]) == list(range(len(docnos)))
+
+
+def test_folders_left_aside_are_removed_by_the_next_swap_read_only_ones_too(tmp_path, monkeypatch):
+    """``.NAME.old-*`` folders that a writer killed outright (or one that could not delete a read-only folder)
+    left beside the target go at the next swap of that target; none while the target is missing (a writer
+    between its two renames holds the only copy aside). Permissions are enforced here as for a user who is not
+    root (root may delete in a read-only folder)."""
+    import shutil
+
+    real_unlink, real_rmdir = os.unlink, os.rmdir
+
+    def enforced(real):
+        def call(path, *, dir_fd=None):
+            parent = os.fstat(dir_fd).st_mode if dir_fd is not None else os.stat(os.path.dirname(path) or ".").st_mode
+            if not parent & 0o200:
+                raise PermissionError(13, "Permission denied", path)
+            return real(path, dir_fd=dir_fd)
+        return call
+
+    monkeypatch.setattr(os, "unlink", enforced(real_unlink))
+    monkeypatch.setattr(os, "rmdir", enforced(real_rmdir))
+    target = tmp_path / "idx"
+    with atomic_folder(target) as tmp:
+        (tmp / "a.txt").write_text("one")
+    left = tmp_path / ".idx.old-0123456789ab"
+    (left / "sub").mkdir(parents=True)
+    (left / "sub" / "b.txt").write_text("two")
+    for folder in (left / "sub", left):
+        folder.chmod(0o555)
+    shutil.rmtree(left, ignore_errors=True)  # what the swap did before: nothing goes
+    assert (left / "sub" / "b.txt").exists()
+    assert storage.remove_leftovers(tmp_path / "missing") == []
+    with atomic_folder(target, overwrite=True) as tmp:
+        (tmp / "c.txt").write_text("three")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"] and (target / "c.txt").read_text() == "three"
+    # with the target missing, what is aside is the only copy: kept
+    (tmp_path / ".gone.old-0123456789ab").mkdir()
+    assert storage.remove_leftovers(tmp_path / "gone") == [] and (tmp_path / ".gone.old-0123456789ab").is_dir()

@@ -309,3 +309,76 @@ def test_real_dump_has_no_markup_left():
     assert len({x.doc_id for x in passages}) == len(passages)
     cfg = PassageConfig()
     assert all(len(x.text.split()) - len(x.section.split()) <= cfg.max_words for x in passages)
+
+
+def test_a_huge_page_is_cut_as_it_streams_and_never_held_whole(tmp_path):
+    """A .gz of one 12 MB page (issue 42: 300 MB in a 290 KB .gz ran 400 s and 1.9 GB): the reader keeps the first
+    max_page_bytes of its wikitext, whole characters and entities, and memory stays far below the page's size."""
+    import tracemalloc
+
+    unit = "Grand \u00e9t\u00e9 &amp; [[x]] "  # escaped already: 2-byte characters and an entity to cut around
+    head, tail = make_dump([("Huge", 0, 1, "@"), ("Small", 0, 2, "Small page text.")]).split("@")
+    path = tmp_path / "huge.xml.gz"
+    with gzip.open(path, "wb", compresslevel=1) as out:
+        out.write(head.encode())
+        for _ in range(12):
+            out.write((unit * 40_000).encode())
+        out.write(tail.encode())
+    size = 12 * len((unit * 40_000).encode())
+    tracemalloc.start()
+    try:
+        pages = [(p.title, p.text, p.cut_from) for _, p in iter_pages(path, max_page_bytes=100_000)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 6_000_000, peak  # (the uncut page alone is 12 MB of text)
+    (title, text, cut_from), small = pages
+    assert title == "Huge" and cut_from == size and small == ("Small", "Small page text.", 0)
+    whole = unit.replace("&amp;", "&") * 40_000
+    assert whole.startswith(text) and 100_000 - len(unit.encode()) < len(escape(text).encode()) <= 100_000
+    # without a limit the page comes whole; a PassageConfig's limit is counted and named in the stats
+    assert [p.cut_from for _, p in iter_pages(tmp_path.joinpath("huge.xml.gz"), max_page_bytes=None)] == [0, 0]
+    stats = DumpStats()
+    list(dump_passages(path, PassageConfig(max_page_bytes=10_000, min_page_words=1), stats=stats))
+    assert (stats.cut_pages, stats.cut_titles[0]) == (1, ("Huge", size, "page bytes"))
+    assert "'Huge' (" + f"{size:,} page bytes)" in stats.summary()
+
+
+def test_text_cap_cuts_every_text_element_at_whole_characters_across_any_chunking():
+    import random
+    import xml.etree.ElementTree as ET
+
+    from pyterrier_fandom_colbert.data.dumpbytes import TextCap
+
+    body = ("Grand \u00e9t\u00e9 &amp; [[x]] " * 700).encode()
+    doc = b'<a><text x="1">' + body + b"</text><textarea>kept whole</textarea><b/><text/><text>short</text></a>"
+    rng = random.Random(4)
+    for limit in (0, 1, 7, 100, 5000, 10 ** 6):
+        for _ in range(20):
+            cap, out, pos = TextCap(limit), [], 0
+            while pos < len(doc):
+                n = rng.randint(1, 3000)
+                out.append(cap.feed(doc[pos:pos + n]))
+                pos += n
+            root = ET.fromstring(b"".join(out) + cap.close())
+            text = root[0].text or ""
+            assert len(text.encode()) <= limit or limit >= len(body)
+            assert body.decode().replace("&amp;", "&").startswith(text)
+            assert root[1].text == "kept whole" and (root[4].text or "") == "short"[:limit]
+            assert cap.cuts == ({0: len(body)} if limit < len(body) else {}) | ({2: 5} if limit < 5 else {})
+
+
+def test_a_passage_is_cut_to_max_passage_chars_and_counted(tmp_path):
+    """A page of one endless link (issue 42: 203 KB of [[…]] became one passage of 305k tokens)."""
+    path = tmp_path / "links.xml"
+    path.write_text(make_dump([("Links", 0, 1, "Intro words here. [[" + "ab" * 30_000 + "]]"),
+                               ("Fine", 0, 2, PROSE)]), encoding="utf-8")
+    stats = DumpStats()
+    got = list(dump_passages(path, PassageConfig(min_page_words=1), stats=stats))
+    assert max(len(p.text) for p in got) <= PassageConfig().max_passage_chars
+    assert stats.cut_passages == 1 and stats.cut_titles == [("Links", 60_018, "passage chars")]
+    fine = [p.text for p in got if p.title == "Fine"]
+    assert fine == [p.text for p in dump_passages(path, PassageConfig(min_page_words=1, max_passage_chars=None))
+                    if p.title == "Fine"]
+    with pytest.raises(ValueError, match="max_passage_chars must be a positive number"):
+        PassageConfig(max_passage_chars=0)

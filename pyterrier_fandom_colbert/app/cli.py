@@ -17,6 +17,7 @@ import contextlib
 import errno
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -56,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="update FOLDER (built from a dump) from the newer dump SOURCE: only pages new or changed "
                          "since are parsed and encoded, pages gone are dropped; the folder's settings, encoder and "
                          "codec are kept (after large changes, rebuild with --overwrite)")
+    ix.add_argument("--force", action="store_true",
+                    help="with --update: update from a dump of another wiki, or an older dump, instead of refusing")
     ix.add_argument("--compression", choices=FORMATS, default=None,
                     help="how the ColBERT index stores vectors: residual2 (default: 2 bits per dimension, searched "
                          "by centroids), residual1, residual4, or fp16 (exact vectors and a FAISS neighbour index)")
@@ -186,7 +189,7 @@ def error_line(err: BaseException, args: argparse.Namespace) -> str:
     elif isinstance(err, OSError) and err.strerror:
         line = f"{err.filename}: {err.strerror}" if err.filename else err.strerror
     else:
-        line = str(err) or type(err).__name__
+        line = _folder_remedy(err, args, str(err) or type(err).__name__)
     if isinstance(err, OSError) and args.command == "index" and err.errno in (
             errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
         line += f"; nothing was written to {args.folder}"
@@ -195,6 +198,33 @@ def error_line(err: BaseException, args: argparse.Namespace) -> str:
     elif isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
         line += "; nothing was left half-written: free some space and run it again"
     return " ".join(line.split())
+
+
+#: the end of a library artifact's damage message: how to rebuild it with the library (``overwrite=True``)
+_LIBRARY_REMEDY = re.compile(r"rebuild (?:the index|it) \(.*overwrite=True.*\)\s*$|rebuild the shard or the index "
+                             r"\(a sharded build resumes from the shards left intact\)\s*$")
+
+
+def _folder_remedy(err: BaseException, args: argparse.Namespace, line: str) -> str:
+    """``line`` (the message of ``err``) with a library rebuild call at its end replaced by the ``pfc index ...
+    --overwrite`` of the search folder the damaged file belongs to: an index inside a folder is rebuilt with it."""
+    from ..storage import DamagedFileError
+
+    folder = getattr(args, "folder", None) or getattr(args, "path", None)
+    if not isinstance(err, DamagedFileError) or folder is None or not _LIBRARY_REMEDY.search(line):
+        return line
+    from .folder import is_search_folder, load_manifest
+    from .folder.manifest import remedy_of
+
+    folder = Path(folder)
+    inside = next((f for f in (folder, *folder.parents) if is_search_folder(f)), None) if folder.is_dir() else None
+    if inside is None or inside.resolve() not in err.path.resolve().parents:
+        return line
+    try:
+        manifest = load_manifest(inside)
+    except (ValueError, OSError):
+        manifest = None
+    return _LIBRARY_REMEDY.sub(remedy_of(inside, manifest), line)
 
 
 def set_threads(threads: int) -> None:
@@ -233,12 +263,16 @@ def check_arguments(args: argparse.Namespace) -> None:
             if args.ray is None:
                 raise ValueError("--ray-timeout applies to shard actors; give --ray too (or leave --ray-timeout out)")
         load_manifest(args.folder)
+        if args.ray:
+            from ..distributed.cluster import check_reachable
+
+            check_reachable(args.ray)
 
 
 def _check_index(args: argparse.Namespace) -> None:
     from ..checks import int_in_range
     from ..cli_errors import require_model_path
-    from .folder import DUMP_SUFFIXES, is_search_folder
+    from .folder import is_search_folder
     from .hybrid import FusionSettings
 
     int_in_range("--batch-size", args.batch_size, 1, what="passages per batch")
@@ -246,18 +280,11 @@ def _check_index(args: argparse.Namespace) -> None:
     if args.min_words is not None:
         int_in_range("--min-words", args.min_words, 0)
     FusionSettings(weight=args.weight, normalise=args.normalise, depth=args.depth)
-    source = Path(args.source)
-    if source.suffix.lower() in DUMP_SUFFIXES or source.exists():
-        if not source.is_file():
-            raise FileNotFoundError(f"dump not found: {source} (give a MediaWiki dump .xml, .bz2, .gz or .7z, or an "
-                                    "ir_datasets id such as fandom-qa/sample)")
-    else:  # an ir_datasets id: it must exist and have documents
-        from ..cli_errors import require_dataset
-
-        require_dataset(args.source.removeprefix("irds:"), "SOURCE", needs=("docs",))
+    _check_source(args.source)
     require_model_path(args.checkpoint, "--checkpoint", "a ColBERT checkpoint (or backbone) folder, or leave "
                                                         "--checkpoint out for the package's own")
     folder = Path(args.folder)
+    _check_ray_and_force(args)
     if args.update:
         given = [name for name, value in (("--overwrite", args.overwrite), ("--checkpoint", args.checkpoint),
                                           ("--compression", args.compression), ("--faiss", args.faiss),
@@ -288,9 +315,45 @@ def _check_index(args: argparse.Namespace) -> None:
                                   "folder, so move it or choose another folder")
     parent = folder.absolute().parent
     if not parent.is_dir():
+        above = next(p for p in (parent, *parent.parents) if p.exists() or p == p.parent)
+        if above.exists() and not above.is_dir():
+            raise NotADirectoryError(f"{above} is a file, not a folder; choose another place for {folder.name}")
         raise FileNotFoundError(f"{parent} does not exist; create it first or choose another place for {folder.name}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise PermissionError(errno.EACCES, f"{parent} is read-only for you; choose another place for {folder.name}")
+
+
+def _check_source(source_arg: str) -> None:
+    """A dump that is a file (a folder is named as one), or an ir_datasets id with documents."""
+    from .folder import DUMP_SUFFIXES
+
+    source = Path(source_arg)
+    if source.suffix.lower() in DUMP_SUFFIXES or source.exists():
+        if not source.is_file() and not source.is_dir():
+            raise FileNotFoundError(f"dump not found: {source} (give a MediaWiki dump .xml, .bz2, .gz or .7z, or an "
+                                    "ir_datasets id such as fandom-qa/sample)")
+        from ..data.dumpbytes import check_dump_file
+
+        check_dump_file(source)  # (a folder is named as one)
+    else:  # an ir_datasets id: it must exist and have documents
+        from ..cli_errors import require_dataset
+
+        require_dataset(source_arg.removeprefix("irds:"), "SOURCE", needs=("docs",))
+
+
+def _check_ray_and_force(args: argparse.Namespace) -> None:
+    """The Ray build's options only with ``--ray``, whose address must answer (now, not after the dump is read);
+    ``--force`` only with ``--update``."""
+    if args.ray is None:
+        given = [name for name, value in (("--shards", args.shards), ("--workers", args.workers)) if value is not None]
+        if given:
+            raise ValueError(f"{' and '.join(given)} apply to a Ray build; add --ray (or leave out {', '.join(given)})")
+    elif args.ray:
+        from ..distributed.cluster import check_reachable
+
+        check_reachable(args.ray)
+    if args.force and not args.update:
+        raise ValueError("--force applies to --update (a dump of another wiki, or an older one); leave it out")
 
 
 def artifact_kind(folder: Path) -> Optional[str]:
@@ -378,7 +441,7 @@ def _index(args) -> int:
 
     if args.update:
         report = update_folder(args.source, args.folder, batch_size=args.batch_size, verbose=not args.quiet,
-                               restart=args.restart)
+                               restart=args.restart, force=args.force)
         print(report.summary())
         return 0
     compression = args.compression or "residual2"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 
 from ..checks import positive_int
+from ..cli_errors import UserError
 from ..distributed.cluster import SHARD_TIMEOUT_S
 from ..storage import read_json
 
@@ -83,12 +84,22 @@ def build_sharded_colbert(path: Path, passages: Iterable[dict], ray: RayBuild, *
                           batch_size: int, verbose: bool, compression: Any = "residual2") -> "ShardedColBERTIndex":
     """Build the folder's ColBERT part at ``path`` as a sharded index on the Ray cluster ``ray`` (``compression``:
     the folder's format name or CompressionSpec)."""
-    from ..distributed.build import ShardedIndexer
+    from ..distributed.build import LostShardsError, ShardedIndexer
 
     indexer = ShardedIndexer(path, checkpoint, num_shards=ray.shards,
                              shard_size=None if ray.shards else SHARD_SIZE, workers=ray.workers,
                              batch_size=batch_size, address=ray.address, verbose=verbose, compression=compression)
-    return indexer.index(list(passages))
+    try:
+        return indexer.index(list(passages))
+    except LostShardsError as err:  # its work folder is inside the build's temporary folder, deleted with it
+        raise ShardsLostError(f"the Ray build lost shards {sorted(err.lost)} of the ColBERT index ({err.lost}): "
+                              "their writer died; nothing was written to the search folder and the shards written "
+                              "are deleted with the build, so the same `pfc index` again builds every shard "
+                              "afresh") from err
+
+
+class ShardsLostError(UserError):
+    """``pfc index --ray`` lost shards: the search folder is not written (nothing of the build is kept)."""
 
 
 def open_colbert(path: Path) -> Union["ColBERTIndex", "ShardedColBERTIndex"]:

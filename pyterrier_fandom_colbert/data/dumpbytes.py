@@ -13,13 +13,17 @@ import queue
 import threading
 import zlib
 from pathlib import Path
-from typing import Generator, Optional
+from typing import Dict, Generator, List, Optional
 
 from ..cli_errors import require_extra
 
-__all__ = ["CHUNK_BYTES", "DumpError", "xml_chunks"]
+__all__ = ["CHUNK_BYTES", "DEFAULT_MAX_PAGE_BYTES", "DumpError", "TextCap", "check_dump_file", "xml_chunks"]
 
 CHUNK_BYTES = 1 << 20
+#: a page's wikitext is cut to this many bytes (as the export holds it, XML-escaped) while the dump is read:
+#: twice MediaWiki's own limit on a page ($wgMaxArticleSize, 2 MiB by default), room for the escaping. The largest
+#: page of the real wiki dump measured (docs/results.md) holds 304 KB.
+DEFAULT_MAX_PAGE_BYTES = 4 << 20
 
 
 class DumpError(ValueError):
@@ -34,6 +38,124 @@ class DumpError(ValueError):
             where.append(f"after {offset:,} bytes of XML")
         super().__init__(f"{path}: {message}" + (f" ({'; '.join(where)})" if where else ""))
         self.path, self.line, self.column, self.offset = str(path), line, column, offset
+
+
+def check_dump_file(path) -> Path:
+    """``path`` as a Path when it is a file; else a FileNotFoundError (an IsADirectoryError for a folder) that says
+    what is there instead of a dump.
+
+    >>> check_dump_file("/")
+    Traceback (most recent call last):
+    ...
+    IsADirectoryError: / is a folder, not a dump file; give a MediaWiki dump (.xml, .bz2, .gz or .7z)
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a dump file; give a MediaWiki dump (.xml, .bz2, .gz or .7z)")
+    if not path.is_file():
+        raise FileNotFoundError(f"dump not found: {path} (no such file)" if path.parent.is_dir() or
+                                str(path.parent) in ("", ".") else
+                                f"dump not found: {path} ({path.parent} is not a folder)")
+    return path
+
+
+class TextCap:
+    """A filter of an export's bytes, between the decompression and the XML parser, that cuts the content of every
+    ``<text>`` element to ``limit`` bytes, so that one huge page never reaches the parser (whose element would
+    hold all of it in memory): the bytes beyond are dropped as they stream past, the cut made where no UTF-8
+    character or entity reference is split. :attr:`cuts` maps the number of each cut ``<text>`` element (from 0,
+    in document order) to its size in bytes before the cut.
+
+    >>> cap = TextCap(5)
+    >>> cap.feed(b"<page><text bytes='9'>abcd&amp;efgh</te") + cap.feed(b"xt></page><text/>") + cap.close()
+    b"<page><text bytes='9'>abcd</text></page><text/>"
+    >>> cap.cuts
+    {0: 13}
+    """
+
+    _OPEN, _CLOSE = b"<text", b"</text"
+
+    def __init__(self, limit: int):
+        if limit < 0:
+            raise ValueError(f"limit must be >= 0 bytes, got {limit}")
+        self.limit = limit
+        self.cuts: Dict[int, int] = {}
+        self._index = -1  # the <text> element being read (its number)
+        self._inside = False
+        self._size = 0  # bytes of its content so far
+        self._held = b""  # the end of the last chunk, where a tag may be cut in two
+
+    def feed(self, chunk: bytes) -> bytes:
+        data, self._held = self._held + chunk if self._held else chunk, b""
+        out: List[bytes] = []
+        pos = 0
+        while pos < len(data):
+            if not self._inside:
+                pos = self._outside(data, pos, out)
+                if pos < 0:
+                    break
+                continue
+            end = data.find(self._CLOSE, pos)
+            stop = end if end >= 0 else max(pos, len(data) - len(self._CLOSE))
+            room = self.limit - self._size
+            piece = data[pos:stop]
+            if room > 0:
+                out.append(piece if len(piece) <= room else piece[:_safe_cut(piece, room)])
+            self._size += len(piece)
+            if end < 0:
+                self._held = data[stop:]
+                break
+            if self._size > self.limit:
+                self.cuts[self._index] = self._size
+            self._inside = False
+            pos = end
+        return b"".join(out)
+
+    def _outside(self, data: bytes, pos: int, out: List[bytes]) -> int:
+        """Pass bytes on up to and including the next ``<text ...>`` start tag; -1: hold the rest for more."""
+        start = data.find(self._OPEN, pos)
+        if start < 0:
+            keep = max(pos, len(data) - len(self._OPEN))
+            out.append(data[pos:keep])
+            self._held = data[keep:]
+            return -1
+        after = data[start + len(self._OPEN):start + len(self._OPEN) + 1]
+        if after and after not in b" \t\r\n>/":  # another element (<textarea>): not the page's text
+            out.append(data[pos:start + len(self._OPEN)])
+            return start + len(self._OPEN)
+        close = data.find(b">", start)
+        if close < 0:
+            out.append(data[pos:start])
+            self._held = data[start:]
+            if len(self._held) > CHUNK_BYTES:  # no end to the tag: not an export; the parser will say so
+                out.append(self._held)
+                self._held = b""
+            return -1
+        out.append(data[pos:close + 1])
+        self._index += 1
+        if data[close - 1:close] != b"/":
+            self._inside, self._size = True, 0
+        return close + 1
+
+    def close(self) -> bytes:
+        """The bytes held back at the end."""
+        held, self._held = self._held, b""
+        if self._inside and held:
+            room = max(0, self.limit - self._size)
+            self._size += len(held)
+            return held[:_safe_cut(held, room)] if len(held) > room else held
+        return held
+
+
+def _safe_cut(piece: bytes, at: int) -> int:
+    """A cut of ``piece`` at or before ``at`` that splits no UTF-8 character and no entity reference (``&amp;``)."""
+    at = min(at, len(piece))
+    while 0 < at < len(piece) and piece[at] & 0xC0 == 0x80:  # the first byte dropped continues a character
+        at -= 1
+    amp = piece.rfind(b"&", max(0, at - 16), at)
+    if amp >= 0 and piece.find(b";", amp, at) < 0:
+        at = amp
+    return at
 
 
 class _Counter:

@@ -9,11 +9,11 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, cast
+from typing import Generator, Iterator, Optional, cast
 
-from .dumpbytes import DumpError, _Counter, xml_chunks
+from .dumpbytes import DEFAULT_MAX_PAGE_BYTES, DumpError, TextCap, _Counter, check_dump_file, xml_chunks
 
-__all__ = ["SiteInfo", "WikiPage", "is_translation", "iter_pages", "skip_reason"]
+__all__ = ["SiteInfo", "WikiPage", "is_translation", "iter_pages", "read_siteinfo", "skip_reason"]
 
 # ISO 639-1 codes (plus a few 3-letter codes MediaWiki uses): "Title/de" translation subpages, "[[de:Titel]]" links
 LANGUAGE_CODES = frozenset({
@@ -52,6 +52,8 @@ class WikiPage:
     revid: int
     text: str
     redirect: bool
+    #: the size in bytes of the page's wikitext in the export when the reader cut it to its limit (0: not cut)
+    cut_from: int = 0
 
 
 def _base_url(base: str) -> str:
@@ -80,15 +82,20 @@ def _child_text(elem, name: str) -> Optional[str]:
     return None
 
 
+#: set by the reader on a ``<text>`` element that :class:`~.dumpbytes.TextCap` cut: its size before the cut
+_CUT_FROM = "{urn:pyterrier-fandom-colbert}cut-from"
+
+
 def _page(elem) -> WikiPage:
     names = [_local(c.tag) for c in elem]
     rev = elem[names.index("revision")] if "revision" in names else None
     redirect = "redirect" in names
     text = (_child_text(rev, "text") if rev is not None else None) or ""
     revid = int(_child_text(rev, "id") or 0) if rev is not None else 0
+    cut = next((int(c.get(_CUT_FROM, 0)) for c in rev if _local(c.tag) == "text"), 0) if rev is not None else 0
     return WikiPage(title=_child_text(elem, "title") or "", ns=int(_child_text(elem, "ns") or 0),
                     page_id=int(cast(str, _child_text(elem, "id"))), revid=revid, text=text,
-                    redirect=redirect or text.lstrip()[:9].upper() == "#REDIRECT")
+                    redirect=redirect or text.lstrip()[:9].upper() == "#REDIRECT", cut_from=cut)
 
 
 _PAGE_TAIL = frozenset({"page", "info"})  # the last letters of <page> and <siteinfo>
@@ -97,8 +104,9 @@ _PAGE_TAIL = frozenset({"page", "info"})  # the last letters of <page> and <site
 class _Pages:
     """Iterator over ``(SiteInfo, WikiPage)``; ``bytes_read`` counts uncompressed XML consumed so far."""
 
-    def __init__(self, path):
+    def __init__(self, path, max_page_bytes: Optional[int] = DEFAULT_MAX_PAGE_BYTES):
         self.path = Path(path)
+        self.max_page_bytes = max_page_bytes
         self._counter = _Counter()
 
     @property
@@ -106,8 +114,7 @@ class _Pages:
         return self._counter.bytes
 
     def __iter__(self) -> Iterator[tuple[SiteInfo, WikiPage]]:
-        if not self.path.exists():
-            raise FileNotFoundError(f"dump not found: {self.path}")
+        check_dump_file(self.path)
         site, root = None, None
         for event, elem in self._events():
             if root is None:
@@ -118,9 +125,7 @@ class _Pages:
                 continue
             name = _local(elem.tag)
             if name == "siteinfo":
-                dbname = _child_text(elem, "dbname") or self.path.name.split("_pages")[0]
-                site = SiteInfo(dbname=dbname, sitename=_child_text(elem, "sitename") or dbname,
-                                base_url=_base_url(_child_text(elem, "base") or ""))
+                site = self._site(elem)
                 root.clear()
             elif name == "page":
                 if site is None:
@@ -132,16 +137,50 @@ class _Pages:
                 root.clear()  # forget the pages already handed out
                 yield site, page
 
-    def _events(self) -> Iterator[tuple]:
+    def _site(self, elem) -> SiteInfo:
+        dbname = _child_text(elem, "dbname") or self.path.name.split("_pages")[0]
+        return SiteInfo(dbname=dbname, sitename=_child_text(elem, "sitename") or dbname,
+                        base_url=_base_url(_child_text(elem, "base") or ""))
+
+    def siteinfo(self) -> Optional[SiteInfo]:
+        """The dump's ``<siteinfo>``, read without reading on to its pages (None: the first page comes first)."""
+        check_dump_file(self.path)
+        events = self._events()
+        try:
+            for event, elem in events:
+                name = _local(elem.tag)
+                if event == "end" and name == "siteinfo":
+                    return self._site(elem)
+                if name == "page":
+                    return None
+            return None
+        finally:
+            events.close()  # (stops the decompression)
+
+    def _events(self) -> Generator[tuple, None, None]:
         """Parser events, chunk by chunk; the events before a syntax error come out before the error does."""
         parser: ET.XMLPullParser = ET.XMLPullParser(events=("start", "end"))
         chunks = xml_chunks(self.path, self._counter)
+        cap = TextCap(self.max_page_bytes) if self.max_page_bytes is not None else None
+        texts = 0  # <text> elements read (their numbers are those of cap.cuts)
+
+        def events():
+            nonlocal texts
+            for event, elem in parser.read_events():
+                if cap is not None and event == "end" and elem.tag[-4:] == "text" and _local(elem.tag) == "text":
+                    if texts in cap.cuts:
+                        elem.set(_CUT_FROM, str(cap.cuts.pop(texts)))
+                    texts += 1
+                yield event, elem
+
         try:
             for chunk in chunks:
-                parser.feed(chunk)
-                yield from parser.read_events()
+                parser.feed(cap.feed(chunk) if cap is not None else chunk)
+                yield from events()
+            if cap is not None:
+                parser.feed(cap.close())
             parser.close()
-            yield from parser.read_events()
+            yield from events()
         except ET.ParseError as err:
             raise self._error(err) from err
         finally:
@@ -153,12 +192,21 @@ class _Pages:
                          line=line, column=column, offset=self.bytes_read)
 
 
-def iter_pages(path) -> _Pages:
+def iter_pages(path, max_page_bytes: Optional[int] = DEFAULT_MAX_PAGE_BYTES) -> _Pages:
     """Stream ``(site, page)`` pairs from a MediaWiki export; the format is recognised from the file's first bytes.
 
     The returned object is iterable (once per ``for`` loop) and reports ``bytes_read`` (uncompressed XML).
+    A page's wikitext longer than ``max_page_bytes`` bytes (as the export holds it, XML-escaped; None: no limit)
+    is cut to that length as it streams past, never held whole (:class:`~.dumpbytes.TextCap`); the page's
+    ``cut_from`` then gives its size before the cut.
     """
-    return _Pages(path)
+    return _Pages(path, max_page_bytes)
+
+
+def read_siteinfo(path) -> Optional[SiteInfo]:
+    """The ``<siteinfo>`` of a MediaWiki export (database name, site name, article URLs), read from its start only;
+    None when it has none before its first page."""
+    return _Pages(path).siteinfo()
 
 
 # ----------------------------------------------------------------------------------------------- page filters

@@ -29,6 +29,10 @@ Rules, applied per page to the text :func:`~pyterrier_fandom_colbert.data.wikidu
    a ..."``; a page's facts and its introduction are read together, and names shared by both do not make a
    second passage that matches a question without answering it.
 
+9. **Size limits.** The reader cuts a page's wikitext to ``max_page_bytes`` as the dump streams past, and every
+   passage is cut to ``max_passage_chars`` characters (at a space near the end); both are counted in
+   :class:`DumpStats` with the first titles (defaults far above real pages: docs/results.md).
+
 A page is kept when it is an article (not a redirect, in ``namespaces``, not a translation subpage ``Title/de``,
 not a disambiguation page) with at least ``min_page_words`` words of prose and facts. Passage ids are
 ``f"{wiki}-{page_id}-{n}"`` (n from 0 in page order), stable for a given dump, configuration and
@@ -45,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Optional
 
 from ..storage import JsonConfig
+from .dumpbytes import DEFAULT_MAX_PAGE_BYTES
 from .infobox import facts_text
 from .templates import all_positional, first_positional
 from .wikidump import (
@@ -58,6 +63,7 @@ from .wikidump import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_PASSAGE_CHARS",
     "DEFAULT_SKIP_SECTIONS",
     "READER_VERSION",
     "DumpStats",
@@ -85,6 +91,11 @@ DEFAULT_SKIP_SECTIONS = ("references", "notes", "notes and references", "footnot
                          "sources", "bibliography", "further reading", "external links", "external link", "links",
                          "see also", "related pages", "gallery", "images", "image gallery", "screenshots", "videos",
                          "navigation", "site navigation")
+
+#: a passage is cut to this many characters: three times the longest of the real wiki measured (1,267, at most
+#: 150 words; docs/results.md), far beyond what the encoder reads (its document length in tokens), so that a page
+#: of one endless "word" (``[[...]]`` without spaces) does not make one passage of hundreds of kilobytes
+DEFAULT_MAX_PASSAGE_CHARS = 4_000
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +129,8 @@ class PassageConfig(JsonConfig):
     facts_in_lead: bool = True  # the facts open the lead passage when both fit in max_words (False: own passage)
     tables: bool = True  # table rows as "header: cell; header: cell." lines (False: tables dropped)
     skip_sections: tuple = DEFAULT_SKIP_SECTIONS  # headings whose sections (with subsections) are left out
+    max_page_bytes: Optional[int] = DEFAULT_MAX_PAGE_BYTES  # a page's wikitext is cut to this (None: no limit)
+    max_passage_chars: Optional[int] = DEFAULT_MAX_PASSAGE_CHARS  # a passage is cut to this (None: no limit)
     #: templates no renderer knows: "positional" (an inline call shows its positional arguments), "first" (its
     #: first one) or "drop" (docs/experiments/data.md measures the three)
     unknown_templates: str = "positional"
@@ -132,6 +145,10 @@ class PassageConfig(JsonConfig):
         if self.max_page_chars < 0 or (self.page_time_budget is not None and self.page_time_budget <= 0):
             raise ValueError(f"need max_page_chars >= 0 and page_time_budget > 0 (or None), got "
                              f"{self.max_page_chars}, {self.page_time_budget}")
+        for name in ("max_page_bytes", "max_passage_chars"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive number (or None: no limit), got {value!r}")
         object.__setattr__(self, "namespaces", tuple(int(n) for n in self.namespaces))
         if self.unknown_templates not in _UNKNOWN_RULES:
             raise ValueError(f"unknown_templates must be one of {sorted(_UNKNOWN_RULES)}, got "
@@ -174,7 +191,9 @@ class DumpStats:
     ``min_page_words``). ``guarded``: articles that the fallback cleaner made in part or whole, by reason
     (``size``, ``time``; see ``wikidump.clean_page``), with the first titles in ``guarded_titles``.
     ``facts_passages``: passages made of infobox fields (``facts_in_lead`` of them open the page's lead passage,
-    ``PassageConfig.facts_in_lead``); ``facts``: the fields."""
+    ``PassageConfig.facts_in_lead``); ``facts``: the fields. ``cut_pages``: pages whose wikitext the reader cut
+    to ``max_page_bytes``, ``cut_passages``: passages cut to ``max_passage_chars``, the first of each in
+    ``cut_titles`` as ``(title, size before the cut, "page bytes" or "passage chars")``."""
     pages: int = 0
     articles: int = 0
     passages: int = 0
@@ -186,9 +205,30 @@ class DumpStats:
     skipped: Counter = field(default_factory=Counter)
     guarded: Counter = field(default_factory=Counter)
     guarded_titles: list = field(default_factory=list)
+    cut_pages: int = 0
+    cut_passages: int = 0
+    cut_titles: list = field(default_factory=list)
 
-    #: how many titles ``guarded_titles`` keeps
+    #: how many titles ``guarded_titles`` and ``cut_titles`` keep
     MAX_TITLES = 20
+
+    def note_cut(self, title: str, size: int, unit: str) -> None:
+        """Count a page (``unit`` ``"page bytes"``) or a passage (``"passage chars"``) cut to its limit."""
+        if unit == "page bytes":
+            self.cut_pages += 1
+        else:
+            self.cut_passages += 1
+        if len(self.cut_titles) < self.MAX_TITLES:
+            self.cut_titles.append((title, size, unit))
+
+    def cut_summary(self) -> str:
+        """What the size limits cut, for people ("" when nothing)."""
+        if not (self.cut_pages or self.cut_passages):
+            return ""
+        shown = ", ".join(f"{title!r} ({size:,} {unit})" for title, size, unit in self.cut_titles[:5])
+        more = " …" if self.cut_pages + self.cut_passages > 5 else ""
+        return (f"cut to the size limits (PassageConfig max_page_bytes, max_passage_chars): {self.cut_pages:,} "
+                f"pages, {self.cut_passages:,} passages, e.g. {shown}{more}")
 
     def summary(self) -> str:
         """One line: pages, articles, passages, skipped pages by reason, pages the fallback cleaner made."""
@@ -198,6 +238,8 @@ class DumpStats:
             more = " …" if sum(self.guarded.values()) > len(self.guarded_titles) else ""
             line += (f"; cleaned by the fallback cleaner (page over the size or time limit): {dict(self.guarded)}, "
                      f"e.g. {self.guarded_titles[:5]}{more}")
+        if self.cut_summary():
+            line += f"; {self.cut_summary()}"
         return line
 
     def empty_error(self, path) -> EmptyDumpError:
@@ -423,14 +465,34 @@ def _read(page: WikiPage, config: PassageConfig):
     return drop_sections(text.text, set(config.skip_sections)), text.facts, text.fallback, text.disambiguation
 
 
+def _cap(text: str, limit: Optional[int]) -> str:
+    """``text`` cut to at most ``limit`` characters, at the last space of its last quarter when there is one.
+
+    >>> _cap("one two three", 9), _cap("onetwothree", 5), _cap("short", None)
+    ('one two', 'onetw', 'short')
+    """
+    if limit is None or len(text) <= limit:
+        return text
+    space = text.rfind(" ", limit * 3 // 4, limit + 1)
+    return text[:space if space > 0 else limit].rstrip()
+
+
 def page_passages(site: SiteInfo, page: WikiPage, config: PassageConfig = PassageConfig(),
-                  clean_text: Optional[str] = None, facts=None) -> list[Passage]:
+                  clean_text: Optional[str] = None, facts=None,
+                  stats: Optional[DumpStats] = None) -> list[Passage]:
     """The passages of one article page (no filtering here; see :func:`dump_passages`): its facts passage (with
-    ``config.infobox_passage``), then its text's. ``clean_text``/``facts``: the page already read."""
+    ``config.infobox_passage``), then its text's, each cut to ``config.max_passage_chars`` (counted in
+    ``stats``). ``clean_text``/``facts``: the page already read."""
     if clean_text is None:
         clean_text, facts, _, _ = _read(page, config)
     parts = _with_facts(facts_passages(page.title, facts or (), config) if config.infobox_passage else [],
                         text_passages(clean_text, config), config)
+    limit = config.max_passage_chars
+    if limit is not None and any(len(body) > limit for _, body in parts):
+        for _, body in parts:
+            if len(body) > limit and stats is not None:
+                stats.note_cut(page.title, len(body), "passage chars")
+        parts = [(section, _cap(body, limit)) for section, body in parts]
     url = site.page_url(page.title)
     return [Passage(f"{site.dbname}-{page.page_id}-{n}", body, page.title, site.dbname, url, section,
                     page.page_id, page.revid)
@@ -448,6 +510,8 @@ def read_article(site: SiteInfo, page: WikiPage, config: PassageConfig = Passage
     ``passages`` or ``bytes_read``, which the caller counts). A page's passages depend on the page, its site and
     ``config`` only, never on the other pages of the dump."""
     stats = stats if stats is not None else DumpStats()
+    if page.cut_from:
+        stats.note_cut(page.title, page.cut_from, "page bytes")
     reason = skip_reason(page, config.namespaces, config.skip_translations)
     clean, facts, fallback = "", (), None
     if reason is None:
@@ -463,7 +527,7 @@ def read_article(site: SiteInfo, page: WikiPage, config: PassageConfig = Passage
         stats.guarded[fallback] += 1
         if len(stats.guarded_titles) < stats.MAX_TITLES:
             stats.guarded_titles.append(page.title)
-    passages = page_passages(site, page, config, clean, facts)
+    passages = page_passages(site, page, config, clean, facts, stats)
     if config.infobox_passage and facts:
         made = facts_passages(page.title, facts, config)
         stats.facts += len(facts)
@@ -484,7 +548,7 @@ def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional
     """
     stats = stats if stats is not None else DumpStats()
     stats.min_page_words = config.min_page_words
-    pages = iter_pages(path)
+    pages = iter_pages(path, config.max_page_bytes)
     iterator = iter(pages)
     if verbose:
         from tqdm.auto import tqdm
@@ -496,5 +560,5 @@ def dump_passages(path, config: PassageConfig = PassageConfig(), stats: Optional
             stats.passages += 1
             yield passage
     stats.bytes_read = pages.bytes_read
-    if stats.guarded:
+    if stats.guarded or stats.cut_pages or stats.cut_passages:
         logger.warning("%s: %s", pages.path.name, stats.summary())

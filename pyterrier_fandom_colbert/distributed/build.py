@@ -56,6 +56,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..index.sharded import ShardedColBERTIndex
 
 
+class LostShardsError(RuntimeError):
+    """Shards whose writer died (``lost``: shard -> cause); the others are kept in the work folder ``work``, from
+    which the same build resumes. A caller that deletes ``work`` (a build inside a temporary folder) says so."""
+
+    def __init__(self, message: str, *, lost: Dict[int, str], work: Path):
+        super().__init__(message)
+        self.lost, self.work = lost, work
+
+
 def threads() -> int:
     """torch's intra-op threads in this process."""
     import torch
@@ -406,9 +415,9 @@ class ShardedIndexer:
         for actor in writers:
             ray.kill(actor)
         if lost:
-            raise RuntimeError(f"shards {sorted(lost)} of {self.path} were not written ({lost}); the other "
-                               f"{plan.num_shards - len(lost)} are kept in {build.work}: run the same build again "
-                               "to write only the missing ones")
+            raise LostShardsError(f"shards {sorted(lost)} of {self.path} were not written ({lost}); the other "
+                                  f"{plan.num_shards - len(lost)} are kept in {build.work}: run the same build "
+                                  "again to write only the missing ones", lost=lost, work=build.work)
         return reports
 
     def _train_codec(self, refs: List[Any], num_docs: int, build: ShardBuild) -> None:

@@ -28,7 +28,7 @@ metadata), :mod:`.config` (:class:`JsonConfig`), :mod:`.errors` (:class:`Damaged
 as Ctrl-C during a build, removal of the temporary folders of builds killed outright).
 """
 from .blocks import BLOCK_ALGORITHM, BLOCK_BYTES, BlockCheck, BlockHasher, block_sums
-from .builds import interruptible, mark_owner, release_owner, remove_stale_builds
+from .builds import OWNER_FILE, interruptible, mark_owner, release_owner, remove_stale_builds
 from .config import JsonConfig
 from .docnos import build_docno_inverse, docno_lookup_builder, docno_mismatches, open_npids
 from .errors import DamagedFileError, MissingFileError, PathLike
@@ -44,6 +44,7 @@ from .files import (
     read_artifact_meta,
     read_json,
     read_term_lines,
+    remove_leftovers,
     write_json,
     write_text,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "BLOCK_BYTES",
     "HASH_ALGORITHM",
     "HASH_ALGORITHMS",
+    "OWNER_FILE",
     "ArtifactIntegrity",
     "AtomicFolder",
     "BlockCheck",
@@ -105,6 +107,7 @@ __all__ = [
     "read_json",
     "read_term_lines",
     "release_owner",
+    "remove_leftovers",
     "remove_stale_builds",
     "write_json",
     "write_text",

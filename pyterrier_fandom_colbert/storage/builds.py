@@ -5,13 +5,14 @@ target removes it once that process is gone (:func:`remove_stale_builds`)."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import threading
 from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Optional, Union
+
+from .files import _remove
 
 #: inside a temporary build folder: ``"host pid"`` of the process building it
 OWNER_FILE = "build.owner"
@@ -71,7 +72,7 @@ def remove_stale_builds(folder: Path) -> None:
         except (OSError, ValueError):
             continue  # not ours (or just being created): leave it
         if owner_host == host and not _alive(int(pid)):
-            shutil.rmtree(candidate, ignore_errors=True)
+            _remove(candidate)  # (read-only folders in it too)
 
 
 def _alive(pid: int) -> bool:

@@ -14,15 +14,21 @@ Created files and folders follow the user's umask.
 """
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
+import logging
 import os
 import shutil
+import sys
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from .errors import DamagedFileError, MissingFileError, PathLike
+
+logger = logging.getLogger(__name__)
 
 #: PyTerrier's artifact metadata file (type, format, package hint) in every artifact folder
 ARTIFACT_META_FILE = "pt_meta.json"
@@ -33,11 +39,47 @@ def _sibling(path: Path, tag: str) -> Path:
     return path.with_name(f".{path.name}.{tag}-{uuid.uuid4().hex[:12]}")
 
 
-def _remove(path: Path) -> None:
+def _writable_then_retry(func, path, _exc) -> None:
+    """``shutil.rmtree``'s error handler: a folder whose owner removed its write permission (``chmod -R a-w``) is
+    made writable again and the removal retried; anything else is left (removal is best effort)."""
+    try:
+        parent = os.path.dirname(path) or "."
+        os.chmod(parent, os.stat(parent).st_mode | 0o700)
+        if func is os.rmdir or (os.path.isdir(path) and not os.path.islink(path)):
+            os.chmod(path, os.stat(path).st_mode | 0o700)
+            _remove(Path(path))
+        else:
+            func(path)
+    except OSError:
+        pass
+
+
+def _remove(path: Path) -> bool:
+    """Delete a file or a folder tree, read-only folders included (best effort); whether it is gone."""
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=_writable_then_retry)
+        else:
+            shutil.rmtree(path, onerror=_writable_then_retry)
     else:
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+    return not (path.exists() or path.is_symlink())
+
+
+def remove_leftovers(target: PathLike) -> List[Path]:
+    """Delete what earlier writers of ``target`` left beside it once ``target`` is in place: the folders that
+    :func:`atomic_folder` moves aside (``.NAME.old-*``) and deletes after the swap, left when a writer was killed
+    outright (``kill -9``) while deleting or could not delete them. Returns those still there (not deletable).
+    Nothing is deleted while ``target`` is missing: a writer between its two renames holds the only copy aside."""
+    target = Path(target)
+    left = []
+    for old in sorted(target.parent.glob(f".{glob.escape(target.name)}.old-*")):
+        if not (target.exists() or target.is_symlink()):
+            break
+        if not _remove(old):
+            left.append(old)
+    return left
 
 
 @contextmanager
@@ -211,8 +253,8 @@ def _swap_into_place(tmp: Path, target: Path) -> None:
         if old is not None:
             os.replace(old, target)
         raise
-    if old is not None:
-        _remove(old)
+    for left in remove_leftovers(target):  # (this swap's old folder, and any an earlier writer left)
+        logger.warning("could not delete %s (the folder %s replaced): delete it yourself", left, target)
 
 
 def _is_empty_folder(path: Path) -> bool:

@@ -19,6 +19,7 @@ import numpy as np
 from ...checks import positive_int
 from ...progress import progress
 from ...storage import (
+    OWNER_FILE,
     atomic_folder,
     build_manifest,
     interruptible,
@@ -69,6 +70,11 @@ class BuildReport:
         pages = (f"{m.pages:,} pages read, {m.articles:,} articles kept" + (f" (skipped: {skipped})" if skipped else "")
                  if m.pages != m.articles else f"{m.pages:,} pages")
         t = m.seconds
+        cut = ""
+        if m.cut:
+            shown = ", ".join(f"{title!r} ({size:,} {unit})" for title, size, unit in m.cut["first"][:3])
+            cut = (f" Cut to the size limits: {m.cut['pages']:,} pages, {m.cut['passages']:,} passages "
+                   f"(e.g. {shown}).")
         if m.update is not None:
             u = m.update
             text = (f"Updated {self.folder} from {m.source}: {u['pages_parsed']:,} pages new or changed (parsed), "
@@ -79,11 +85,11 @@ class BuildReport:
                 text += (f" {m.codec['encoded_since']:,} passages were encoded since the ColBERT codec was trained "
                          f"(on {m.codec['trained_on']:,}): rebuild with `pfc index {m.source} {self.folder} "
                          "--overwrite` to train one on the current text.")
-            return text
+            return text + cut
         return (f"Indexed {m.name} from {m.source}: {pages}; {m.passages:,} passages, {m.tokens:,} ColBERT "
                 f"tokens; {_size(m.bytes)} on disk in {self.folder}; {_duration(t['total'])} (reading and TF-IDF "
                 f"{_duration(t['read_tfidf'])}, ColBERT {_duration(t['colbert'])}). Ask it questions with "
-                f"`pfc search {self.folder} \"your question\"` or `pfc serve {self.folder}`.")
+                f"`pfc search {self.folder} \"your question\"` or `pfc serve {self.folder}`.{cut}")
 
 
 def _size(n: float) -> str:
@@ -110,7 +116,8 @@ def _duration(seconds: float) -> str:
 
 
 def folder_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+    """The bytes of the files under ``path`` (a build's owner record left out)."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file() and p.name != OWNER_FILE)
 
 
 
@@ -208,7 +215,6 @@ def build(source, folder: Path, *, checkpoint: Optional[str], colbert, settings:
                                                        ray=ray, checkpoint=checkpoint, verbose=verbose,
                                                        target=folder, restart=restart, kept=kept)
         colbert_seconds = time.perf_counter() - colbert_started
-        release_owner(tmp)
         encoded = int((read.reuse < 0).sum())
         manifest = Manifest(
             source=read.description, name=stats.name, checkpoint=checkpoint,
@@ -220,8 +226,9 @@ def build(source, folder: Path, *, checkpoint: Optional[str], colbert, settings:
             precision=_precision(colbert),
             passage_config=_passage_config(passage_config) if read.is_dump else None,
             codec=_codec_record(compressed, read.count, encoded, previous, codec, before),
-            update=_update_record(previous, pages, read.reuse))
+            update=_update_record(previous, pages, read.reuse), cut=stats.cut)
         manifest = write_manifest(tmp, manifest, read.is_dump)
+        release_owner(tmp)  # (last: a build killed while checksumming is still known as this process's)
     return BuildReport(folder, manifest)
 
 

@@ -156,6 +156,9 @@ class Manifest(JsonConfig):
     codec: Optional[Dict[str, Any]] = None
     #: what the last ``pfc index --update`` did (pages reused / parsed / removed, passages reused / encoded)
     update: Optional[Dict[str, int]] = None
+    #: what the dump's size limits cut (``PassageConfig.max_page_bytes``, ``max_passage_chars``): ``pages``,
+    #: ``passages``, and the ``first`` as ``[title, size, unit]`` (None: nothing)
+    cut: Optional[Dict[str, Any]] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.settings, dict):
@@ -184,7 +187,12 @@ def load_manifest(path: Union[str, Path]) -> Manifest:
     values = read_json(path / MANIFEST, "search folder manifest")
     if not isinstance(values, dict) or values.get("format") != FORMAT:
         raise ValueError(f"{path / MANIFEST} is not a search folder manifest (format {FORMAT!r} expected)")
-    if values.get("version") != VERSION:
+    version = values.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+        raise ValueError(f"{path} is a version {version} search folder, newer than this package reads (version "
+                         f"{VERSION}): upgrade pyterrier-fandom-colbert (pip install -U pyterrier-fandom-colbert) to "
+                         "use it")
+    if version != VERSION:
         source = values.get("source") if values.get("source") not in (None, "", "records") else "SOURCE"
         raise ValueError(f"{path} is a version {values.get('version')} search folder; this package reads version "
                          f"{VERSION} (every file's checksums, a compressed ColBERT index, the pages an update needs): "
@@ -194,7 +202,13 @@ def load_manifest(path: Union[str, Path]) -> Manifest:
     if source and not source.startswith("irds:") and source != "records":  # built from a dump file
         from ...data.passages import READER_VERSION
 
-        if values.get("reader", 1) != READER_VERSION:
+        reader = values.get("reader", 1)
+        if isinstance(reader, int) and not isinstance(reader, bool) and reader > READER_VERSION:
+            raise ValueError(f"{path} was built by a newer dump reader (version {reader}; this package's is "
+                             f"{READER_VERSION}): upgrade pyterrier-fandom-colbert (pip install -U "
+                             f"pyterrier-fandom-colbert) to use it, or rebuild it with this one: "
+                             f"`pfc index {source} {path} --overwrite`")
+        if reader != READER_VERSION:
             raise ValueError(f"{path} was built by an older dump reader (version {values.get('reader', 1)}; this "
                              f"package's is {READER_VERSION}, which also reads infoboxes, fact templates and "
                              f"tables): rebuild it with `pfc index {source} {path} --overwrite`")

@@ -24,6 +24,8 @@ class SourceStats:
     articles: int = 0
     passages: int = 0
     skipped: Dict[str, int] = field(default_factory=dict)
+    #: what a dump's size limits cut (None: nothing): pages, passages, the first as [title, size, unit]
+    cut: Optional[Dict[str, Any]] = None
 
 
 def is_dump(source: Union[str, Path]) -> bool:
@@ -41,9 +43,9 @@ def open_source(source: Union[str, Path, Iterable[Dict[str, Any]]], stats: Sourc
     ``previous``: the folder an update starts from, whose unchanged pages are copied, not parsed (their records
     carry ``_old``, the passage's position there)."""
     if isinstance(source, (str, Path)) and is_dump(source):
-        path = Path(source)
-        if not path.is_file():
-            raise FileNotFoundError(f"dump not found: {path}")
+        from ...data.dumpbytes import check_dump_file
+
+        path = check_dump_file(source)
         return (_dump_records(path, stats, verbose, passage_config, pages if pages is not None else [], previous),
                 None, str(path.resolve()))
     if isinstance(source, (str, Path)):
@@ -73,12 +75,17 @@ def _dump_records(path: Path, stats: SourceStats, verbose: bool, config, pages: 
     if verbose and hasattr(bar, "unit_scale"):
         bar.unit_scale, bar.unit_divisor = True, 1024
     seen = 0
-    reader = iter_pages(path)
+    reader = iter_pages(path, config.max_page_bytes)
     try:
         for site, page in reader:
             dump_stats.pages += 1
             key = page_hash(site, page)
             old = previous.pages.get(page.page_id) if previous is not None else None
+            if previous is not None and old is not None and page.revid < old["rev"] and not previous.allow_older:
+                raise ValueError(f"{path} is older than {previous.folder}: its page {page.title!r} (id "
+                                 f"{page.page_id}) is at revision {page.revid}, the folder's at {old['rev']}; "
+                                 f"update from a newer dump of the wiki, or add --force (update_folder(force="
+                                 "True)) to go back to this one; nothing was written")
             if old is not None and old["hash"] == key and old["rev"] == page.revid:
                 reason = old["skip"]
                 if reason is None:
@@ -87,6 +94,8 @@ def _dump_records(path: Path, stats: SourceStats, verbose: bool, config, pages: 
                     dump_stats.skipped[reason] += 1
                 assert previous is not None
                 records = previous.records(old)
+                if page.cut_from:  # (cut the same way when the folder was built: counted again here)
+                    dump_stats.note_cut(page.title, page.cut_from, "page bytes")
             else:
                 reason, passages = read_article(site, page, config, dump_stats)
                 records = [{"docno": p.doc_id, "text": p.text, "title": p.title, "url": p.url,
@@ -107,6 +116,9 @@ def _dump_records(path: Path, stats: SourceStats, verbose: bool, config, pages: 
         bar.close()
     stats.pages, stats.articles, stats.passages = dump_stats.pages, dump_stats.articles, dump_stats.passages
     stats.skipped = dict(dump_stats.skipped)
+    if dump_stats.cut_pages or dump_stats.cut_passages:
+        stats.cut = {"pages": dump_stats.cut_pages, "passages": dump_stats.cut_passages,
+                     "first": [list(t) for t in dump_stats.cut_titles]}
     if dump_stats.passages == 0:
         raise dump_stats.empty_error(path)
     if not stats.name:
