@@ -156,6 +156,10 @@ class Manifest(JsonConfig):
     codec: Optional[Dict[str, Any]] = None
     #: what the last ``pfc index --update`` did (pages reused / parsed / removed, passages reused / encoded)
     update: Optional[Dict[str, int]] = None
+    #: True while the ColBERT part is being built: the folder was published with its passages and TF-IDF part
+    #: (``files`` lists those), searched with TF-IDF only; the build replaces this manifest with the complete one
+    #: (left out of the JSON when False, so complete manifests keep their bytes)
+    colbert_pending: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.settings, dict):
@@ -164,7 +168,18 @@ class Manifest(JsonConfig):
     def to_dict(self) -> Dict[str, Any]:
         values = dataclasses.asdict(self)
         values["settings"] = self.settings.to_dict()
+        if not values["colbert_pending"]:
+            del values["colbert_pending"]
         return values
+
+
+def is_pending_folder(path: Union[str, Path]) -> bool:
+    """True when ``path`` is a search folder whose ColBERT part is still being built (or whose build stopped)."""
+    try:
+        values = read_json(Path(path) / MANIFEST)
+        return values.get("format") == FORMAT and values.get("colbert_pending") is True
+    except (FileNotFoundError, ValueError, AttributeError, NotADirectoryError):
+        return False
 
 
 def is_search_folder(path: Union[str, Path]) -> bool:
