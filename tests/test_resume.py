@@ -347,7 +347,7 @@ def test_a_stopped_build_answers_tfidf_says_how_far_and_completes_under_a_live_s
     offsets = folder / "passages.offsets.npy"
     original = offsets.read_bytes()
     offsets.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
-    with pytest.raises(DamagedFileError, match="passages.offsets.npy"):
+    with pytest.raises(DamagedFileError, match=r"passages\.offsets\.npy"):
         verify_folder(folder)
     offsets.write_bytes(original)
 
