@@ -3,6 +3,7 @@ codec's k-means, during the final write, or killed outright (SIGKILL, in a child
 encoded beside the target; the same call encodes only the rest, says so, and makes a folder equal, file for file
 and result for result, to an uninterrupted build's. A damaged chunk is named and encoded again; other passages or
 ``restart=True`` discard what was kept; an error (not an interruption) leaves nothing."""
+import importlib.util
 import json
 import os
 import re
@@ -334,6 +335,13 @@ def test_a_stopped_build_answers_tfidf_says_how_far_and_completes_under_a_live_s
         with pytest.raises(QueryError, match=f"system='{system}' needs ColBERT.*{2 * CHUNK} of {total} passages "
                                              "encoded.*only system 'tfidf'"):
             served.call("search", QUESTIONS[0], system=system, explain=False)
+    if importlib.util.find_spec("httpx"):  # (starlette's test client needs it)
+        from starlette.testclient import TestClient
+
+        from pyterrier_fandom_colbert.app.server import create_app
+
+        page = TestClient(create_app(served)).get("/").text  # the page says so and offers TF-IDF alone
+        assert notice in page and 'value="tfidf"' in page and 'value="hybrid"' not in page
     assert main(["search", str(folder), QUESTIONS[0], "--no-explain", "--read-top", "0"]) == 0
     assert notice in capsys.readouterr().out
     assert main(["search", str(folder), QUESTIONS[0], "--system", "colbert", "--no-explain"]) == 2
