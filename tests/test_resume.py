@@ -3,6 +3,7 @@ codec's k-means, during the final write, or killed outright (SIGKILL, in a child
 encoded beside the target; the same call encodes only the rest, says so, and makes a folder equal, file for file
 and result for result, to an uninterrupted build's. A damaged chunk is named and encoded again; other passages or
 ``restart=True`` discard what was kept; an error (not an interruption) leaves nothing."""
+import importlib.util
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.app.folder import build_folder, load_manifest, resume, update_folder
 from pyterrier_fandom_colbert.app.search import Searcher
 from pyterrier_fandom_colbert.index import compressed
+from pyterrier_fandom_colbert.storage import DamagedFileError
 
 SAMPLE = Path(pfc.__file__).parent / "data" / "sample" / "samplewiki_pages_current.xml"
 KEEP = {1000, 1035, 1088, 1130, 1158, 1210, 1253, 1263, 1288, 1309}
@@ -105,6 +107,11 @@ def interrupt_after(monkeypatch, owner, name: str, calls: int):
     monkeypatch.setattr(owner, name, hooked)
 
 
+def pending(folder: Path) -> bool:
+    """``folder`` is published with its ColBERT part pending, and shows no ColBERT part."""
+    return load_manifest(folder).colbert_pending and not (folder / "colbert").exists()
+
+
 def chunk_count(whole: Path) -> int:
     return -(-load_manifest(whole).passages // CHUNK)
 
@@ -125,7 +132,7 @@ def test_an_interrupted_build_resumes_and_equals_an_uninterrupted_one(where, tmp
             build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir, verbose=True)
     done = 2 * CHUNK if where == "after two chunks" else total
     assert f"interrupted: {done:,} of {total:,} passages encoded are kept" in capsys.readouterr().err
-    assert not folder.exists()  # nothing half-written is ever searchable
+    assert pending(folder)  # searchable with TF-IDF; nothing half-written is ever searched
     kept = resume.store_path(folder)
     assert len(list(kept.glob("chunk-*.npz"))) == (2 if where == "after two chunks" else chunk_count(whole))
 
@@ -255,7 +262,7 @@ def test_a_build_killed_outright_resumes(tmp_path, colbert, dump, whole, tiny_be
     child = subprocess.run([sys.executable, "-c", KILLER.format(chunk=CHUNK), str(dump), str(folder),
                             tiny_bert_dir], env=env, capture_output=True, text=True, timeout=300)
     assert child.returncode == -signal.SIGKILL, child.stderr
-    assert not folder.exists()
+    assert pending(folder)
     assert list(tmp_path.glob(".wiki.building-*"))  # the dead build's folder (removed by the next build)
     encoded = count_calls(type(colbert), "encode_pieces")
     build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir, verbose=True)
@@ -296,3 +303,128 @@ def test_pfc_index_passes_restart_and_says_the_folder_was_not_written(monkeypatc
     assert main(["index", str(SAMPLE), str(tmp_path / "wiki"), "--restart", "--quiet"]) == 130
     assert seen["restart"] is True
     assert capsys.readouterr().err == f"pfc index: interrupted; {tmp_path / 'wiki'} was not written\n"
+
+
+# -- searchable early (docs/app.md, "Searchable early") ---------------------------------------------------------
+def tfidf_results(searcher, **kwargs) -> list:
+    return [[(r["docno"], r["score"]) for r in searcher.search(q, k=5, explain=False, **kwargs)["results"]]
+            for q in QUESTIONS]
+
+
+def test_a_stopped_build_answers_tfidf_says_how_far_and_completes_under_a_live_searcher(
+        tmp_path, colbert, dump, whole, tiny_bert_dir, capsys):
+    from pyterrier_fandom_colbert.app.cli import main
+    from pyterrier_fandom_colbert.app.folder import verify_folder
+    from pyterrier_fandom_colbert.app.live import ServedFolder
+    from pyterrier_fandom_colbert.app.queries import QueryError
+
+    folder = tmp_path / "wiki"
+    total = load_manifest(whole).passages
+    with pytest.MonkeyPatch.context() as m:
+        interrupt_after(m, resume.EncodedChunks, "save", 2)
+        assert main(["index", str(dump), str(folder), "--checkpoint", tiny_bert_dir, "--quiet"]) == 130
+    assert "answers TF-IDF searches" in capsys.readouterr().err
+    assert pending(folder)
+    served = ServedFolder(folder, Searcher(folder, colbert=colbert, warm=False))
+    response = served.call("search", QUESTIONS[0], k=5, explain=False)
+    notice = f"ColBERT is being built: {2 * CHUNK:,} of {total:,} passages encoded; searching with TF-IDF meanwhile"
+    assert (response["system"], response["notice"]) == ("tfidf", notice)
+    assert tfidf_results(served.searcher) == tfidf_results(Searcher(whole, colbert=colbert, warm=False),
+                                                           system="tfidf")  # the same TF-IDF part
+    for system in ("colbert", "hybrid"):
+        with pytest.raises(QueryError, match=f"system='{system}' needs ColBERT.*{2 * CHUNK} of {total} passages "
+                                             "encoded.*only system 'tfidf'"):
+            served.call("search", QUESTIONS[0], system=system, explain=False)
+    if importlib.util.find_spec("httpx"):  # (starlette's test client needs it)
+        from starlette.testclient import TestClient
+
+        from pyterrier_fandom_colbert.app.server import create_app
+
+        page = TestClient(create_app(served)).get("/").text  # the page says so and offers TF-IDF alone
+        assert notice in page and 'value="tfidf"' in page and 'value="hybrid"' not in page
+    assert main(["search", str(folder), QUESTIONS[0], "--no-explain", "--read-top", "0"]) == 0
+    assert notice in capsys.readouterr().out
+    assert main(["search", str(folder), QUESTIONS[0], "--system", "colbert", "--no-explain"]) == 2
+    assert "needs ColBERT" in capsys.readouterr().err  # one line, no traceback
+
+    # the pending manifest is checked like any other: the files it lists, by checksum
+    assert verify_folder(folder)["pending"] == f"{2 * CHUNK} of {total} passages encoded"
+    assert main(["verify", str(folder)]) == 0
+    assert f"search folder intact (4 files checked); ColBERT pending ({2 * CHUNK} of {total}" in \
+        capsys.readouterr().out
+    offsets = folder / "passages.offsets.npy"
+    original = offsets.read_bytes()
+    offsets.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+    with pytest.raises(DamagedFileError, match=r"passages\.offsets\.npy"):
+        verify_folder(folder)
+    offsets.write_bytes(original)
+
+    # the same command completes it (without --overwrite); the live searcher switches to the default system
+    build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    served.wait()
+    response = served.call("search", QUESTIONS[0], k=5, explain=False)
+    assert response["system"] == "hybrid" and "notice" not in response
+    assert_same_folder(folder, whole, colbert)
+
+
+def test_a_new_folder_is_published_pending_then_completed_in_one_build(tmp_path, colbert, dump, whole,
+                                                                       tiny_bert_dir, monkeypatch):
+    from pyterrier_fandom_colbert.app.folder import build as building
+    from pyterrier_fandom_colbert.app.live import ServedFolder
+
+    folder = tmp_path / "wiki"
+    seen = {}
+    encode_into = building.encode_into
+
+    def look(*args, **kwargs):  # while ColBERT is encoded, the folder is served with TF-IDF
+        seen["pending"] = pending(folder)
+        seen["served"] = ServedFolder(folder, Searcher(folder, colbert=colbert, warm=False))
+        seen["system"] = seen["served"].call("search", QUESTIONS[0], explain=False)["system"]
+        return encode_into(*args, **kwargs)
+
+    monkeypatch.setattr(building, "encode_into", look)
+    build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    assert (seen["pending"], seen["system"]) == (True, "tfidf")
+    served = seen["served"]
+    served.wait()
+    assert served.call("search", QUESTIONS[0], explain=False)["system"] == "hybrid"  # no restart
+    assert not list(tmp_path.glob(".wiki.*"))  # no staging folder, no kept chunks
+    # the folder equals one built without publishing early (over an existing folder), manifest included
+    monkeypatch.setattr(building, "encode_into", encode_into)
+    replaced = tmp_path / "replaced"
+    replaced.mkdir()
+    (replaced / "manifest.json").write_text(json.dumps({"format": "pfc-search-folder"}))
+    build_folder(dump, replaced, colbert=colbert, checkpoint=tiny_bert_dir, overwrite=True)
+    assert_same_folder(folder, replaced, colbert)
+    assert_same_folder(folder, whole, colbert)
+    early, late = load_manifest(folder).to_dict(), load_manifest(replaced).to_dict()
+    assert "colbert_pending" not in early
+    for values in (early, late):
+        values.pop("seconds")
+        values.pop("bytes")  # (codec.json holds its build times, whose digits vary in number)
+        values["files"].pop("colbert/pt_meta.json")  # (holds codec.json's checksum, which holds its build time)
+    assert early == late
+
+
+def test_an_error_after_the_early_publish_leaves_nothing(tmp_path, colbert, dump, tiny_bert_dir, monkeypatch):
+    from pyterrier_fandom_colbert.app.folder import build as building
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(building, "encode_into", fail)
+    folder = tmp_path / "wiki"
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_an_update_of_a_pending_folder_is_refused_saying_how_to_complete_it(tmp_path, colbert, dump,
+                                                                            tiny_bert_dir):
+    folder = tmp_path / "wiki"
+    with pytest.MonkeyPatch.context() as m:
+        interrupt_after(m, resume.EncodedChunks, "save", 1)
+        with pytest.raises(KeyboardInterrupt):
+            build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    with pytest.raises(ValueError, match=f"ColBERT part is not built yet.*`pfc index .*{folder}`"):
+        update_folder(dump, folder, colbert=colbert)

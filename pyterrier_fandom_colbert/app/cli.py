@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     se = sub.add_parser("search", help="search a folder from the terminal")
     se.add_argument("folder", type=Path)
     se.add_argument("query", nargs="+", help="the question (its words are joined: quotes are optional)")
-    se.add_argument("--system", choices=SYSTEMS, default="hybrid", help="default hybrid")
+    se.add_argument("--system", choices=SYSTEMS, default=None,
+                    help="default hybrid (tfidf while the folder's ColBERT part is being built)")
     se.add_argument("-k", type=int, default=DEFAULT_K, help=f"results to show, 1 to {MAX_K} (default {DEFAULT_K})")
     se.add_argument("--read-top", type=int, default=READ_TOP, metavar="N",
                     help=f"the reader finds the answer in the top N results (default {READ_TOP}; 0: no reader, "
@@ -170,6 +171,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except KeyboardInterrupt:
         done = f"; {args.folder} was not written" if args.command == "index" else ""
+        from .folder.manifest import is_pending_folder
+
+        if args.command == "index" and is_pending_folder(args.folder):
+            done = (f"; {args.folder} answers TF-IDF searches, its ColBERT part is not built: run the same "
+                    "command again to complete it")
         print(f"pfc {args.command}: interrupted{done}", file=sys.stderr)
         return 130
 
@@ -415,7 +421,9 @@ def _verify(args) -> int:
         if not args.quiet:
             files = checked.get("files") if isinstance(checked, dict) else None
             count = len(files) if isinstance(files, (list, tuple, dict)) else files
-            print(f"{folder}: {kind} intact" + (f" ({count} files checked)" if count is not None else ""))
+            pending = checked.get("pending") if isinstance(checked, dict) else None
+            print(f"{folder}: {kind} intact" + (f" ({count} files checked)" if count is not None else "")
+                  + (f"; ColBERT pending ({pending}): searched with TF-IDF until it is built" if pending else ""))
     return 0
 
 

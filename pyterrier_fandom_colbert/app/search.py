@@ -40,6 +40,7 @@ from ..distributed.cluster import SHARD_TIMEOUT_S
 from ..explain.answer import CALIBRATION, AnswerCalibration, mean_maxsim, short_answer_words
 from ..reader.transformer import DEFAULT_READER
 from .folder import COLBERT_DIR, TFIDF_DIR, Manifest, PassageTable, load_manifest
+from .folder.resume import pending_notice, pending_progress
 from .hybrid import hybrid_system
 from .queries import (
     MAX_K,
@@ -113,12 +114,16 @@ class Searcher:
         self.manifest: Manifest = load_manifest(self.folder)
         self.passages = PassageTable(self.folder)
         self.tfidf = TfidfIndex(self.folder / TFIDF_DIR)
-        self.index = open_colbert(self.folder / COLBERT_DIR)  # a ColBERT index, or a sharded one (app/sharded.py)
+        #: True while the folder's ColBERT part is being built: only TF-IDF answers (:attr:`notice` says how far)
+        self.pending = self.manifest.colbert_pending
+        # a ColBERT index, or a sharded one (app/sharded.py); None while pending
+        self.index = None if self.pending else open_colbert(self.folder / COLBERT_DIR)
         # the address of the cluster whose shard actors search a sharded index ("": RAY_ADDRESS or a local one)
         self._ray = ray
         self._ray_timeout_s = ray_timeout_s  # how long the shard actors may take to answer (else the query fails)
-        counts = {"passages.jsonl": len(self.passages), "tfidf": self.tfidf.meta.num_docs,
-                  "colbert": len(self.index)}
+        counts = {"passages.jsonl": len(self.passages), "tfidf": self.tfidf.meta.num_docs}
+        if self.index is not None:
+            counts["colbert"] = len(self.index)
         if len(set(counts.values())) != 1:
             raise ValueError(f"{self.folder} is damaged: its parts hold different numbers of passages {counts}; "
                              "rebuild it with `pfc index`")
@@ -150,7 +155,7 @@ class Searcher:
                 from ..model.colbert import ColBERT
 
                 self._colbert = ColBERT.from_pretrained(self.manifest.checkpoint, inference_only=True)
-            if not self._encoder_checked:
+            if not self._encoder_checked and self.index is not None:
                 self.index.check_encoder(self._colbert)
                 self._encoder_checked = True
             return self._colbert
@@ -176,8 +181,33 @@ class Searcher:
 
     @property
     def pipelines(self) -> Dict[str, Any]:
-        """Every system's pipeline (all made now)."""
-        return {system: self.pipeline(system) for system in SYSTEMS}
+        """Every available system's pipeline (all made now)."""
+        return {system: self.pipeline(system) for system in self.systems}
+
+    @property
+    def systems(self) -> tuple:
+        """The systems that answer: all of them, or only ``tfidf`` while the ColBERT part is being built."""
+        return ("tfidf",) if self.pending else SYSTEMS
+
+    @property
+    def default_system(self) -> str:
+        return self.systems[0]
+
+    @property
+    def notice(self) -> Optional[str]:
+        """What a search says about the folder (how far its ColBERT part is built), or None when complete."""
+        return pending_notice(self.folder, self.manifest.passages) if self.pending else None
+
+    def _check_available(self, system: Optional[str]) -> str:
+        """``system`` (None: :attr:`default_system`), refused while it needs the ColBERT part being built."""
+        if system is None:
+            return self.default_system
+        system = check_system(system)
+        if system not in self.systems:
+            raise QueryError(f"system={system!r} needs ColBERT, which is being built for {self.folder} "
+                             f"({pending_progress(self.folder, self.manifest.passages)}); until it is complete "
+                             "only system 'tfidf' answers")
+        return system
 
     @property
     def explainer(self) -> Any:
@@ -208,14 +238,17 @@ class Searcher:
         return set(self.colbert.tokenizer.hf.all_special_tokens) | {config.query_marker, config.doc_marker}
 
     # -- queries ---------------------------------------------------------------------------------------------
-    def search(self, query: str, *, system: str = "hybrid", k: int = 10, explain: bool = True) -> Dict[str, Any]:
-        """The top ``k`` passages for ``query`` by ``system``, each with its page and explanation.
+    def search(self, query: str, *, system: Optional[str] = None, k: int = 10,
+               explain: bool = True) -> Dict[str, Any]:
+        """The top ``k`` passages for ``query`` by ``system`` (None: ``hybrid``, or ``tfidf`` while the folder's
+        ColBERT part is being built, when the response's ``notice`` says how far), each with its page and
+        explanation.
 
         Concurrent calls are batched: queries that arrive while another batch runs wait for the lock, and the
         first of them to get it runs all waiting queries as one batch (one encoder call, one TF-IDF product, one
         FAISS call, one explainer call); the others find their answer ready.
         """
-        job = _Job(check_query(query), check_system(system), check_k(k), bool(explain))
+        job = _Job(check_query(query), self._check_available(system), check_k(k), bool(explain))
         with self._pending_lock:
             self._pending.append(job)
         with self._lock:
@@ -235,9 +268,12 @@ class Searcher:
             for r in job.results:
                 r["confidence"] = round(self.calibration.confidence(r["similarity"], best), 3)
             nothing = self.calibration.nothing_relevant([r["confidence"] for r in job.results])
-        return {"query": job.query, "system": job.system, "k": job.k, "nothing_relevant": nothing,
-                "answer": answer, "results": job.results,
-                "took_ms": round(1000 * (time.perf_counter() - job.started), 1)}
+        response = {"query": job.query, "system": job.system, "k": job.k, "nothing_relevant": nothing,
+                    "answer": answer, "results": job.results,
+                    "took_ms": round(1000 * (time.perf_counter() - job.started), 1)}
+        if self.pending:
+            response["notice"] = self.notice
+        return response
 
     def _run(self, jobs: List["_Job"]) -> None:
         """Answer ``jobs`` (under the lock), one pipeline call per (system, explain) group."""
@@ -472,6 +508,8 @@ def format_results(response: Dict[str, Any], color: bool = False) -> str:
     n = len(response["results"])
     lines = [dim(f"{n} result{'' if n == 1 else 's'} for {terminal_text(response['query'])!r} "
                  f"({response['system']}, {response['took_ms']:.0f} ms)"), ""]
+    if response.get("notice"):
+        lines[1:1] = [dim(response["notice"])]
     answer = response.get("answer")
     if response.get("nothing_relevant"):
         lines += [bold(NOTHING_RELEVANT) + (" The closest passages:" if n else ""), ""]

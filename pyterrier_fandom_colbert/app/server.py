@@ -79,7 +79,7 @@ def create_app(searcher: Union["Searcher", "ServedFolder"], *, allowed_hosts: Op
     from starlette.templating import Jinja2Templates
 
     from .live import ServedFolder
-    from .queries import DEFAULT_K, MAX_QUERY_CHARS, SYSTEMS, QueryError
+    from .queries import DEFAULT_K, MAX_QUERY_CHARS, QueryError
 
     templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescapes .html templates
     served = searcher if isinstance(searcher, ServedFolder) else ServedFolder(searcher.folder, searcher)
@@ -102,18 +102,20 @@ def create_app(searcher: Union["Searcher", "ServedFolder"], *, allowed_hosts: Op
         return endpoint
 
     def search(params):
-        return served.call("search", params.get("q", ""), system=params.get("system", "hybrid"),
+        return served.call("search", params.get("q", ""), system=params.get("system") or None,
                            k=params.get("k", DEFAULT_K))
 
     def why(params):
         return served.call("why", params.get("q", ""), params.get("docno", ""))
 
     def page(request: Request):
-        system = request.query_params.get("system", "hybrid")
+        searcher = served.searcher
+        system = request.query_params.get("system", searcher.default_system)
         return templates.TemplateResponse(request, "index.html", {
-            "info": folder_info(served.searcher.manifest),
+            "info": folder_info(searcher.manifest),
             "query": request.query_params.get("q", "")[:MAX_QUERY_CHARS * 2],
-            "system": system if system in SYSTEMS else "hybrid", "systems": SYSTEMS}, headers=HEADERS)
+            "system": system if system in searcher.systems else searcher.default_system,
+            "systems": searcher.systems, "notice": searcher.notice}, headers=HEADERS)
 
     routes = [Route("/", page), Route("/api/search", api(search)), Route("/api/why", api(why)),
               Route("/api/info", api(lambda params: folder_info(served.searcher.manifest))),

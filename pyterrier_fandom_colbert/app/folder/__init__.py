@@ -22,9 +22,11 @@ reads it; :func:`verify_folder` checks every checksum and line.
 :func:`build_folder` streams the source once into the TF-IDF index and the passage table (pages are parsed,
 split and indexed as they are read), then encodes the passages read back from the TF-IDF text store into the
 ColBERT index. Everything is written into a hidden temporary folder beside the target and renamed into place
-when complete (:func:`~pyterrier_fandom_colbert.storage.atomic_folder`): an interrupted build (an error, Ctrl-C,
-``kill``) leaves nothing behind, and a build killed outright (``kill -9``) leaves a temporary folder that the
-next build of the same target removes. A build restarts from the beginning.
+when complete (:func:`~pyterrier_fandom_colbert.storage.atomic_folder`): a failed build leaves nothing behind,
+and a build killed outright (``kill -9``) leaves a temporary folder that the next build of the same target
+removes. A new folder is published as soon as its TF-IDF part is written, its manifest marking ColBERT pending
+(searched with TF-IDF only), and completed by renaming the ColBERT part in and replacing the manifest
+(:func:`.build.build`); the encoded passages are kept (:mod:`.resume`), so an interrupted build resumes.
 
 :func:`update_folder` (``pfc index --update DUMP FOLDER``) makes the folder of a newer dump of the same wiki:
 pages whose id, revision and hash are unchanged keep their passages, text and ColBERT codes (copied, not parsed

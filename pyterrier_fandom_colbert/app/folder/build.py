@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,7 @@ from ...checks import positive_int
 from ...progress import progress
 from ...storage import (
     OWNER_FILE,
+    AtomicFolder,
     atomic_folder,
     build_manifest,
     interruptible,
@@ -32,6 +36,7 @@ from ...storage import (
 from .assemble import assemble, stored_passages
 from .manifest import (
     COLBERT_DIR,
+    COLBERT_META,
     FOLDER_FILES,
     MANIFEST,
     OFFSETS,
@@ -40,6 +45,7 @@ from .manifest import (
     TFIDF_DIR,
     Manifest,
     SearchSettings,
+    is_pending_folder,
     is_search_folder,
     load_manifest,
 )
@@ -200,36 +206,106 @@ class ReadPassages:
 def build(source, folder: Path, *, checkpoint: Optional[str], colbert, settings: SearchSettings, overwrite: bool,
           verbose: bool, passage_config, codec=None, previous: Optional["PreviousFolder"] = None,
           before: Optional[Manifest] = None, ray=None, restart: bool = False) -> BuildReport:
-    """What :func:`build_folder` and ``update_folder`` share (see them)."""
+    """What :func:`build_folder` and ``update_folder`` share (see them).
+
+    A new folder (``folder`` absent, not an update) is searchable early: once its passages and TF-IDF part are
+    written it is published with a manifest marking ColBERT pending (searched with TF-IDF only), the ColBERT part
+    is built in a temporary folder beside it and renamed into it, and the complete manifest (what a build
+    without this step writes) replaces the pending one. A folder being replaced (``overwrite``) keeps serving its
+    old version until the new one is complete; so does a pending folder, which the same command replaces
+    without ``overwrite`` (resuming the passages its build kept)."""
     started = time.perf_counter()
     stats = SourceStats()
     pages: List[Dict[str, Any]] = []
-    with interruptible(), keeping_encoded() as kept, \
-            atomic_folder(folder, overwrite=overwrite, replaceable=is_search_folder, what="search folder") as tmp:
-        mark_owner(tmp)
-        read = read_passages(tmp, source, stats, pages, verbose=verbose, passage_config=passage_config,
-                             previous=previous)
-        read_seconds = time.perf_counter() - started
+    early = previous is None and not (folder.exists() or folder.is_symlink())
+    pending = previous is None and is_pending_folder(folder)
+    say = _say(verbose)
+    if pending:
+        say(f"{folder}'s ColBERT part was not finished: building the folder again (it answers TF-IDF searches "
+            "meanwhile)")
+
+    def colbert_part(into: Path, read: ReadPassages) -> Manifest:
         colbert_started = time.perf_counter()
-        tokens, settings, compressed = encode_passages(tmp, read, colbert, settings, codec=codec, previous=previous,
-                                                       ray=ray, checkpoint=checkpoint, verbose=verbose,
-                                                       target=folder, restart=restart, kept=kept)
-        colbert_seconds = time.perf_counter() - colbert_started
-        encoded = int((read.reuse < 0).sum())
-        manifest = Manifest(
-            source=read.description, name=stats.name, checkpoint=checkpoint,
-            fingerprint=colbert.fingerprint(), pages=stats.pages, articles=stats.articles, passages=read.count,
-            tokens=int(tokens),
-            seconds={"read_tfidf": round(read_seconds, 2), "colbert": round(colbert_seconds, 2),
-                     "total": round(time.perf_counter() - started, 2)},
-            bytes=0, settings=settings, skipped=dict(stats.skipped), reader=_reader_version(read.is_dump),
-            precision=_precision(colbert),
-            passage_config=_passage_config(passage_config) if read.is_dump else None,
-            codec=_codec_record(compressed, read.count, encoded, previous, codec, before),
-            update=_update_record(previous, pages, read.reuse), cut=stats.cut)
-        manifest = write_manifest(tmp, manifest, read.is_dump)
-        release_owner(tmp)  # (last: a build killed while checksumming is still known as this process's)
+        tokens, built, compressed = encode_passages(into, read, colbert, settings, codec=codec, previous=previous,
+                                                    ray=ray, checkpoint=checkpoint, verbose=verbose, target=folder,
+                                                    restart=restart, kept=kept)
+        return dataclasses.replace(
+            _manifest(read, stats, pages, colbert, checkpoint, built, passage_config, read_seconds, started,
+                      previous, codec, before, compressed),
+            tokens=int(tokens), seconds={"read_tfidf": round(read_seconds, 2),
+                                         "colbert": round(time.perf_counter() - colbert_started, 2),
+                                         "total": round(time.perf_counter() - started, 2)})
+
+    with interruptible(), keeping_encoded() as kept:
+        with atomic_folder(folder, overwrite=overwrite or pending, replaceable=is_search_folder,
+                           what="search folder") as tmp:
+            mark_owner(tmp)
+            read = read_passages(tmp, source, stats, pages, verbose=verbose, passage_config=passage_config,
+                                 previous=previous)
+            read_seconds = time.perf_counter() - started
+            if early:
+                manifest = _manifest(read, stats, pages, colbert, checkpoint, settings, passage_config,
+                                     read_seconds, started, previous, codec, before, False)
+                write_manifest(tmp, dataclasses.replace(manifest, colbert_pending=True), read.is_dump)
+                release_owner(tmp)  # (last: a build killed while checksumming is still known as this process's)
+            else:
+                manifest = colbert_part(tmp, read)
+                manifest = write_manifest(tmp, manifest, read.is_dump)
+                release_owner(tmp)  # (last: a build killed while checksumming is still known as this process's)
+        if early:
+            say(f"{folder} answers TF-IDF searches now (`pfc search --system tfidf`); building its ColBERT part")
+            manifest = _complete(folder, read, colbert_part)
     return BuildReport(folder, manifest)
+
+
+def _say(verbose: bool):
+    def say(line: str) -> None:
+        if verbose:
+            print(line, file=sys.stderr, flush=True)
+    return say
+
+
+def _complete(folder: Path, read: ReadPassages, colbert_part) -> Manifest:
+    """Build the ColBERT part of the pending (published) ``folder`` in a temporary folder beside it, rename it
+    in, then replace the pending manifest with the complete one (one atomic rename). An error deletes the
+    pending folder (a build that fails leaves nothing); an interruption leaves it searchable with TF-IDF."""
+    from ...lexical.tfidf import TfidfIndex
+
+    read = dataclasses.replace(read, tfidf=TfidfIndex(folder / TFIDF_DIR))  # (the temporary folder was renamed)
+    staging = AtomicFolder(folder, overwrite=True, replaceable=is_pending_folder, what="search folder")
+    try:
+        mark_owner(staging.path)
+        manifest = colbert_part(staging.path, read)
+        release_owner(staging.path)
+        if (folder / COLBERT_DIR).exists():  # (not listed by the pending manifest: not searched)
+            shutil.rmtree(folder / COLBERT_DIR)
+        os.rename(staging.path / COLBERT_DIR, folder / COLBERT_DIR)
+        return write_manifest(folder, manifest, read.is_dump)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        if is_pending_folder(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        staging.discard()
+
+
+def _manifest(read: ReadPassages, stats: SourceStats, pages: List[Dict[str, Any]], colbert,
+              checkpoint: Optional[str], settings: SearchSettings, passage_config, read_seconds: float,
+              started: float, previous: Optional["PreviousFolder"], codec, before: Optional[Manifest],
+              compressed: bool) -> Manifest:
+    """The manifest of a build that has read ``read`` (no tokens, files or size yet)."""
+    encoded = int((read.reuse < 0).sum())
+    return Manifest(
+        source=read.description, name=stats.name, checkpoint=checkpoint,
+        fingerprint=colbert.fingerprint(), pages=stats.pages, articles=stats.articles, passages=read.count,
+        tokens=0, seconds={"read_tfidf": round(read_seconds, 2), "total": round(time.perf_counter() - started, 2)},
+        bytes=0, settings=settings, skipped=dict(stats.skipped), reader=_reader_version(read.is_dump),
+        precision=_precision(colbert),
+        passage_config=_passage_config(passage_config) if read.is_dump else None,
+        codec=_codec_record(compressed, read.count, encoded, previous, codec, before),
+        update=_update_record(previous, pages, read.reuse), cut=stats.cut)
 
 
 def read_passages(tmp: Path, source, stats: SourceStats, pages: List[Dict[str, Any]], *, verbose: bool,
@@ -363,10 +439,13 @@ def _update_record(previous: Optional["PreviousFolder"], pages: List[Dict[str, A
 
 
 def write_manifest(tmp: Path, manifest: Manifest, dump: bool) -> Manifest:
-    """Write ``manifest.json`` last, with the checksums of the folder's own files and the folder's size."""
-    own = FOLDER_FILES + ((PAGES,) if dump else ())
+    """Write ``manifest.json`` last, with the checksums of the folder's own files (but the ColBERT part's, when
+    it is pending) and the folder's size (a manifest already there, the pending one, left out)."""
+    own = tuple(name for name in FOLDER_FILES if not (manifest.colbert_pending and name == COLBERT_META)) + \
+        ((PAGES,) if dump else ())
     manifest = dataclasses.replace(manifest, files=build_manifest(tmp, own))
-    manifest = dataclasses.replace(manifest, bytes=folder_bytes(tmp) + len(json.dumps(manifest.to_dict())))
+    size = folder_bytes(tmp) - ((tmp / MANIFEST).stat().st_size if (tmp / MANIFEST).is_file() else 0)
+    manifest = dataclasses.replace(manifest, bytes=size + len(json.dumps(manifest.to_dict())))
     write_json(tmp / MANIFEST, manifest.to_dict())
     return manifest
 

@@ -159,6 +159,10 @@ class Manifest(JsonConfig):
     #: what the dump's size limits cut (``PassageConfig.max_page_bytes``, ``max_passage_chars``): ``pages``,
     #: ``passages``, and the ``first`` as ``[title, size, unit]`` (None: nothing)
     cut: Optional[Dict[str, Any]] = None
+    #: True while the ColBERT part is being built: the folder was published with its passages and TF-IDF part
+    #: (``files`` lists those), searched with TF-IDF only; the build replaces this manifest with the complete one
+    #: (left out of the JSON when False, so complete manifests keep their bytes)
+    colbert_pending: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.settings, dict):
@@ -167,7 +171,18 @@ class Manifest(JsonConfig):
     def to_dict(self) -> Dict[str, Any]:
         values = dataclasses.asdict(self)
         values["settings"] = self.settings.to_dict()
+        if not values["colbert_pending"]:
+            del values["colbert_pending"]
         return values
+
+
+def is_pending_folder(path: Union[str, Path]) -> bool:
+    """True when ``path`` is a search folder whose ColBERT part is still being built (or whose build stopped)."""
+    try:
+        values = read_json(Path(path) / MANIFEST)
+        return values.get("format") == FORMAT and values.get("colbert_pending") is True
+    except (FileNotFoundError, ValueError, AttributeError, NotADirectoryError):
+        return False
 
 
 def is_search_folder(path: Union[str, Path]) -> bool:

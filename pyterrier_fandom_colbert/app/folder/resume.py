@@ -210,6 +210,34 @@ class EncodedChunks:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+def encoded_so_far(folder: Path) -> Optional[Tuple[int, int]]:
+    """(passages encoded, passages to encode) of the build of ``folder`` as its record of encoded passages says
+    (read by a searcher of a folder whose ColBERT part is still being built), or None when there is no readable
+    record."""
+    try:
+        record = json.loads((store_path(folder) / PROGRESS).read_bytes())
+        done = sum(int(entry["passages"]) for entry in record["chunks"].values())
+        return done, int(record["total"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def pending_progress(folder: Path, passages: int) -> str:
+    """How far the ColBERT part of ``folder`` (``passages`` passages) is built, e.g. ``"41,200 of 96,000 passages
+    encoded"``."""
+    progress = encoded_so_far(folder)
+    if progress is None:
+        return f"none of {passages:,} passages encoded yet"
+    if progress[0] >= progress[1]:
+        return f"all {progress[1]:,} passages encoded, the index is being written"
+    return f"{progress[0]:,} of {progress[1]:,} passages encoded"
+
+
+def pending_notice(folder: Path, passages: int) -> str:
+    """What a search of ``folder`` (``passages`` passages, its ColBERT part still being built) says about it."""
+    return f"ColBERT is being built: {pending_progress(folder, passages)}; searching with TF-IDF meanwhile"
+
+
 def _chunk_number(name: str) -> Optional[int]:
     """
     >>> _chunk_number("chunk-000012.npz"), _chunk_number(".chunk-000012.npz.tmp")

@@ -42,6 +42,9 @@ def update_folder(dump: Union[str, Path], folder: Union[str, Path], *, colbert=N
                          "folder's wiki")
     check_dump_file(dump)
     manifest = load_manifest(folder)
+    if manifest.colbert_pending:
+        raise ValueError(f"{folder}'s ColBERT part is not built yet (its build is running or was interrupted): "
+                         f"complete it with `pfc index {manifest.source} {folder}` before updating it")
     if manifest.reader is None or manifest.passage_config is None:
         raise ValueError(f"{folder} was not built from a dump file (source {manifest.source}); only such a folder "
                          "can be updated: build it again with `pfc index SOURCE FOLDER --overwrite`")

@@ -11,12 +11,14 @@ import numpy as np
 from ...storage import ArtifactIntegrity, DamagedFileError, raise_damaged
 from .manifest import MANIFEST, OFFSETS, PASSAGES, load_manifest, remedy_of
 from .passages import checked_offsets
+from .resume import pending_progress
 
 
 def verify_folder(folder: Union[str, Path]) -> Dict[str, Any]:
     """Full check of a search folder's own files (the indexes are verified apart): every checksum of its
     manifest, the passage offsets, and every line of the passage table parsing as a JSON object. Raises
-    DamagedFileError naming each damaged file; returns ``{"files", "bytes", "seconds"}``."""
+    DamagedFileError naming each damaged file; returns ``{"files", "bytes", "seconds"}``, and ``"pending"``: how far
+    its ColBERT part is built when the manifest says it is being built (its manifest lists the other files)."""
     started = time.perf_counter()
     folder = Path(folder)
     manifest = load_manifest(folder)
@@ -44,6 +46,9 @@ def verify_folder(folder: Union[str, Path]) -> Dict[str, Any]:
         except (DamagedFileError, ValueError, OSError) as err:
             problems.append((OFFSETS, str(err)))
     raise_damaged(folder, problems, what="search folder", remedy=remedy)
-    return integrity.summary(started)
+    summary = integrity.summary(started)
+    if manifest.colbert_pending:
+        summary["pending"] = pending_progress(folder, manifest.passages)
+    return summary
 
 
