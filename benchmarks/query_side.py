@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     import torch
 
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.index import residual_search as cs
+    from pyterrier_fandom_colbert.index.residual import search as cs
 
     torch.set_num_threads(args.threads)
     with gzip.open(queries_file, "rt", encoding="utf-8") as f:

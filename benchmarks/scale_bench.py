@@ -166,7 +166,7 @@ def build(args) -> Dict[str, Any]:
     if args.cpus:  # this process and all it starts (Ray's processes included) on the first `cpus` cores
         os.sched_setaffinity(0, set(range(args.cpus)))
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.index.compressed import CompressionSpec
+    from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec
 
     torch.set_num_threads(args.threads)
     corpus = passages(args.passages)

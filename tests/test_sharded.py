@@ -8,7 +8,7 @@ import pyterrier as pt
 import pytest
 
 import pyterrier_fandom_colbert as pfc
-from pyterrier_fandom_colbert.index.compressed import CompressionSpec
+from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec
 from pyterrier_fandom_colbert.index.shard_build import shard_bounds, work_folder
 from pyterrier_fandom_colbert.index.sharded import ShardedColBERTIndex, merge_ranked
 from pyterrier_fandom_colbert.storage import DamagedFileError

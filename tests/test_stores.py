@@ -10,16 +10,16 @@ import pytest
 import torch
 
 import pyterrier_fandom_colbert as pfc
-from pyterrier_fandom_colbert.index import compressed
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
-from pyterrier_fandom_colbert.index.residual_search import CentroidRetriever
-from pyterrier_fandom_colbert.index.stores import (
+from pyterrier_fandom_colbert.index.formats import (
     STORES,
     Fp16Store,
     ResidualStore,
     retriever_parameters,
     store_class,
 )
+from pyterrier_fandom_colbert.index.residual import compress as compressed
+from pyterrier_fandom_colbert.index.residual.search import CentroidRetriever
 from pyterrier_fandom_colbert.index.token_search import ColBERTRetriever
 from pyterrier_fandom_colbert.index.writer import IndexWriter
 from pyterrier_fandom_colbert.model.scoring import maxsim

@@ -355,7 +355,7 @@ def _verify(args) -> int:
 
 def _check_exact_share(args: argparse.Namespace) -> None:
     if args.exact_share is not None:
-        from ..index.codec import check_exact_share
+        from ..index.residual.codec import check_exact_share
 
         check_exact_share(args.exact_share)
         if args.exact_share and args.compression == "fp16":

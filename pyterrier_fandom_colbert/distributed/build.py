@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ..checks import positive_int
-from ..index.compressed import CompressionSpec, as_spec
+from ..index.residual.compress import CompressionSpec, as_spec
 from ..index.shard_build import (
     RUNNING_SUFFIX,
     SAMPLE_DOCS,
@@ -147,7 +147,7 @@ class ShardWriter:
     def open(self, shard: int, path: str, marker: str) -> None:
         self.started = time.perf_counter()
         if self.codec is None and self.codec_folder is not None:
-            from ..index.compressed import load_codec
+            from ..index.residual.compress import load_codec
             from ..storage import read_json
 
             folder = Path(self.codec_folder)

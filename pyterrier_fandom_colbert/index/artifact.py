@@ -45,9 +45,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
     from ..storage import ArtifactIntegrity, BlockCheck
     from .ann import AnnIndex, FaissSpec
-    from .codec import ResidualCodec
-    from .compressed import CompressionSpec
-    from .stores import IndexStore
+    from .formats import IndexStore
+    from .residual.codec import ResidualCodec
+    from .residual.compress import CompressionSpec
     from .writer import ColBERTIndexer, IndexWriter
 
 S = TypeVar("S", bound="IndexStore")
@@ -109,7 +109,7 @@ class ColBERTIndex(pt.Artifact):
     def store(self) -> "IndexStore":
         """The storage format's half of the index (:mod:`.stores`), chosen from the metadata: its layout and
         checks, rows, exact scores and retriever. Reads nothing until asked."""
-        from .stores import store_class
+        from .formats import store_class
 
         return store_class(self.meta.format)(self)
 
@@ -158,7 +158,7 @@ class ColBERTIndex(pt.Artifact):
         An index written before checksums were recorded has no manifest: it is refused
         (:class:`~pyterrier_fandom_colbert.storage.NoManifestError`) unless opened with ``unchecked=True``; then its
         structure and vectors are still checked, with a warning that its file contents cannot be."""
-        from .stores import store_class
+        from .formats import store_class
 
         self._require_built()
         meta = IndexMeta.load(artifact_path(self))  # afresh: the folder may have changed since it was opened
@@ -234,28 +234,28 @@ class ColBERTIndex(pt.Artifact):
     @property
     def vectors(self) -> np.ndarray:
         """All token vectors, ``[num_tokens, dim]`` float16, memory-mapped (fp16 indexes only)."""
-        from .stores import Fp16Store
+        from .formats import Fp16Store
 
         return self._store(Fp16Store, "index.vectors").vectors
 
     @property
     def vector_tensor(self) -> "torch.Tensor":
         """:attr:`vectors` as a CPU torch tensor sharing the memory map (read-only: never write to it)."""
-        from .stores import Fp16Store
+        from .formats import Fp16Store
 
         return self._store(Fp16Store, "index.vectors").vector_tensor
 
     @property
     def codec_info(self) -> Dict[str, Any]:
         """A compressed index's ``codec.json``: its CompressionSpec, nbits, centroids, dtypes and build timings."""
-        from .stores import ResidualStore
+        from .formats import ResidualStore
 
         return self._store(ResidualStore, "a codec").codec_info
 
     @property
     def codec(self) -> "ResidualCodec":
         """A compressed index's residual codec (centroids, bucket cutoffs and weights)."""
-        from .stores import ResidualStore
+        from .formats import ResidualStore
 
         return self._store(ResidualStore, "a codec").codec
 
@@ -264,7 +264,7 @@ class ColBERTIndex(pt.Artifact):
         built and written there on first use (see :meth:`build_ann`), then kept in memory (on GPU when its kind
         runs there and FAISS has GPU support and sees one). A folder that cannot be written and holds no such
         index is a ``PermissionError`` that says how to build it. fp16 indexes only."""
-        from .stores import Fp16Store
+        from .formats import Fp16Store
 
         return self._store(Fp16Store, "a neighbour (FAISS) index").ann(spec, verbose=verbose)
 
@@ -302,8 +302,8 @@ class ColBERTIndex(pt.Artifact):
         ``compression``: ``'fp16'`` (full-precision vectors), or ``'residual1'``, ``'residual2'``, ``'residual4'``
         (a centroid id and 1/2/4 bits per dimension per token, PLAID's scheme; the corpus is still encoded once, its
         vectors spilled to disk and compressed after encoding), or a
-        :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec` with the codec's training parameters. A
-        compressed index retrieves by centroid search and needs no ``ann``.
+        :class:`~pyterrier_fandom_colbert.index.residual.compress.CompressionSpec` with the codec's training parameters.
+        A compressed index retrieves by centroid search and needs no ``ann``.
 
         ``codec``: a residual codec trained beforehand (e.g. ``sharded.codec`` of a
         :class:`~.sharded.ShardedColBERTIndex`, whose shards share one), used instead of training one on this
@@ -353,7 +353,7 @@ class ColBERTIndex(pt.Artifact):
         ``index.retriever(colbert)`` checks that it built this index and returns exactly that pipeline.
         Empty or non-text queries get no rows and one warning naming their qids (``strict=True``: an error).
         """
-        from .stores import check_retriever_options
+        from .formats import check_retriever_options
 
         self.check()
         store = self.store

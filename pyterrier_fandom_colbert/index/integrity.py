@@ -30,7 +30,7 @@ from ..storage import ArtifactIntegrity, DamagedFileError, open_npids, raise_dam
 from .layout import DOCNOS_FILE, META_FILE, OFFSETS_FILE, VECTORS_FILE, IndexMeta, check_offsets
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .stores.base import IndexStore, Layout, Problem
+    from .store import IndexStore, Layout, Problem
 
 WHAT = "ColBERT index"
 REMEDY = "rebuild the index (index.indexer(colbert, overwrite=True))"

@@ -54,7 +54,6 @@ from ..storage import (
     read_json,
     write_json,
 )
-from .compressed import CompressionSpec, as_spec
 from .layout import (
     ARTIFACT_TYPE,
     CENTROIDS_FILE,
@@ -64,10 +63,11 @@ from .layout import (
     PACKAGE_HINT,
     WEIGHTS_FILE,
 )
+from .residual.compress import CompressionSpec, as_spec
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
-    from .codec import ResidualCodec
+    from .residual.codec import ResidualCodec
     from .sharded import ShardedColBERTIndex
 
 SHARDED_FORMAT = "sharded"
@@ -249,7 +249,7 @@ class ShardBuild:
 
     def codec(self) -> Optional["ResidualCodec"]:
         """The codec trained by this build so far (None: not yet trained, or an fp16 build)."""
-        from .compressed import load_codec
+        from .residual.compress import load_codec
 
         info_file = self.codec_folder / CODEC_FILE
         if not info_file.is_file():

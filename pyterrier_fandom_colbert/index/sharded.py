@@ -48,8 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
     from ..model.config import ColBERTConfig
     from .artifact import ColBERTIndex
-    from .codec import ResidualCodec
-    from .compressed import CompressionSpec
+    from .residual.codec import ResidualCodec
+    from .residual.compress import CompressionSpec
     from .shard_build import LocalShardedIndexer
 
 WHAT = "sharded ColBERT index"

@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .ann import AnnIndex
     from .artifact import ColBERTIndex
-    from .stores.fp16 import Fp16Store
+    from .fp16.store import Fp16Store
 
 #: (padded) token rows scored per block. On CPU, blocks that stay near the core's caches win: 8,192 rows (2 MB
 #: fp16 + 4 MB float32) re-ranked 1.4-1.6x faster than 32,768 on the 2-core AMD EPYC VM (docs/index.md)

@@ -22,7 +22,7 @@ def assemble(index, colbert, tfidf, reuse: np.ndarray, settings: "SearchSettings
     import shutil
 
     from ...index.artifact import ColBERTIndex
-    from ...index.stores import ResidualStore
+    from ...index.formats import ResidualStore
     from ...index.writer import IndexWriter
     from ...model.tokenization import check_long_docs
 

@@ -13,7 +13,7 @@ from ...storage import ArtifactIntegrity, JsonConfig, parse_manifest, read_json
 from ..hybrid import FormerFusionSettings, FusionSettings, check_fusion_shape
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...index.compressed import CompressionSpec
+    from ...index.residual.compress import CompressionSpec
 
 MANIFEST = "manifest.json"
 PASSAGES = "passages.jsonl"
@@ -88,8 +88,8 @@ class SearchSettings(JsonConfig):
         if self.exact_share is None:
             object.__setattr__(self, "exact_share", 0.0 if self.compression == "fp16" else DEFAULT_EXACT_SHARE)
         # the rules CompressionSpec checks, from its light modules (the CLI refuses bad input before pandas loads)
-        from ...index.codec import check_exact_share_of
         from ...index.layout import FORMATS
+        from ...index.residual.codec import check_exact_share_of
 
         if self.compression not in FORMATS:
             raise ValueError(f"compression={self.compression!r}; expected one of {FORMATS}")
@@ -109,9 +109,9 @@ class SearchSettings(JsonConfig):
         return values
 
     def compression_spec(self) -> "CompressionSpec":
-        """The ColBERT index's :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec`: its format and
-        exact share."""
-        from ...index.compressed import CompressionSpec
+        """The ColBERT index's :class:`~pyterrier_fandom_colbert.index.residual.compress.CompressionSpec`: its format
+        and exact share."""
+        from ...index.residual.compress import CompressionSpec
 
         return CompressionSpec(self.compression, exact_share=float(self.exact_share or 0.0))
 

@@ -9,9 +9,9 @@ import inspect
 from functools import cache
 from typing import Any, Dict, Mapping, Tuple, Type
 
-from .base import IndexStore, StoreWriter
-from .fp16 import Fp16Store
-from .residual import ResidualStore
+from .fp16.store import Fp16Store
+from .residual.store import ResidualStore
+from .store import IndexStore, StoreWriter
 
 #: store class by format name
 STORES: Dict[str, Type[IndexStore]] = {fmt: store for store in (Fp16Store, ResidualStore) for fmt in store.FORMATS}

@@ -28,10 +28,10 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyterrier as pt
     import torch
 
-    from ..ann import FaissSpec
-    from ..artifact import ColBERTIndex
-    from ..compressed import CompressionSpec
-    from ..layout import IndexMeta
+    from .ann import FaissSpec
+    from .artifact import ColBERTIndex
+    from .layout import IndexMeta
+    from .residual.compress import CompressionSpec
 
 #: (file name, what is wrong with it), as ``storage.raise_damaged`` takes them
 Problem = Tuple[str, str]

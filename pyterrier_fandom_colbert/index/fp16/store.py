@@ -11,7 +11,7 @@ import numpy as np
 
 from ..integrity import size_problem
 from ..layout import ARTIFACT_FORMAT, CHECKED_ON_OPEN, OFFSETS_FILE, TOKEN_IDS_FILE, VECTORS_FILE, non_finite_rows
-from .base import IndexStore, Layout, Problem, StoreWriter
+from ..store import IndexStore, Layout, Problem, StoreWriter
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyterrier as pt
@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ...storage import BlockCheck
     from ..ann import AnnIndex, FaissSpec
     from ..artifact import ColBERTIndex
-    from ..compressed import CompressionSpec
     from ..layout import IndexMeta
+    from ..residual.compress import CompressionSpec
 
 #: vector rows scanned at a time for non-finite values in verify()
 SCAN_ROWS = 1 << 16

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import numpy as np
 
-from ..checks import positive_int, real_in_range
+from ...checks import positive_int, real_in_range
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
