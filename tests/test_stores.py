@@ -18,9 +18,9 @@ from pyterrier_fandom_colbert.index.formats import (
     retriever_parameters,
     store_class,
 )
+from pyterrier_fandom_colbert.index.fp16.search import ColBERTRetriever
 from pyterrier_fandom_colbert.index.residual import compress as compressed
 from pyterrier_fandom_colbert.index.residual.search import CentroidRetriever
-from pyterrier_fandom_colbert.index.token_search import ColBERTRetriever
 from pyterrier_fandom_colbert.index.writer import IndexWriter
 from pyterrier_fandom_colbert.model.scoring import maxsim
 

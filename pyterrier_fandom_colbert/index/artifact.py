@@ -336,7 +336,7 @@ class ColBERTIndex(pt.Artifact):
           deep candidate pool); their documents are scored exactly. ``faiss``: ``'exact'`` (``'flat'`` is another
           name for it), ``'ivf'``, ``'ivfpq'``, ``'ivfpq-fs'`` or a
           :class:`~pyterrier_fandom_colbert.index.ann.FaissSpec`; ``None`` (default): the measured best setting
-          (:func:`~pyterrier_fandom_colbert.index.token_search.default_search`: an IVF-PQ kind with its ``nprobe``
+          (:func:`~pyterrier_fandom_colbert.index.fp16.search.default_search`: an IVF-PQ kind with its ``nprobe``
           and ``refine``, or ``'exact'`` for indexes under 100,000 tokens; figures in docs/index.md), resolved
           when the retriever is made (its repr shows it). ``nprobe``: inverted lists visited (IVF kinds; default
           32 when a kind is named); ``refine``: FAISS fetches ``refine · k̂`` neighbours and the ``k̂`` nearest by
@@ -365,7 +365,7 @@ class ColBERTIndex(pt.Artifact):
         """Re-ranker (qid, query_embs, docno → score, rank) from the stored vectors: no document text, no
         re-encoding. ``index.scorer(colbert)`` is ``colbert.query_encoder() >> index.scorer()`` after checking the
         encoder. Empty or non-text queries get no rows and one warning (``strict=True``: an error)."""
-        from .token_search import IndexScorer
+        from .fp16.search import IndexScorer
 
         self.check()
         return self._with_encoder(colbert, IndexScorer(self, strict=strict, verbose=verbose), strict)

@@ -40,9 +40,9 @@ from ..frames import EqualByKey, artifact_key, empty_output, hits_output, requir
 from ..params import Parameters
 from ..ranking import Hits, HitsSource, rank_by_score
 from ..storage import ArtifactIntegrity, DamagedFileError, artifact_path, raise_damaged
+from .fp16.search import IndexScorer
 from .layout import ARTIFACT_TYPE, META_FILE, PACKAGE_HINT
 from .shard_build import SHARDED_FORMAT, ShardedMeta, is_sharded_folder
-from .token_search import IndexScorer
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT

@@ -132,7 +132,7 @@ class Fp16Store(IndexStore):
     def exact_scores(self, q: "torch.Tensor", doc_ids: np.ndarray,
                      block_tokens: Optional[int] = None) -> np.ndarray:
         """:func:`~..token_search.score_docs` (length-sorted padded blocks, on ``q``'s device)."""
-        from ..token_search import score_docs
+        from .search import score_docs
 
         return score_docs(self.index, q, doc_ids, block_tokens)
 
@@ -144,7 +144,7 @@ class Fp16Store(IndexStore):
         ``max(ceil(num_results / 2), 50)``) by ``faiss`` search (``None``: the measured default for the index's
         size, :func:`~..token_search.default_search`; ``nprobe`` and ``refine`` tune approximate kinds); their
         documents are scored exactly."""
-        from ..token_search import ColBERTRetriever
+        from .search import ColBERTRetriever
 
         return ColBERTRetriever(self.index, num_results=num_results, lam=lam, k_hat=k_hat, faiss=faiss,
                                 nprobe=nprobe, refine=refine, strict=strict, verbose=verbose)
@@ -183,7 +183,7 @@ class Fp16Store(IndexStore):
 
     def build_ann(self, faiss: Union[str, "FaissSpec", None] = None, *, verbose: bool = False) -> Optional[Path]:
         from .. import ann
-        from ..token_search import default_search
+        from .search import default_search
 
         num_tokens, dim = self.index.meta.num_tokens, self.index.meta.dim
         spec = default_search(num_tokens)[0] if faiss is None else \

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..checks import positive_int, real_in_range
-from ..frames import (
+from ...checks import positive_int, real_in_range
+from ...frames import (
     EqualByKey,
     artifact_key,
     empty_output,
@@ -28,21 +28,21 @@ from ..frames import (
     usable_query_rows,
     with_columns,
 )
-from ..model.encoders import query_tensors
-from ..params import Parameters
-from ..progress import progress
-from ..ranking import Hits, found_hits, rank_by_score, top_k
-from ..storage import DamagedFileError, artifact_path
-from .ann import FaissSpec
-from .blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
-from .layout import VECTORS_FILE
+from ...model.encoders import query_tensors
+from ...params import Parameters
+from ...progress import progress
+from ...ranking import Hits, found_hits, rank_by_score, top_k
+from ...storage import DamagedFileError, artifact_path
+from ..ann import FaissSpec
+from ..blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
+from ..layout import VECTORS_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from .ann import AnnIndex
-    from .artifact import ColBERTIndex
-    from .fp16.store import Fp16Store
+    from ..ann import AnnIndex
+    from ..artifact import ColBERTIndex
+    from .store import Fp16Store
 
 #: (padded) token rows scored per block. On CPU, blocks that stay near the core's caches win: 8,192 rows (2 MB
 #: fp16 + 4 MB float32) re-ranked 1.4-1.6x faster than 32,768 on the 2-core AMD EPYC VM (docs/index.md)
@@ -117,7 +117,7 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
     """
     import torch
 
-    from ..model.scoring import maxsim_repeat_padded
+    from ...model.scoring import maxsim_repeat_padded
 
     config = index.config
     block_tokens = block_tokens or BLOCK_TOKENS.get(q.device.type, BLOCK_TOKENS["cuda"])
@@ -167,7 +167,7 @@ def token_neighbours(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["
     """Row ids ``[Σ n, k_hat]`` (-1: none) of the ``k_hat`` nearest stored tokens of every vector of every query,
     from one FAISS call (``refine · k_hat`` fetched, of which the ``k_hat`` most similar by the stored vectors
     are kept, when ``refine > 1``)."""
-    from . import ann as faiss_ann
+    from .. import ann as faiss_ann
 
     similarity = index.config.similarity
     _, normalise = faiss_ann.metric_for(similarity)
