@@ -15,7 +15,7 @@ _LAZY = {
     "TfidfIndex": "lexical.tfidf",
     "TfidfConfig": "lexical.tfidf",
     "ColBERTIndex": "index.artifact",
-    "ShardedColBERTIndex": "index.sharded",
+    "ShardedColBERTIndex": "index.sharded.artifact",
     "ShardedIndexer": "distributed.build",
     "RayShardedRetriever": "distributed.search",
     "FaissSpec": "index.ann",

@@ -335,7 +335,7 @@ def artifacts_in(path: Path) -> List[Tuple[str, Path]]:
 
 def _verify(args) -> int:
     from ..index.artifact import ColBERTIndex
-    from ..index.sharded import ShardedColBERTIndex
+    from ..index.sharded.artifact import ShardedColBERTIndex
     from ..lexical.tfidf import TfidfIndex
     from ..model.colbert import ColBERT
     from ..sparse.exact import SparseIndex

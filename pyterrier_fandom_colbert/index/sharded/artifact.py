@@ -36,21 +36,21 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..frames import EqualByKey, artifact_key, empty_output, hits_output, require_columns
-from ..params import Parameters
-from ..ranking import Hits, HitsSource, rank_by_score
-from ..storage import ArtifactIntegrity, DamagedFileError, artifact_path, raise_damaged
-from .fp16.search import IndexScorer
-from .layout import ARTIFACT_TYPE, META_FILE, PACKAGE_HINT
-from .shard_build import SHARDED_FORMAT, ShardedMeta, is_sharded_folder
+from ...frames import EqualByKey, artifact_key, empty_output, hits_output, require_columns
+from ...params import Parameters
+from ...ranking import Hits, HitsSource, rank_by_score
+from ...storage import ArtifactIntegrity, DamagedFileError, artifact_path, raise_damaged
+from ..fp16.search import IndexScorer
+from ..layout import ARTIFACT_TYPE, META_FILE, PACKAGE_HINT
+from .build import SHARDED_FORMAT, ShardedMeta, is_sharded_folder
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..model.colbert import ColBERT
-    from ..model.config import ColBERTConfig
-    from .artifact import ColBERTIndex
-    from .residual.codec import ResidualCodec
-    from .residual.compress import CompressionSpec
-    from .shard_build import LocalShardedIndexer
+    from ...model.colbert import ColBERT
+    from ...model.config import ColBERTConfig
+    from ..artifact import ColBERTIndex
+    from ..residual.codec import ResidualCodec
+    from ..residual.compress import CompressionSpec
+    from .build import LocalShardedIndexer
 
 WHAT = "sharded ColBERT index"
 REMEDY = "rebuild the shard or the index (a sharded build resumes from the shards left intact)"
@@ -95,7 +95,7 @@ class ShardedColBERTIndex(pt.Artifact):
         """The shards, in order, after the cheap checks: every file of the manifest present with its size and
         checksum (the codec and the shards' ``pt_meta.json``: all small), and each shard's sizes and encoder as
         the manifest says."""
-        from .artifact import ColBERTIndex
+        from ..artifact import ColBERTIndex
 
         folder, meta = artifact_path(self), self.meta
         _integrity(folder, meta).check_open(whole=meta.files)
@@ -113,7 +113,7 @@ class ShardedColBERTIndex(pt.Artifact):
         every shard's codec files are the shared codec's. Raises
         :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming each damaged file; returns
         ``{"files", "bytes", "seconds", "shards"}`` (files relative to this folder)."""
-        from .artifact import ColBERTIndex
+        from ..artifact import ColBERTIndex
 
         started = time.perf_counter()
         folder = artifact_path(self)
@@ -203,7 +203,7 @@ class ShardedColBERTIndex(pt.Artifact):
         ``options``: ``text_field``, ``batch_size``, ``long_docs``, ``stride``, ``sample_docs``, ``overwrite``,
         ``verbose`` (see :class:`~.shard_build.LocalShardedIndexer`). An interrupted build resumes: the shards
         already written are kept."""
-        from .shard_build import LocalShardedIndexer
+        from .build import LocalShardedIndexer
 
         return LocalShardedIndexer(self, colbert, num_shards=num_shards, shard_size=shard_size,
                                    compression=compression, **options)
