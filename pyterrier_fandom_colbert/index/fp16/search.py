@@ -34,7 +34,7 @@ from ...progress import progress
 from ...ranking import Hits, found_hits, rank_by_score, top_k
 from ...storage import DamagedFileError, artifact_path
 from ..ann import FaissSpec
-from ..blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
+from ..doc_blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
 from ..layout import VECTORS_FILE
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -41,7 +41,7 @@ from ...model.encoders import query_tensors
 from ...params import Parameters
 from ...progress import progress
 from ...ranking import Hits, concat_slices, found_hits, top_k
-from ..blocks import doc_spans, refuse_non_finite_queries
+from ..doc_blocks import doc_spans, refuse_non_finite_queries
 from .codec import ResidualCodec
 
 if TYPE_CHECKING:  # pragma: no cover
