@@ -27,7 +27,7 @@ DELEGATED = {"compare": ("pyterrier_fandom_colbert.__main__", "TF-IDF against Co
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..index.__main__ import add_build_ann_arguments
+    from ..index.build_ann import add_build_ann_arguments
     from ..index.layout import FORMATS
     from ..model.colbert import CPU_PRECISIONS
     from .folder import DEFAULT_EXACT_SHARE
@@ -364,7 +364,7 @@ def _check_exact_share(args: argparse.Namespace) -> None:
 
 
 def _build_ann(args) -> int:
-    from ..index.__main__ import run_build_ann
+    from ..index.build_ann import run_build_ann
 
     return run_build_ann(args, prefix="pfc build-ann: error")
 
