@@ -22,7 +22,7 @@ _LAZY = {
     "Explainer": "explain.transformer",
     "Reader": "reader.transformer",
     "Splade": "sparse.encoder",
-    "SparseIndex": "sparse.exact",
+    "SparseIndex": "sparse.index",
     "LinearFusion": "fusion",
     "RRF": "fusion",
     "Hybrid": "fusion",

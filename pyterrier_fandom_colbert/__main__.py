@@ -120,7 +120,7 @@ def tune_hybrid(hybrid, tune, out: Path, verbose: bool = False):
 def splade_first_stage(corpus_iter, cache: Path, k: int, weights: Optional[str], verbose: bool = False):
     """SPLADE query encoder >> exhaustive learned-sparse retrieval over an index cached per encoder."""
     from .sparse.encoder import Splade
-    from .sparse.exact import SparseIndex
+    from .sparse.index import SparseIndex
 
     splade = Splade.from_pretrained(weights, verbose=verbose)
     index = SparseIndex(cache / f"splade-{splade.fingerprint()}")

@@ -9,7 +9,7 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 
-from pyterrier_fandom_colbert.sparse.exact import Postings, SparseIndex
+from pyterrier_fandom_colbert.sparse.index import Postings, SparseIndex
 from pyterrier_fandom_colbert.sparse.maths import splade_pool
 from pyterrier_fandom_colbert.sparse.topics import MiniLMEmbedder, TopicConfig, TopicModel, keep_topics
 from pyterrier_fandom_colbert.sparse.tree import BinaryTree, TreeConfig

@@ -338,7 +338,7 @@ def _verify(args) -> int:
     from ..index.sharded.artifact import ShardedColBERTIndex
     from ..lexical.tfidf import TfidfIndex
     from ..model.colbert import ColBERT
-    from ..sparse.exact import SparseIndex
+    from ..sparse.index import SparseIndex
     from .folder import verify_folder
 
     checks = {"colbert": lambda f: ColBERTIndex(f).verify(), "tfidf": lambda f: TfidfIndex(f).verify(),
