@@ -385,7 +385,7 @@ def systems_of(folder: Path, tfidf_run, dense_run, encoded) -> Dict[str, Any]:
     import pyterrier as pt
 
     from pyterrier_fandom_colbert.app.folder import load_manifest
-    from pyterrier_fandom_colbert.app.hybrid import hybrid_system
+    from pyterrier_fandom_colbert.app.fusion_settings import hybrid_system
 
     fusion = load_manifest(folder).settings.fusion
     hybrid = hybrid_system(pt.Transformer.from_df(tfidf_run, uniform=False),

@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ..index.layout import FORMATS
     from ..model.colbert import CPU_PRECISIONS
     from .folder import DEFAULT_EXACT_SHARE
-    from .hybrid import NORMALISATIONS, FusionSettings
+    from .fusion_settings import NORMALISATIONS, FusionSettings
     from .queries import DEFAULT_K, MAX_K, READ_TOP, SYSTEMS
 
     ap = argparse.ArgumentParser(prog="pfc", description="Build a search folder from a wiki dump, search it in the "
@@ -236,7 +236,7 @@ def _check_index(args: argparse.Namespace) -> None:
     from ..checks import int_in_range
     from ..cli_errors import require_model_path
     from .folder import DUMP_SUFFIXES, is_search_folder
-    from .hybrid import FusionSettings
+    from .fusion_settings import FusionSettings
 
     int_in_range("--batch-size", args.batch_size, 1, what="passages per batch")
     int_in_range("--depth", args.depth, 1, what="results per system")
@@ -371,7 +371,7 @@ def _build_ann(args) -> int:
 
 def _index(args) -> int:
     from .folder import DEFAULT_EXACT_SHARE, SearchSettings, build_folder, update_folder
-    from .hybrid import FusionSettings
+    from .fusion_settings import FusionSettings
 
     if args.update:
         report = update_folder(args.source, args.folder, batch_size=args.batch_size, verbose=not args.quiet)

@@ -40,7 +40,7 @@ from ..distributed.cluster import SHARD_TIMEOUT_S
 from ..explain.answer import CALIBRATION, AnswerCalibration, mean_maxsim, short_answer_words
 from ..reader.transformer import DEFAULT_READER
 from .folder import COLBERT_DIR, TFIDF_DIR, Manifest, PassageTable, load_manifest
-from .hybrid import hybrid_system
+from .fusion_settings import hybrid_system
 from .queries import (
     MAX_K,
     MAX_QUERY_CHARS,

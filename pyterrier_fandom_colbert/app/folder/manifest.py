@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 
 from ...checks import positive_int
 from ...storage import ArtifactIntegrity, JsonConfig, parse_manifest, read_json
-from ..hybrid import FormerFusionSettings, FusionSettings, check_fusion_shape
+from ..fusion_settings import FormerFusionSettings, FusionSettings, check_fusion_shape
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...index.residual.compress import CompressionSpec
