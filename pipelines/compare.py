@@ -8,7 +8,7 @@ R@50) printed and written to results.csv, plus the Recall@k curve (recall_at_k.c
 """
 import sys
 
-from pyterrier_fandom_colbert.__main__ import main
+from pyterrier_fandom_colbert.app.compare import main
 
 SETTINGS = [
     "--dataset", "fandom-qa/sample/test",

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-DELEGATED = {"compare": ("pyterrier_fandom_colbert.__main__", "TF-IDF against ColBERT on a FANDOM-QA split "
+DELEGATED = {"compare": ("pyterrier_fandom_colbert.app.compare", "TF-IDF against ColBERT on a FANDOM-QA split "
                          "(pfc-compare)"),
              "train": ("pyterrier_fandom_colbert.training.cli", "train a ColBERT checkpoint (pfc-train)")}
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, cast
 
-from .cli_errors import UserError, add_debug_flag, require_dataset, require_model_path, run
+from ..cli_errors import UserError, add_debug_flag, require_dataset, require_model_path, run
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyterrier as pt
@@ -119,8 +119,8 @@ def tune_hybrid(hybrid, tune, out: Path, verbose: bool = False):
 
 def splade_first_stage(corpus_iter, cache: Path, k: int, weights: Optional[str], verbose: bool = False):
     """SPLADE query encoder >> exhaustive learned-sparse retrieval over an index cached per encoder."""
-    from .sparse.encoder import Splade
-    from .sparse.index import SparseIndex
+    from ..sparse.encoder import Splade
+    from ..sparse.index import SparseIndex
 
     splade = Splade.from_pretrained(weights, verbose=verbose)
     index = SparseIndex(cache / f"splade-{splade.fingerprint()}")
@@ -142,7 +142,7 @@ def curve_cutoffs(k: int, points: int = 40) -> List[int]:
 
 
 def plot_recall(curve, cutoffs: Sequence[int], path: Path, title: str) -> None:
-    from .cli_errors import require_extra
+    from ..cli_errors import require_extra
 
     matplotlib = require_extra("matplotlib", "plot", "plotting recall curves")
 
