@@ -20,7 +20,8 @@ LAYERS = [
     {"lexical", "data", "index", "fusion", "sparse", "reader"},
     {"explain", "distributed"},
     {"training"},
-    {"__init__", "__main__", "cli", "app"},
+    {"__init__", "cli", "app"},
+    {"__main__"},  # `python -m pyterrier_fandom_colbert`: the pfc command (app/cli.py)
 ]
 
 

@@ -1,6 +1,6 @@
 """pfc-compare: TF-IDF against ColBERT (re-ranking TF-IDF, and end to end) and their hybrid on a FANDOM-QA split.
 
-    python -m pyterrier_fandom_colbert                      # fandom-qa/sample/test → runs/compare/
+    pfc-compare                                             # fandom-qa/sample/test → runs/compare/
     pfc-compare --systems tfidf colbert-rerank --k 100 --checkpoint path/to/checkpoint
     pfc-compare --systems tfidf splade splade-colbert      # SPLADE (exhaustive), and as ColBERT's first stage
 
