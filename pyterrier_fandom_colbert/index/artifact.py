@@ -365,7 +365,7 @@ class ColBERTIndex(pt.Artifact):
         """Re-ranker (qid, query_embs, docno → score, rank) from the stored vectors: no document text, no
         re-encoding. ``index.scorer(colbert)`` is ``colbert.query_encoder() >> index.scorer()`` after checking the
         encoder. Empty or non-text queries get no rows and one warning (``strict=True``: an error)."""
-        from .fp16.search import IndexScorer
+        from .scorer import IndexScorer
 
         self.check()
         return self._with_encoder(colbert, IndexScorer(self, strict=strict, verbose=verbose), strict)

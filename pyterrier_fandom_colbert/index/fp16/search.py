@@ -6,8 +6,9 @@ IVF / IVF-PQ (see index/ann/; optionally ``refine · k̂`` of them cut
 to the ``k̂`` nearest by the stored vectors); their documents (at most ``k̂ · N_q``) are scored exactly with the
 encoder's MaxSim over the stored vectors (:func:`score_docs`, length-sorted blocks); the top ``k`` are returned.
 
-Array helpers are pure functions; :func:`score_docs` and :func:`search` work on arrays and tensors; the two
-transformers at the end do the DataFrame plumbing.
+Array helpers are pure functions; :func:`score_docs` and :func:`search` work on arrays and tensors; the
+transformer at the end does the DataFrame plumbing. Re-ranking from stored vectors, the same for every format, is
+:class:`~pyterrier_fandom_colbert.index.scorer.IndexScorer`.
 """
 from __future__ import annotations
 
@@ -22,16 +23,14 @@ from ...checks import positive_int, real_in_range
 from ...frames import (
     EqualByKey,
     artifact_key,
-    empty_output,
     hits_output,
     require_columns,
     usable_query_rows,
-    with_columns,
 )
 from ...model.encoders import query_tensors
 from ...params import Parameters
 from ...progress import progress
-from ...ranking import Hits, found_hits, rank_by_score, top_k
+from ...ranking import Hits, found_hits, top_k
 from ...storage import DamagedFileError, artifact_path
 from ..ann import FaissSpec
 from ..doc_blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
@@ -302,50 +301,3 @@ class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
         faiss = repr(self.spec.kind) if self.spec == FaissSpec(self.spec.kind) else repr(self.spec)
         return (f"{self.index!r}.retriever(num_results={self.num_results}, {neighbours}, "
                 f"faiss={faiss}{nprobe}{refine}{strict})")
-
-
-class IndexScorer(EqualByKey, Parameters, pt.Transformer):
-    """Re-ranker from stored vectors: qid, query_embs, docno → + score, rank. No text, no document encoding.
-
-    ``colbert.query_encoder() >> first_stage >> index.scorer()``, or ``first_stage >> index.scorer(colbert)``.
-    Rows whose ``query`` text is empty or not text are left out with one warning (``strict=True``: an error).
-    """
-
-    def __init__(self, index: "ColBERTIndex", *, strict: bool = False, verbose: bool = False):
-        self.index = index
-        self.strict = strict
-        self.verbose = verbose
-
-    def _key(self) -> Tuple[Any, ...]:
-        return (artifact_key(self.index), self.strict)
-
-    def _constructor_args(self) -> Dict[str, Any]:
-        return {"index": self.index, "strict": self.strict, "verbose": self.verbose}
-
-    def transform_outputs(self, input_columns: List[str]) -> List[str]:
-        require_columns(input_columns, ["qid", "docno", "query_embs"], self)
-        return input_columns + [c for c in ("score", "rank") if c not in input_columns]
-
-    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        require_columns(inp.columns, ["qid", "docno", "query_embs"], self)
-        inp = usable_query_rows(inp, strict=self.strict, context=self)
-        if len(inp) == 0:
-            return empty_output(inp, ["score", "rank"])
-        doc_ids = self.index.doc_ids(inp["docno"].tolist())
-        codes, queries = query_tensors(inp, self.index.meta.dim, self)
-        refuse_non_finite_queries(inp, codes, queries, self)
-        rows_of_query = pd.Series(np.arange(len(inp))).groupby(codes).indices
-        scores = np.empty(len(inp), dtype=np.float64)
-        bar = progress(total=len(queries), desc="ColBERT re-ranking", unit="query", enabled=self.verbose)
-        try:
-            for j, q in enumerate(queries):
-                rows = rows_of_query[j]
-                docs, where = np.unique(doc_ids[rows], return_inverse=True)
-                scores[rows] = self.index.store.exact_scores(q, docs)[where]
-                bar.update(1)
-        finally:
-            bar.close()
-        return rank_by_score(with_columns(inp, {"score": scores}))
-
-    def __repr__(self) -> str:
-        return f"{self.index!r}.scorer({'strict=True' if self.strict else ''})"

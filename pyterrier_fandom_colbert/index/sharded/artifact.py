@@ -40,8 +40,8 @@ from ...frames import EqualByKey, artifact_key, empty_output, hits_output, requi
 from ...params import Parameters
 from ...ranking import Hits, HitsSource, rank_by_score
 from ...storage import ArtifactIntegrity, DamagedFileError, artifact_path, raise_damaged
-from ..fp16.search import IndexScorer
 from ..layout import ARTIFACT_TYPE, META_FILE, PACKAGE_HINT
+from ..scorer import IndexScorer
 from .build import SHARDED_FORMAT, ShardedMeta, is_sharded_folder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -331,7 +331,7 @@ _DEPTH_OPTIONS = ("lam", "k_hat", "ncells", "threshold", "ndocs", "nscore")
 
 class ShardedScorer(IndexScorer):
     """Re-ranker: each (query, document) row scored by the shard holding the document, then ranked per qid (the
-    settings, equality and outputs of a single index's :class:`~.token_search.IndexScorer`; ``index`` is a
+    settings, equality and outputs of a single index's :class:`~..scorer.IndexScorer`; ``index`` is a
     :class:`ShardedColBERTIndex`)."""
 
     index: Any
