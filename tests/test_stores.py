@@ -1,4 +1,4 @@
-"""The storage formats behind ColBERTIndex (index/stores/): each format's retriever takes only its own parameters,
+"""The storage formats behind ColBERTIndex (index/*/store.py): each format's retriever takes only its own parameters,
 the index picks its store from the metadata, and both stores' exact scores, retrievers and scorer agree with
 brute-force MaxSim over vectors read straight from the files."""
 import re

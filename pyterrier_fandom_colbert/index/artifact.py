@@ -3,9 +3,9 @@
 The folder layout is in :mod:`.layout`; writing (the writer and the indexer) is in :mod:`.writer`. This module
 reads what every index holds (metadata, offsets, docnos, the encoder's config; each on first use, as
 ``functools.cached_property``) and hands what depends on the storage format to its store, chosen once from the
-metadata (:mod:`.stores`): :class:`~.stores.fp16.Fp16Store` (fp16 vectors, retrieved by token neighbours,
-:mod:`.token_search`) or :class:`~.stores.residual.ResidualStore` (``format`` ``residual1|2|4``: residual codes,
-retrieved by centroid search, :mod:`.residual_search`). ``index.retriever(**options)`` is the store's retriever,
+metadata (:mod:`.formats`): :class:`~.fp16.store.Fp16Store` (fp16 vectors, retrieved by token neighbours,
+:mod:`.fp16.search`) or :class:`~.residual.store.ResidualStore` (``format`` ``residual1|2|4``: residual codes,
+retrieved by centroid search, :mod:`.residual.search`). ``index.retriever(**options)`` is the store's retriever,
 which takes only its own format's options.
 
 Before the first part is read, the cheap checks run once (:meth:`ColBERTIndex.check`, :mod:`.integrity`): every
@@ -107,7 +107,7 @@ class ColBERTIndex(pt.Artifact):
 
     @cached_property
     def store(self) -> "IndexStore":
-        """The storage format's half of the index (:mod:`.stores`), chosen from the metadata: its layout and
+        """The storage format's half of the index (:mod:`.formats`), chosen from the metadata: its layout and
         checks, rows, exact scores and retriever. Reads nothing until asked."""
         from .formats import store_class
 
@@ -329,7 +329,7 @@ class ColBERTIndex(pt.Artifact):
         """End-to-end retrieval (qid, query_embs → docno, score, rank): the store's retriever, with ``options``
         of the index's format only (another format's option is a TypeError naming it, and what this index takes).
 
-        * fp16 (:meth:`Fp16Store.retriever <.stores.fp16.Fp16Store.retriever>`): ``num_results``, ``lam``,
+        * fp16 (:meth:`Fp16Store.retriever <.fp16.store.Fp16Store.retriever>`): ``num_results``, ``lam``,
           ``k_hat``, ``faiss``, ``nprobe``, ``refine``, ``strict``, ``verbose``. Each scoring query vector fetches
           its k̂ nearest document tokens: ``ceil(num_results / lam)`` when ``lam`` is given, ``k_hat`` when that is
           given (fixed under ``% k``), else ``max(ceil(num_results / 2), 50)`` (so a short top 10 still draws on a
@@ -341,13 +341,13 @@ class ColBERTIndex(pt.Artifact):
           when the retriever is made (its repr shows it). ``nprobe``: inverted lists visited (IVF kinds; default
           32 when a kind is named); ``refine``: FAISS fetches ``refine · k̂`` neighbours and the ``k̂`` nearest by
           the stored vectors are kept (approximate kinds).
-        * compressed (:meth:`ResidualStore.retriever <.stores.residual.ResidualStore.retriever>`):
+        * compressed (:meth:`ResidualStore.retriever <.residual.store.ResidualStore.retriever>`):
           ``num_results``, ``ncells``, ``threshold``, ``ndocs``, ``nscore``, ``strict``, ``verbose``. Centroid
-          search (:class:`~.residual_search.CentroidRetriever`): the documents of each query vector's ``ncells``
+          search (:class:`~.residual.search.CentroidRetriever`): the documents of each query vector's ``ncells``
           best centroids, pruned by centroid interaction to ``ndocs`` and then ``nscore`` documents, which are
           scored exactly over their decompressed vectors; defaults follow ``num_results`` as PLAID's do, except
           that a top 10 scores 128 documents exactly rather than 64
-          (:meth:`~.residual_search.SearchParams.for_k`); ``ndocs=None`` scores every candidate.
+          (:meth:`~.residual.search.SearchParams.for_k`); ``ndocs=None`` scores every candidate.
 
         Composes through columns: ``colbert.query_encoder() >> index.retriever()``. Given the encoder,
         ``index.retriever(colbert)`` checks that it built this index and returns exactly that pipeline.

@@ -1,7 +1,7 @@
-"""The storage formats of a ColBERT index, one module each behind :class:`~.base.IndexStore`: ``fp16``
-(:mod:`.fp16`) and ``residual1|2|4`` (:mod:`.residual`). The index picks its store once from ``pt_meta.json``'s
-``format`` (:func:`store_class`); a new format is one module defining a store, added to :data:`STORES` and to
-``layout.FORMATS`` (and to the ``pt.Artifact`` entry points in pyproject.toml).
+"""The storage formats of a ColBERT index, one folder each with a store behind :class:`~.store.IndexStore`:
+``fp16`` (:mod:`.fp16`) and ``residual1|2|4`` (:mod:`.residual`). The index picks its store once from
+``pt_meta.json``'s ``format`` (:func:`store_class`); a new format is one folder whose ``store.py`` defines a store,
+added to :data:`STORES` and to ``layout.FORMATS`` (and to the ``pt.Artifact`` entry points in pyproject.toml).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ nothing until asked. It answers for what differs between formats, and only that:
   at the end of a build for this format.
 
 What every format shares (metadata, offsets, docnos, the encoder's config, the checks of sizes and checksums in
-:mod:`..integrity`) stays with the index.
+:mod:`.integrity`) stays with the index.
 """
 from __future__ import annotations
 

@@ -112,7 +112,7 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
     (:func:`~pyterrier_fandom_colbert.model.scoring.maxsim_repeat_padded`: sorted lengths keep the padding small, and
     one ``amax`` over a fixed width replaces a scatter-max). The buffers are allocated once per call: fresh
     multi-MB tensors per block cost page faults that rival the matmul on CPU. fp16 indexes only (a compressed
-    index's scores: :func:`~.residual_search.exact_scores`; either: ``index.store.exact_scores``).
+    index's scores: :func:`~..residual.search.exact_scores`; either: ``index.store.exact_scores``).
     """
     import torch
 

@@ -1,5 +1,5 @@
 """The ``fp16`` format: every token vector stored as float16 (``vectors.f16``, memory-mapped), retrieved by token
-neighbours (exact or FAISS, :mod:`..ann`) and exact MaxSim (:mod:`..token_search`)."""
+neighbours (exact or FAISS, :mod:`..ann`) and exact MaxSim (:mod:`.search`)."""
 from __future__ import annotations
 
 import warnings
@@ -131,7 +131,7 @@ class Fp16Store(IndexStore):
     # -- scores and retrieval ------------------------------------------------------------------------------
     def exact_scores(self, q: "torch.Tensor", doc_ids: np.ndarray,
                      block_tokens: Optional[int] = None) -> np.ndarray:
-        """:func:`~..token_search.score_docs` (length-sorted padded blocks, on ``q``'s device)."""
+        """:func:`~.search.score_docs` (length-sorted padded blocks, on ``q``'s device)."""
         from .search import score_docs
 
         return score_docs(self.index, q, doc_ids, block_tokens)
@@ -139,10 +139,10 @@ class Fp16Store(IndexStore):
     def retriever(self, *, num_results: int = 1000, lam: Optional[float] = None, k_hat: Optional[int] = None,
                   faiss: Union[str, "FaissSpec", None] = None, nprobe: Optional[int] = None,
                   refine: Optional[int] = None, strict: bool = False, verbose: bool = False) -> "pt.Transformer":
-        """Token-neighbour retrieval (:class:`~..token_search.ColBERTRetriever`): each scoring query vector
+        """Token-neighbour retrieval (:class:`~.search.ColBERTRetriever`): each scoring query vector
         fetches its k̂ nearest document tokens (``ceil(num_results / lam)``, ``k_hat``, or by default
         ``max(ceil(num_results / 2), 50)``) by ``faiss`` search (``None``: the measured default for the index's
-        size, :func:`~..token_search.default_search`; ``nprobe`` and ``refine`` tune approximate kinds); their
+        size, :func:`~.search.default_search`; ``nprobe`` and ``refine`` tune approximate kinds); their
         documents are scored exactly."""
         from .search import ColBERTRetriever
 

@@ -14,7 +14,7 @@ Bits are packed little-endian within a byte: dimension ``j`` lives in byte ``j /
 ``nbits · (j % (8 / nbits))``.
 
 Everything here is a pure function over arrays (numpy; the bulk paths also in torch), independent of the index
-files (see compressed.py for those).
+files (see compress.py for those).
 """
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ class CompressedStore:
     """The arrays of a compressed index: the codec, every token's centroid id ``codes [N]`` and packed residual
     ``residuals [N, B]``, document ``offsets [D + 1]``, and the inverted lists ``ivf_offsets [C + 1]`` /
     ``ivf_docs [P]`` (the documents, ascending, holding a token coded by each centroid). Any of them may be
-    memory maps (an index's: ``index.store.arrays``, :class:`~.stores.residual.ResidualStore`).
+    memory maps (an index's: ``index.store.arrays``, :class:`~.store.ResidualStore`).
 
     ``guard``, when given, is told which documents' codes (and residuals) and which inverted lists are about to be
     read, before they are (an index's verifies their blocks on first read: :class:`ReadGuard`).

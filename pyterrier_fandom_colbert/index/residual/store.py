@@ -1,6 +1,6 @@
 """The residual formats ``residual1``, ``residual2``, ``residual4``: each token stored as a centroid id and a packed
 residual of 1, 2 or 4 bits per dimension (PLAID's scheme; files in :mod:`..layout`, building in
-:mod:`..compressed`), retrieved by centroid search (:mod:`..residual_search`)."""
+:mod:`.compress`), retrieved by centroid search (:mod:`.search`)."""
 from __future__ import annotations
 
 from functools import cached_property
@@ -43,7 +43,7 @@ CODEC_KEYS = ("nbits", "num_centroids", "code_dtype", "token_id_dtype", "num_pai
 
 
 class ResidualWriter(StoreWriter):
-    """Compresses the streamed fp16 spill (:func:`~..compressed.compress_spill`) and deletes it."""
+    """Compresses the streamed fp16 spill (:func:`~.compress.compress_spill`) and deletes it."""
 
     def __init__(self, spec: "CompressionSpec", dim: int):
         from .codec import check_nbits
@@ -272,7 +272,7 @@ class ResidualStore(IndexStore):
     # -- scores and retrieval ------------------------------------------------------------------------------
     def exact_scores(self, q: "torch.Tensor", doc_ids: np.ndarray,
                      block_tokens: Optional[int] = None) -> np.ndarray:
-        """:func:`~..residual_search.exact_scores` over the decompressed vectors (on CPU)."""
+        """:func:`~.search.exact_scores` over the decompressed vectors (on CPU)."""
         from .search import exact_scores
 
         return exact_scores(self.arrays, q.cpu(), doc_ids, block_tokens)
@@ -280,11 +280,11 @@ class ResidualStore(IndexStore):
     def retriever(self, *, num_results: int = 1000, ncells: Optional[int] = None,
                   threshold: Optional[float] = None, ndocs: Union[int, str, None] = "auto",
                   nscore: Optional[int] = None, strict: bool = False, verbose: bool = False) -> "pt.Transformer":
-        """Centroid search (:class:`~..residual_search.CentroidRetriever`): the documents of each query vector's
+        """Centroid search (:class:`~.search.CentroidRetriever`): the documents of each query vector's
         ``ncells`` best centroids, pruned by centroid interaction to ``ndocs`` and then ``nscore`` documents,
         which are scored exactly over their decompressed vectors; defaults follow ``num_results`` as PLAID's do,
         except that a top 10 scores 128 documents exactly rather than 64
-        (:meth:`~..residual_search.SearchParams.for_k`); ``ndocs=None`` scores every candidate."""
+        (:meth:`~.search.SearchParams.for_k`); ``ndocs=None`` scores every candidate."""
         from .search import CentroidRetriever
 
         return CentroidRetriever(self.index, num_results=num_results, ncells=ncells, threshold=threshold,

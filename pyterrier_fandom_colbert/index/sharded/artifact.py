@@ -22,7 +22,7 @@ the residual formats), the results are those of one index over all the documents
 each shard prunes its own candidates, so a sharded search scores at least as many documents as one index.
 ``index.scorer()`` sends each document to the shard that holds it.
 
-Building: :mod:`.shard_build` (``index.indexer(colbert, num_shards=...)`` here; on a Ray cluster,
+Building: :mod:`.build` (``index.indexer(colbert, num_shards=...)`` here; on a Ray cluster,
 ``distributed.ShardedIndexer``). No Ray is needed to open or search a sharded index.
 """
 from __future__ import annotations
@@ -201,7 +201,7 @@ class ShardedColBERTIndex(pt.Artifact):
         """Builds the sharded index on this machine (no Ray): ``num_shards`` shards of equal size (or shards of
         ``shard_size`` documents), each compressed with one codec trained on a sample of all of them. Other
         ``options``: ``text_field``, ``batch_size``, ``long_docs``, ``stride``, ``sample_docs``, ``overwrite``,
-        ``verbose`` (see :class:`~.shard_build.LocalShardedIndexer`). An interrupted build resumes: the shards
+        ``verbose`` (see :class:`~.build.LocalShardedIndexer`). An interrupted build resumes: the shards
         already written are kept."""
         from .build import LocalShardedIndexer
 

@@ -1,4 +1,4 @@
-"""Building a :class:`~.sharded.ShardedColBERTIndex`, resumably, on one machine or on many.
+"""Building a :class:`~.artifact.ShardedColBERTIndex`, resumably, on one machine or on many.
 
 A build has a plan (:class:`ShardPlan`: which documents each shard holds, the encoder, the storage format) and
 a work folder beside the target (``.NAME.sharded-build``) that outlives a failed run:
@@ -11,7 +11,7 @@ a work folder beside the target (``.NAME.sharded-build``) that outlives a failed
    ``ceil(sample_docs / num_shards)`` documents of every shard (:func:`sample_positions`), and saved to
    ``codec/`` in the work folder; every shard is compressed with it, so that all shards' codes and scores are
    comparable. A resumed build reads it back rather than training again.
-3. Each shard is an ordinary ColBERT index written by :class:`~.writer.IndexWriter` into ``shard-NNNNN/`` of the
+3. Each shard is an ordinary ColBERT index written by :class:`~..writer.IndexWriter` into ``shard-NNNNN/`` of the
    work folder, atomically: a shard whose writer died leaves only a hidden temporary folder, removed on the next
    run, which builds that shard again. Shards already complete are kept.
 4. When every shard is complete (:meth:`ShardBuild.finish`), docnos are checked unique across shards, and the
