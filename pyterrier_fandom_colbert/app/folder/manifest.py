@@ -47,7 +47,7 @@ class SearchSettings(JsonConfig):
     ``exact_share`` has one default wherever a folder is built (``build_folder()`` and ``pfc index``): None, the
     format's (:data:`DEFAULT_EXACT_SHARE` for a residual format, 0 for fp16); a manifest written without the
     field (0, or a folder from before it existed) reads as 0, and 0 is left out of the JSON, so manifests keep
-    their bytes. It is checked by the rule ``CompressionSpec`` applies (``index.codec.check_exact_share_of``).
+    their bytes. It is checked by the rule ``CompressionSpec`` applies (``index.residual.codec.check_exact_share_of``).
 
     >>> SearchSettings().exact_share, SearchSettings(compression="fp16").exact_share
     (0.01, 0.0)
