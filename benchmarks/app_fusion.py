@@ -121,7 +121,7 @@ def latency(searcher, topics, n: int) -> Dict[int, float]:
     """Median seconds per query of the folder's hybrid at 100 and 1,000 results per system, interleaved."""
     import numpy as np
 
-    from pyterrier_fandom_colbert.app.hybrid import FusionSettings, hybrid_system
+    from pyterrier_fandom_colbert.app.fusion_settings import FusionSettings, hybrid_system
     from pyterrier_fandom_colbert.app.sharded import dense_retriever
 
     encoder = searcher.colbert.query_encoder()

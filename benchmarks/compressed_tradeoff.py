@@ -86,8 +86,8 @@ def main(argv=None) -> int:
     import torch
 
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.index import residual_search as cs
-    from pyterrier_fandom_colbert.index.token_search import score_docs
+    from pyterrier_fandom_colbert.index.fp16.search import score_docs
+    from pyterrier_fandom_colbert.index.residual import search as cs
     from pyterrier_fandom_colbert.ranking import top_k
 
     torch.set_num_threads(args.threads)

@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     import torch
 
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.index.compressed import CompressionSpec
+    from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec
 
     torch.set_num_threads(2)
     start = time.perf_counter()

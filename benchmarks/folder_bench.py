@@ -66,7 +66,7 @@ def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec:
     from pyterrier_fandom_colbert.app.folder import COLBERT_DIR, MANIFEST, Manifest, folder_bytes
     from pyterrier_fandom_colbert.app.folder.assemble import parts_of
     from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
-    from pyterrier_fandom_colbert.index.compressed import CompressionSpec
+    from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec
     from pyterrier_fandom_colbert.index.writer import IndexWriter
     from pyterrier_fandom_colbert.storage import build_manifest, read_json, write_json
 
@@ -234,7 +234,7 @@ def codec_noise(out: Path, rule: str) -> Dict[str, Any]:
     import numpy as np
 
     from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
-    from pyterrier_fandom_colbert.index.codec import unpack_bits
+    from pyterrier_fandom_colbert.index.residual.codec import unpack_bits
 
     exact32, exact16 = out / "fp16", out / "bf16-fp16"
     r32, r16 = out / f"residual2-{rule}", out / f"bf16-residual2-{rule}-samecodec"
@@ -307,7 +307,7 @@ def make_variants(args, source) -> Dict[str, Any]:
 
     from pyterrier_fandom_colbert.app.folder import SearchSettings, build_folder, load_manifest
     from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
-    from pyterrier_fandom_colbert.index.compressed import CompressionSpec
+    from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec
     from pyterrier_fandom_colbert.model.colbert import ColBERT
 
     report: Dict[str, Any] = {"build_seconds": {}, "convert_seconds": {}}
@@ -385,7 +385,7 @@ def systems_of(folder: Path, tfidf_run, dense_run, encoded) -> Dict[str, Any]:
     import pyterrier as pt
 
     from pyterrier_fandom_colbert.app.folder import load_manifest
-    from pyterrier_fandom_colbert.app.hybrid import hybrid_system
+    from pyterrier_fandom_colbert.app.fusion_settings import hybrid_system
 
     fusion = load_manifest(folder).settings.fusion
     hybrid = hybrid_system(pt.Transformer.from_df(tfidf_run, uniform=False),

@@ -165,7 +165,7 @@ def bench_rerank(args) -> Dict:
     """ms per query to score 1000 random candidates from stored vectors (docno lookup included)."""
     import torch
 
-    from pyterrier_fandom_colbert.index.token_search import score_docs
+    from pyterrier_fandom_colbert.index.fp16.search import score_docs
 
     corpus = Synthetic(num_docs=args.docs or 20_000, mean_tokens=100)
     path = args.workdir / "rerank.idx"
@@ -192,7 +192,7 @@ def bench_rerank(args) -> Dict:
 
 
 def exhaustive_top(index: ColBERTIndex, q, k: int = 10) -> np.ndarray:
-    from pyterrier_fandom_colbert.index.token_search import score_docs, top_k
+    from pyterrier_fandom_colbert.index.fp16.search import score_docs, top_k
 
     ids = np.arange(len(index))
     return ids[top_k(score_docs(index, q, ids), ids, k)]
@@ -252,7 +252,7 @@ def timed_search(index: ColBERTIndex, ann, queries, k: int, k_hat: int, nprobe,
     """End-to-end search of each query alone, after three warm-up queries: (seconds, top-10 ids) per query; the
     process's CPU seconds per query (all threads) are appended to ``cpu`` when given (on a machine shared with
     other jobs they vary less than wall time)."""
-    from pyterrier_fandom_colbert.index.token_search import search
+    from pyterrier_fandom_colbert.index.fp16.search import search
 
     search(index, ann, queries[:3], k, k_hat, nprobe, refine)
     times, tops = [], []
@@ -275,7 +275,7 @@ def search_settings(kind: str, nprobes: List[int], refines: List[int]) -> List[T
 
 def neighbour_search(index: ColBERTIndex, ann, queries, k_hat: int, nprobe, refine: int) -> Tuple[float, float]:
     """The candidate-generation part alone, each query by itself: (mean ms, mean candidate passages) per query."""
-    from pyterrier_fandom_colbert.index.token_search import docs_of_rows, token_neighbours
+    from pyterrier_fandom_colbert.index.fp16.search import docs_of_rows, token_neighbours
 
     times, counts = [], []
     for q in queries:
@@ -342,7 +342,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     set_threads(args.threads)
     if args.block_tokens:
-        from pyterrier_fandom_colbert.index import token_search as retrieval
+        from pyterrier_fandom_colbert.index.fp16 import search as retrieval
 
         retrieval.BLOCK_TOKENS[args.device.split(":")[0]] = args.block_tokens
     args.workdir.mkdir(parents=True, exist_ok=True)

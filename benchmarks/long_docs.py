@@ -67,7 +67,7 @@ def build(path: Path, docs, colbert, **options):
 def max_window(index, retriever, q, k: int):
     """The top ``k`` (document ids, scores) when a windowed document scores as its best window: the retriever's
     own candidates (same neighbour search and k̂), each candidate's windows scored exactly, the maximum kept."""
-    from pyterrier_fandom_colbert.index.token_search import docs_of_rows, score_docs, token_neighbours
+    from pyterrier_fandom_colbert.index.fp16.search import docs_of_rows, score_docs, token_neighbours
     from pyterrier_fandom_colbert.ranking import top_k
 
     hits = token_neighbours(index, index.ann(retriever.spec), [q], retriever.k_hat, retriever.nprobe,

@@ -185,8 +185,8 @@ def worker_serve(args) -> int:
     import torch
 
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.index import residual_search as cs
-    from pyterrier_fandom_colbert.index.token_search import score_docs
+    from pyterrier_fandom_colbert.index.fp16.search import score_docs
+    from pyterrier_fandom_colbert.index.residual import search as cs
     from pyterrier_fandom_colbert.ranking import top_k
 
     replies = os.fdopen(os.dup(1), "w", buffering=1)

@@ -1,6 +1,6 @@
 """Where the time of one end-to-end query goes on a compressed index: the PyTerrier pipeline
 (``index.retriever(colbert, num_results=10).search(q)``) against the same encoder and centroid search called
-directly (``colbert.encode_queries`` + ``residual_search.search_one``), interleaved query by query in one process
+directly (``colbert.encode_queries`` + ``residual.search.search_one``), interleaved query by query in one process
 (which of the two meets a query first alternates, so that neither always finds the query's data in the caches).
 
     .venv/bin/python benchmarks/query_side.py --index runs/plaid_compare/ours-residual2.colbert
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     import torch
 
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.index import residual_search as cs
+    from pyterrier_fandom_colbert.index.residual import search as cs
 
     torch.set_num_threads(args.threads)
     with gzip.open(queries_file, "rt", encoding="utf-8") as f:

@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     import pandas as pd
     import pyterrier as pt
 
-    from pyterrier_fandom_colbert.__main__ import TUNING_GRID, query_topics, systems_for
+    from pyterrier_fandom_colbert.app.compare import TUNING_GRID, query_topics, systems_for
     from pyterrier_fandom_colbert.data.irds import register_qa_release
 
     args.out.mkdir(parents=True, exist_ok=True)

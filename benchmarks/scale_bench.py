@@ -166,7 +166,7 @@ def build(args) -> Dict[str, Any]:
     if args.cpus:  # this process and all it starts (Ray's processes included) on the first `cpus` cores
         os.sched_setaffinity(0, set(range(args.cpus)))
     import pyterrier_fandom_colbert as pfc
-    from pyterrier_fandom_colbert.index.compressed import CompressionSpec
+    from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec
 
     torch.set_num_threads(args.threads)
     corpus = passages(args.passages)
@@ -379,7 +379,7 @@ def search(args) -> List[Dict[str, Any]]:
     import pyterrier_fandom_colbert as pfc
     from pyterrier_fandom_colbert.distributed.cluster import connect
     from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever, ShardServer
-    from pyterrier_fandom_colbert.index.sharded import merge_ranked
+    from pyterrier_fandom_colbert.index.sharded.artifact import merge_ranked
 
     if args.pin:  # this process (the local merge, the driver) on core 0, the shard actors on core 1
         os.sched_setaffinity(0, {0})

@@ -160,7 +160,7 @@ def time_pisa(path, toks, algorithm: str, threads: int, repeat: int, k: int = NU
 # -- the benchmark ------------------------------------------------------------------------------------------------
 
 def build_structures(name, docs, splade, cache: Path, verbose: bool):
-    from pyterrier_fandom_colbert.sparse.exact import SparseIndex
+    from pyterrier_fandom_colbert.sparse.index import SparseIndex
     from pyterrier_fandom_colbert.sparse.pisa import build_pisa_index, pisa_available
 
     info = {}

@@ -3,12 +3,12 @@
     python pipelines/compare.py                       # the settings below
     python pipelines/compare.py --k 100 --out runs/x  # any pfc-compare option overrides them
 
-Same as ``pfc-compare`` / ``python -m pyterrier_fandom_colbert``: a pt.Experiment table (RR@10, R@1, R@10,
+Same as ``pfc-compare`` / ``pfc compare``: a pt.Experiment table (RR@10, R@1, R@10,
 R@50) printed and written to results.csv, plus the Recall@k curve (recall_at_k.csv, recall_at_k.png).
 """
 import sys
 
-from pyterrier_fandom_colbert.__main__ import main
+from pyterrier_fandom_colbert.app.compare import main
 
 SETTINGS = [
     "--dataset", "fandom-qa/sample/test",

@@ -274,7 +274,7 @@ def single_systems(docs, names, k, checkpoint, cache: Path, device, faiss, k_hat
 def splade_systems(docs, names, k: int, cache: Path, device, verbose):
     """SPLADE-tiny over an index cached per encoder: exhaustive, and (pyterrier-pisa installed) PISA MaxScore."""
     from pyterrier_fandom_colbert.sparse.encoder import Splade
-    from pyterrier_fandom_colbert.sparse.exact import SparseIndex
+    from pyterrier_fandom_colbert.sparse.index import SparseIndex
     from pyterrier_fandom_colbert.sparse.pisa import build_pisa_index, pisa_available, pisa_retriever
 
     try:

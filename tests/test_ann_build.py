@@ -8,9 +8,9 @@ import torch
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.app.cli import main as pfc_cli
 from pyterrier_fandom_colbert.index import ann
-from pyterrier_fandom_colbert.index import token_search as retrieval
-from pyterrier_fandom_colbert.index.__main__ import main as index_cli
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+from pyterrier_fandom_colbert.index.build_ann import main as index_cli
+from pyterrier_fandom_colbert.index.fp16 import search as retrieval
 
 DIM = 16
 PASSAGES = ["The castle of Vel Amara was built after the flood.", "Old Orrin the smith forged twelve blades.",

@@ -123,7 +123,7 @@ def _fixed_run(rows):
 
 
 def test_hybrid_system_is_pfc_hybrid_with_the_folders_settings():
-    from pyterrier_fandom_colbert.app.hybrid import FusionSettings, hybrid_system
+    from pyterrier_fandom_colbert.app.fusion_settings import FusionSettings, hybrid_system
 
     a = _fixed_run([("1", "x", 9.0), ("1", "y", 5.0), ("1", "z", 1.0), ("2", "x", 2.0)])
     b = _fixed_run([("1", "z", 0.9), ("1", "w", 0.7), ("1", "y", 0.5), ("2", "w", 0.3)])
@@ -158,7 +158,7 @@ def test_hybrid_system_is_pfc_hybrid_with_the_folders_settings():
 @pytest.mark.parametrize("bad, message", [({"weight": -0.1}, "weight=-0.1"), ({"normalise": "rank"}, "normalise"),
                                           ({"depth": 0}, "depth=0")])
 def test_fusion_settings_refuse_bad_values(bad, message):
-    from pyterrier_fandom_colbert.app.hybrid import FusionSettings
+    from pyterrier_fandom_colbert.app.fusion_settings import FusionSettings
 
     with pytest.raises(ValueError, match=message):
         FusionSettings(**bad)
@@ -808,7 +808,7 @@ def test_browser_shows_a_clear_message_for_a_bad_query(browser, server):
 def test_folder_default_weight_is_the_fusions_default():
     import pyterrier as pt
 
-    from pyterrier_fandom_colbert.app import hybrid
+    from pyterrier_fandom_colbert.app import fusion_settings as hybrid
     from pyterrier_fandom_colbert.fusion import DEFAULT_WEIGHT, Hybrid
 
     assert hybrid.DEFAULT_WEIGHT == DEFAULT_WEIGHT == hybrid.FusionSettings().weight

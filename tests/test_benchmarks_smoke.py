@@ -462,7 +462,7 @@ def check_prf_vote_check(tiny: Tiny, stdout: str) -> None:
 def check_sample_forms(tiny: Tiny, stdout: str) -> None:
     import pandas as pd
 
-    from pyterrier_fandom_colbert.__main__ import TUNING_GRID
+    from pyterrier_fandom_colbert.app.compare import TUNING_GRID
 
     table = pd.read_csv(tiny.out / "results.csv")
     assert set(table["split"]) == {"dev", "test"} and len(table) == 2 * (2 + len(TUNING_GRID))

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pyterrier_fandom_colbert.__main__ import main as compare
+from pyterrier_fandom_colbert.app.compare import main as compare
 from pyterrier_fandom_colbert.cli_errors import UserError, run
 from pyterrier_fandom_colbert.training.cli import main as train
 

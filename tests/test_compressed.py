@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from pyterrier_fandom_colbert.index import codec as rc
-from pyterrier_fandom_colbert.index import compressed
-from pyterrier_fandom_colbert.index import residual_search as cs
+from pyterrier_fandom_colbert.index.residual import codec as rc
+from pyterrier_fandom_colbert.index.residual import compress as compressed
+from pyterrier_fandom_colbert.index.residual import search as cs
 from pyterrier_fandom_colbert.ranking import found_hits, hits_frame
 
 DIM = 16
@@ -511,7 +511,7 @@ def test_set_parameter_rebuilds_the_centroid_retriever_as_its_constructor(both, 
     """PyTerrier's parameter protocol (pt.GridSearch): same retriever, output and refusals as construction."""
     import pandas as pd
 
-    from pyterrier_fandom_colbert.index.residual_search import CentroidRetriever
+    from pyterrier_fandom_colbert.index.residual.search import CentroidRetriever
 
     _, small = both
     queries = colbert.query_encoder()(pd.DataFrame({"qid": ["a", "b", "c"], "query": QUERIES}))

@@ -12,10 +12,10 @@ import pytest
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.app.cli import main
 from pyterrier_fandom_colbert.app.folder import build_folder
-from pyterrier_fandom_colbert.index import compressed
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+from pyterrier_fandom_colbert.index.residual import compress as compressed
 from pyterrier_fandom_colbert.lexical.tfidf import TfidfIndex
-from pyterrier_fandom_colbert.sparse.exact import SparseIndex
+from pyterrier_fandom_colbert.sparse.index import SparseIndex
 from pyterrier_fandom_colbert.storage import DamagedFileError, NoManifestError
 
 WORDS = ["castle", "dragon", "smith", "river", "queen", "bard", "library", "moon", "fleet", "giant", "crown", "star"]

@@ -17,9 +17,9 @@ import pytest
 ray = pytest.importorskip("ray")
 
 import pyterrier_fandom_colbert as pfc  # noqa: E402
-from pyterrier_fandom_colbert.index.compressed import CompressionSpec  # noqa: E402
-from pyterrier_fandom_colbert.index.shard_build import work_folder  # noqa: E402
-from pyterrier_fandom_colbert.index.sharded import ShardedColBERTIndex  # noqa: E402
+from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec  # noqa: E402
+from pyterrier_fandom_colbert.index.sharded.artifact import ShardedColBERTIndex  # noqa: E402
+from pyterrier_fandom_colbert.index.sharded.build import work_folder  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

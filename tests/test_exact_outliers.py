@@ -11,8 +11,8 @@ import torch
 
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.app.folder import SearchSettings
-from pyterrier_fandom_colbert.index.compressed import CompressionSpec, compress_spill
-from pyterrier_fandom_colbert.index.sharded import ShardedColBERTIndex
+from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec, compress_spill
+from pyterrier_fandom_colbert.index.sharded.artifact import ShardedColBERTIndex
 from pyterrier_fandom_colbert.index.writer import IndexWriter
 from pyterrier_fandom_colbert.model.config import ColBERTConfig
 from pyterrier_fandom_colbert.storage import DamagedFileError, MissingFileError

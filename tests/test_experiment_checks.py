@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import pyterrier_fandom_colbert as pfc
-from pyterrier_fandom_colbert.index import compressed
+from pyterrier_fandom_colbert.index.residual import compress as compressed
 
 
 @pytest.fixture(scope="module")

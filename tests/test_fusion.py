@@ -399,7 +399,7 @@ class _Toy:
 
 @pytest.mark.slow
 def test_main_job_tunes_the_hybrid_on_the_tuning_split(tmp_path, tiny_bert_dir):
-    from pyterrier_fandom_colbert.__main__ import SYSTEMS, TUNING_GRID, compare, systems_for
+    from pyterrier_fandom_colbert.app.compare import SYSTEMS, TUNING_GRID, compare, systems_for
 
     test = _Toy([("t1", "where do dragons guard", "d0"), ("t2", "who forged the blade", "d5"),
                  ("t3", "when was emberfall released", "d4")])

@@ -13,7 +13,7 @@ import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.index import ann as faiss_ann
 from pyterrier_fandom_colbert.index.ann import FaissSpec
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
-from pyterrier_fandom_colbert.index.token_search import ColBERTRetriever
+from pyterrier_fandom_colbert.index.fp16.search import ColBERTRetriever
 from pyterrier_fandom_colbert.model.scoring import maxsim
 from pyterrier_fandom_colbert.model.similarity import SIMILARITIES, get_similarity
 
@@ -395,7 +395,7 @@ def test_unknown_docnos_are_named(index, colbert):
 
 
 def test_scores_do_not_depend_on_blocking(index, colbert):
-    from pyterrier_fandom_colbert.index.token_search import score_docs
+    from pyterrier_fandom_colbert.index.fp16.search import score_docs
 
     Q, mask = colbert.encode_queries(["castle built by the river folk"])
     docs = np.array([3, 5, 8, 13, 21, 34, 55])
@@ -482,7 +482,7 @@ def test_exact_search_finds_faiss_flat_neighbours(similarity, numpy_similarity):
 
 
 def test_score_docs_is_exact_whatever_the_blocks(index, colbert):
-    from pyterrier_fandom_colbert.index.token_search import score_docs
+    from pyterrier_fandom_colbert.index.fp16.search import score_docs
 
     query = TOPICS["query"][1]
     Q, mask = colbert.encode_queries([query])

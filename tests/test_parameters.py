@@ -31,7 +31,8 @@ def parts(tiny_parts):
 def _cases(colbert, tfidf, index):
     """(name, constructor with keyword arguments, the input to run it on or None, parameter, other value,
     a value the constructor refuses or None)."""
-    from pyterrier_fandom_colbert.index.token_search import ColBERTRetriever, IndexScorer
+    from pyterrier_fandom_colbert.index.fp16.search import ColBERTRetriever
+    from pyterrier_fandom_colbert.index.scorer import IndexScorer
     from pyterrier_fandom_colbert.lexical.tfidf import TfidfRetriever
     from pyterrier_fandom_colbert.model.encoders import DocEncoder, EmbeddingScorer, QueryEncoder, TextScorer
 

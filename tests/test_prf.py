@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pyterrier_fandom_colbert.index import compressed
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 from pyterrier_fandom_colbert.index.prf import (
     PRF_COLUMNS,
@@ -20,6 +19,7 @@ from pyterrier_fandom_colbert.index.prf import (
     kmeans,
     rescore,
 )
+from pyterrier_fandom_colbert.index.residual import compress as compressed
 
 TOPICS = pd.DataFrame({"qid": ["q1", "q2"], "query": ["who forged the blade in the tower", "a storm over the harbour"]})
 

@@ -18,7 +18,7 @@ import pytest
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.app.folder import build_folder, load_manifest, resume, update_folder
 from pyterrier_fandom_colbert.app.search import Searcher
-from pyterrier_fandom_colbert.index import compressed
+from pyterrier_fandom_colbert.index.residual import compress as compressed
 from pyterrier_fandom_colbert.storage import DamagedFileError
 
 SAMPLE = Path(pfc.__file__).parent / "data" / "sample" / "samplewiki_pages_current.xml"

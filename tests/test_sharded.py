@@ -8,9 +8,9 @@ import pyterrier as pt
 import pytest
 
 import pyterrier_fandom_colbert as pfc
-from pyterrier_fandom_colbert.index.compressed import CompressionSpec
-from pyterrier_fandom_colbert.index.shard_build import shard_bounds, work_folder
-from pyterrier_fandom_colbert.index.sharded import ShardedColBERTIndex, merge_ranked
+from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec
+from pyterrier_fandom_colbert.index.sharded.artifact import ShardedColBERTIndex, merge_ranked
+from pyterrier_fandom_colbert.index.sharded.build import shard_bounds, work_folder
 from pyterrier_fandom_colbert.storage import DamagedFileError
 
 #: 3 shards of 12 documents; batches of 4 from each shard's start are also the single index's batches, so both

@@ -9,7 +9,7 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 
-from pyterrier_fandom_colbert.sparse.exact import Postings, SparseIndex
+from pyterrier_fandom_colbert.sparse.index import Postings, SparseIndex
 from pyterrier_fandom_colbert.sparse.maths import splade_pool
 from pyterrier_fandom_colbert.sparse.topics import MiniLMEmbedder, TopicConfig, TopicModel, keep_topics
 from pyterrier_fandom_colbert.sparse.tree import BinaryTree, TreeConfig
@@ -491,7 +491,7 @@ class ToyDataset:
 
 
 def test_main_job_splade_systems(tmp_path, tiny_mlm_dir, tiny_bert_dir):
-    from pyterrier_fandom_colbert.__main__ import build_parser, compare
+    from pyterrier_fandom_colbert.app.compare import build_parser, compare
 
     assert "splade" not in build_parser().parse_args([]).systems  # an optional extra: only when asked for
     table = compare(ToyDataset(), "toy/test", ["splade", "splade-colbert"], "RR@10,R@1,R@2", tmp_path, k=2,

@@ -1,4 +1,4 @@
-"""The storage formats behind ColBERTIndex (index/stores/): each format's retriever takes only its own parameters,
+"""The storage formats behind ColBERTIndex (index/*/store.py): each format's retriever takes only its own parameters,
 the index picks its store from the metadata, and both stores' exact scores, retrievers and scorer agree with
 brute-force MaxSim over vectors read straight from the files."""
 import re
@@ -10,17 +10,17 @@ import pytest
 import torch
 
 import pyterrier_fandom_colbert as pfc
-from pyterrier_fandom_colbert.index import compressed
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
-from pyterrier_fandom_colbert.index.residual_search import CentroidRetriever
-from pyterrier_fandom_colbert.index.stores import (
+from pyterrier_fandom_colbert.index.formats import (
     STORES,
     Fp16Store,
     ResidualStore,
     retriever_parameters,
     store_class,
 )
-from pyterrier_fandom_colbert.index.token_search import ColBERTRetriever
+from pyterrier_fandom_colbert.index.fp16.search import ColBERTRetriever
+from pyterrier_fandom_colbert.index.residual import compress as compressed
+from pyterrier_fandom_colbert.index.residual.search import CentroidRetriever
 from pyterrier_fandom_colbert.index.writer import IndexWriter
 from pyterrier_fandom_colbert.model.scoring import maxsim
 

@@ -295,7 +295,7 @@ class ToyDataset:
 
 
 def test_compare_writes_table_curve_and_plot(tmp_path, tiny_bert_dir):
-    from pyterrier_fandom_colbert.__main__ import compare
+    from pyterrier_fandom_colbert.app.compare import compare
 
     table = compare(ToyDataset(), "toy/test", ["tfidf", "colbert-rerank"], "RR@10,R@1,R@10", tmp_path, k=10,
                     checkpoint=tiny_bert_dir)
@@ -318,7 +318,7 @@ def test_compare_writes_table_curve_and_plot(tmp_path, tiny_bert_dir):
 
 
 def test_main_job_takes_the_question_text_as_query(capsys):
-    from pyterrier_fandom_colbert.__main__ import query_topics
+    from pyterrier_fandom_colbert.app.compare import query_topics
 
     dataset = pt.get_dataset("irds:fandom-qa/sample/test")
     got = query_topics(dataset)

@@ -22,17 +22,17 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-DELEGATED = {"compare": ("pyterrier_fandom_colbert.__main__", "TF-IDF against ColBERT on a FANDOM-QA split "
+DELEGATED = {"compare": ("pyterrier_fandom_colbert.app.compare", "TF-IDF against ColBERT on a FANDOM-QA split "
                          "(pfc-compare)"),
              "train": ("pyterrier_fandom_colbert.training.cli", "train a ColBERT checkpoint (pfc-train)")}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..index.__main__ import add_build_ann_arguments
+    from ..index.build_ann import add_build_ann_arguments
     from ..index.layout import FORMATS
     from ..model.colbert import CPU_PRECISIONS
     from .folder import DEFAULT_EXACT_SHARE
-    from .hybrid import NORMALISATIONS, FusionSettings
+    from .fusion_settings import NORMALISATIONS, FusionSettings
     from .queries import DEFAULT_K, MAX_K, READ_TOP, SYSTEMS
 
     ap = argparse.ArgumentParser(prog="pfc", description="Build a search folder from a wiki dump, search it in the "
@@ -279,7 +279,7 @@ def _check_index(args: argparse.Namespace) -> None:
     from ..checks import int_in_range
     from ..cli_errors import require_model_path
     from .folder import is_search_folder
-    from .hybrid import FusionSettings
+    from .fusion_settings import FusionSettings
 
     int_in_range("--batch-size", args.batch_size, 1, what="passages per batch")
     int_in_range("--depth", args.depth, 1, what="results per system")
@@ -407,10 +407,10 @@ def artifacts_in(path: Path) -> List[Tuple[str, Path]]:
 
 def _verify(args) -> int:
     from ..index.artifact import ColBERTIndex
-    from ..index.sharded import ShardedColBERTIndex
+    from ..index.sharded.artifact import ShardedColBERTIndex
     from ..lexical.tfidf import TfidfIndex
     from ..model.colbert import ColBERT
-    from ..sparse.exact import SparseIndex
+    from ..sparse.index import SparseIndex
     from .folder import verify_folder
 
     checks = {"colbert": lambda f: ColBERTIndex(f).verify(), "tfidf": lambda f: TfidfIndex(f).verify(),
@@ -429,7 +429,7 @@ def _verify(args) -> int:
 
 def _check_exact_share(args: argparse.Namespace) -> None:
     if args.exact_share is not None:
-        from ..index.codec import check_exact_share
+        from ..index.residual.codec import check_exact_share
 
         check_exact_share(args.exact_share)
         if args.exact_share and args.compression == "fp16":
@@ -438,14 +438,14 @@ def _check_exact_share(args: argparse.Namespace) -> None:
 
 
 def _build_ann(args) -> int:
-    from ..index.__main__ import run_build_ann
+    from ..index.build_ann import run_build_ann
 
     return run_build_ann(args, prefix="pfc build-ann: error")
 
 
 def _index(args) -> int:
     from .folder import DEFAULT_EXACT_SHARE, SearchSettings, build_folder, update_folder
-    from .hybrid import FusionSettings
+    from .fusion_settings import FusionSettings
 
     if args.update:
         report = update_folder(args.source, args.folder, batch_size=args.batch_size, verbose=not args.quiet,

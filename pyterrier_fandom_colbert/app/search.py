@@ -41,7 +41,7 @@ from ..explain.answer import CALIBRATION, AnswerCalibration, mean_maxsim, short_
 from ..reader.transformer import DEFAULT_READER
 from .folder import COLBERT_DIR, TFIDF_DIR, Manifest, PassageTable, load_manifest
 from .folder.resume import pending_notice, pending_progress
-from .hybrid import hybrid_system
+from .fusion_settings import hybrid_system
 from .queries import (
     MAX_K,
     MAX_QUERY_CHARS,

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyterrier as pt
 
     from ..index.artifact import ColBERTIndex
-    from ..index.sharded import ShardedColBERTIndex
+    from ..index.sharded.artifact import ShardedColBERTIndex
     from .folder import SearchSettings
 
 #: documents per shard when the number of shards is not given
@@ -105,7 +105,7 @@ class ShardsLostError(UserError):
 def open_colbert(path: Path) -> Union["ColBERTIndex", "ShardedColBERTIndex"]:
     """The folder's ColBERT part: a ColBERT index, or a sharded one (as its ``pt_meta.json`` says)."""
     from ..index.artifact import ColBERTIndex
-    from ..index.sharded import SHARDED_FORMAT, ShardedColBERTIndex
+    from ..index.sharded.artifact import SHARDED_FORMAT, ShardedColBERTIndex
 
     meta = path / "pt_meta.json"
     values = read_json(meta, "ColBERT index metadata") if meta.is_file() else {}
@@ -120,7 +120,7 @@ def dense_retriever(index: Any, settings: "SearchSettings", num_results: int,
     centroid search, merged here or by Ray shard actors (``ray``: a :class:`RaySearch`, or the cluster's address,
     ``""`` for ``RAY_ADDRESS`` or a local one, whose actors must answer within ``timeout_s``; else the query
     fails)."""
-    from ..index.sharded import ShardedColBERTIndex
+    from ..index.sharded.artifact import ShardedColBERTIndex
 
     if not isinstance(index, ShardedColBERTIndex):
         if ray is not None:

@@ -1,6 +1,6 @@
 """Building a sharded ColBERT index on a Ray cluster: :class:`ShardedIndexer`.
 
-The build follows :mod:`~pyterrier_fandom_colbert.index.shard_build` (plan, shared codec, one ordinary index per
+The build follows :mod:`~pyterrier_fandom_colbert.index.sharded.build` (plan, shared codec, one ordinary index per
 shard, resumable from the work folder) and differs in who does the work:
 
 * The passages become a Ray Dataset of blocks of ``block_batches`` model batches of ``batch_size`` passages,
@@ -37,8 +37,8 @@ import numpy as np
 import pandas as pd
 
 from ..checks import positive_int
-from ..index.compressed import CompressionSpec, as_spec
-from ..index.shard_build import (
+from ..index.residual.compress import CompressionSpec, as_spec
+from ..index.sharded.build import (
     RUNNING_SUFFIX,
     SAMPLE_DOCS,
     ShardBuild,
@@ -53,7 +53,7 @@ from ..model.config import ColBERTConfig
 from .cluster import cluster_gpus, connect
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..index.sharded import ShardedColBERTIndex
+    from ..index.sharded.artifact import ShardedColBERTIndex
 
 
 class LostShardsError(RuntimeError):
@@ -156,7 +156,7 @@ class ShardWriter:
     def open(self, shard: int, path: str, marker: str) -> None:
         self.started = time.perf_counter()
         if self.codec is None and self.codec_folder is not None:
-            from ..index.compressed import load_codec
+            from ..index.residual.compress import load_codec
             from ..storage import read_json
 
             folder = Path(self.codec_folder)
@@ -224,7 +224,7 @@ def block_refs(dataset: Any) -> Iterator[Any]:
 def aligned_blocks(frame: pd.DataFrame, shards: Dict[int, Tuple[int, int]], batch_size: int,
                    block_batches: int = 1) -> List[pd.DataFrame]:
     """``frame``'s rows of each shard's ``(first, end)`` range, cut into model batches of ``batch_size`` rows from
-    the range's start (:func:`~pyterrier_fandom_colbert.index.shard_build.batch_ranges`: the local indexer's
+    the range's start (:func:`~pyterrier_fandom_colbert.index.sharded.build.batch_ranges`: the local indexer's
     batches), ``block_batches`` consecutive batches to a block; each row with its ``shard``, its block's ``chunk``
     number within the shard and its ``batch`` number within the block.
 
@@ -332,7 +332,7 @@ class ShardedIndexer:
         workers = self.workers or (gpus or max(1, int(ray.cluster_resources().get("CPU", 1))))
         self.timings["planned"] = time.perf_counter() - started
         self.reports = self._build(frame, build, workers, gpus, started)
-        from ..index.sharded import ShardedColBERTIndex
+        from ..index.sharded.artifact import ShardedColBERTIndex
 
         index = ShardedColBERTIndex(build.finish())
         self.timings["finished"] = time.perf_counter() - started

@@ -23,7 +23,7 @@ import pandas as pd
 import pyterrier as pt
 
 from ..frames import EqualByKey, artifact_key, empty_output, require_columns
-from ..index.sharded import ShardedColBERTIndex, concat_hits
+from ..index.sharded.artifact import ShardedColBERTIndex, concat_hits
 from ..params import Parameters
 from ..ranking import Hits, HitsSource, best_hits, hits_frame
 from ..storage import artifact_path
@@ -87,8 +87,8 @@ def groups(names: Sequence[str], actors: int) -> List[List[str]]:
 
 def merged_hits(inp: pd.DataFrame, answers: Sequence[Tuple[np.ndarray, np.ndarray, np.ndarray]],
                 num_results: Optional[int]) -> pd.DataFrame:
-    """The frame :func:`~pyterrier_fandom_colbert.index.sharded.merge_ranked` makes of the shards' results, from
-    the actors' answers (each: the query's row in ``inp``, docno, score): ``inp``'s rows repeated per hit with
+    """The frame :func:`~pyterrier_fandom_colbert.index.sharded.artifact.merge_ranked` makes of the shards' results,
+    from the actors' answers (each: the query's row in ``inp``, docno, score): ``inp``'s rows repeated per hit with
     docno, score and rank, grouped by qid in order of first appearance, by score descending, docno breaking ties,
     the best ``num_results`` of each qid.
 

@@ -3,9 +3,9 @@
 The folder layout is in :mod:`.layout`; writing (the writer and the indexer) is in :mod:`.writer`. This module
 reads what every index holds (metadata, offsets, docnos, the encoder's config; each on first use, as
 ``functools.cached_property``) and hands what depends on the storage format to its store, chosen once from the
-metadata (:mod:`.stores`): :class:`~.stores.fp16.Fp16Store` (fp16 vectors, retrieved by token neighbours,
-:mod:`.token_search`) or :class:`~.stores.residual.ResidualStore` (``format`` ``residual1|2|4``: residual codes,
-retrieved by centroid search, :mod:`.residual_search`). ``index.retriever(**options)`` is the store's retriever,
+metadata (:mod:`.formats`): :class:`~.fp16.store.Fp16Store` (fp16 vectors, retrieved by token neighbours,
+:mod:`.fp16.search`) or :class:`~.residual.store.ResidualStore` (``format`` ``residual1|2|4``: residual codes,
+retrieved by centroid search, :mod:`.residual.search`). ``index.retriever(**options)`` is the store's retriever,
 which takes only its own format's options.
 
 Before the first part is read, the cheap checks run once (:meth:`ColBERTIndex.check`, :mod:`.integrity`): every
@@ -45,9 +45,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
     from ..storage import ArtifactIntegrity, BlockCheck
     from .ann import AnnIndex, FaissSpec
-    from .codec import ResidualCodec
-    from .compressed import CompressionSpec
-    from .stores import IndexStore
+    from .formats import IndexStore
+    from .residual.codec import ResidualCodec
+    from .residual.compress import CompressionSpec
     from .writer import ColBERTIndexer, IndexWriter
 
 S = TypeVar("S", bound="IndexStore")
@@ -107,9 +107,9 @@ class ColBERTIndex(pt.Artifact):
 
     @cached_property
     def store(self) -> "IndexStore":
-        """The storage format's half of the index (:mod:`.stores`), chosen from the metadata: its layout and
+        """The storage format's half of the index (:mod:`.formats`), chosen from the metadata: its layout and
         checks, rows, exact scores and retriever. Reads nothing until asked."""
-        from .stores import store_class
+        from .formats import store_class
 
         return store_class(self.meta.format)(self)
 
@@ -158,7 +158,7 @@ class ColBERTIndex(pt.Artifact):
         An index written before checksums were recorded has no manifest: it is refused
         (:class:`~pyterrier_fandom_colbert.storage.NoManifestError`) unless opened with ``unchecked=True``; then its
         structure and vectors are still checked, with a warning that its file contents cannot be."""
-        from .stores import store_class
+        from .formats import store_class
 
         self._require_built()
         meta = IndexMeta.load(artifact_path(self))  # afresh: the folder may have changed since it was opened
@@ -234,28 +234,28 @@ class ColBERTIndex(pt.Artifact):
     @property
     def vectors(self) -> np.ndarray:
         """All token vectors, ``[num_tokens, dim]`` float16, memory-mapped (fp16 indexes only)."""
-        from .stores import Fp16Store
+        from .formats import Fp16Store
 
         return self._store(Fp16Store, "index.vectors").vectors
 
     @property
     def vector_tensor(self) -> "torch.Tensor":
         """:attr:`vectors` as a CPU torch tensor sharing the memory map (read-only: never write to it)."""
-        from .stores import Fp16Store
+        from .formats import Fp16Store
 
         return self._store(Fp16Store, "index.vectors").vector_tensor
 
     @property
     def codec_info(self) -> Dict[str, Any]:
         """A compressed index's ``codec.json``: its CompressionSpec, nbits, centroids, dtypes and build timings."""
-        from .stores import ResidualStore
+        from .formats import ResidualStore
 
         return self._store(ResidualStore, "a codec").codec_info
 
     @property
     def codec(self) -> "ResidualCodec":
         """A compressed index's residual codec (centroids, bucket cutoffs and weights)."""
-        from .stores import ResidualStore
+        from .formats import ResidualStore
 
         return self._store(ResidualStore, "a codec").codec
 
@@ -264,7 +264,7 @@ class ColBERTIndex(pt.Artifact):
         built and written there on first use (see :meth:`build_ann`), then kept in memory (on GPU when its kind
         runs there and FAISS has GPU support and sees one). A folder that cannot be written and holds no such
         index is a ``PermissionError`` that says how to build it. fp16 indexes only."""
-        from .stores import Fp16Store
+        from .formats import Fp16Store
 
         return self._store(Fp16Store, "a neighbour (FAISS) index").ann(spec, verbose=verbose)
 
@@ -302,8 +302,8 @@ class ColBERTIndex(pt.Artifact):
         ``compression``: ``'fp16'`` (full-precision vectors), or ``'residual1'``, ``'residual2'``, ``'residual4'``
         (a centroid id and 1/2/4 bits per dimension per token, PLAID's scheme; the corpus is still encoded once, its
         vectors spilled to disk and compressed after encoding), or a
-        :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec` with the codec's training parameters. A
-        compressed index retrieves by centroid search and needs no ``ann``.
+        :class:`~pyterrier_fandom_colbert.index.residual.compress.CompressionSpec` with the codec's training parameters.
+        A compressed index retrieves by centroid search and needs no ``ann``.
 
         ``codec``: a residual codec trained beforehand (e.g. ``sharded.codec`` of a
         :class:`~.sharded.ShardedColBERTIndex`, whose shards share one), used instead of training one on this
@@ -329,31 +329,31 @@ class ColBERTIndex(pt.Artifact):
         """End-to-end retrieval (qid, query_embs → docno, score, rank): the store's retriever, with ``options``
         of the index's format only (another format's option is a TypeError naming it, and what this index takes).
 
-        * fp16 (:meth:`Fp16Store.retriever <.stores.fp16.Fp16Store.retriever>`): ``num_results``, ``lam``,
+        * fp16 (:meth:`Fp16Store.retriever <.fp16.store.Fp16Store.retriever>`): ``num_results``, ``lam``,
           ``k_hat``, ``faiss``, ``nprobe``, ``refine``, ``strict``, ``verbose``. Each scoring query vector fetches
           its k̂ nearest document tokens: ``ceil(num_results / lam)`` when ``lam`` is given, ``k_hat`` when that is
           given (fixed under ``% k``), else ``max(ceil(num_results / 2), 50)`` (so a short top 10 still draws on a
           deep candidate pool); their documents are scored exactly. ``faiss``: ``'exact'`` (``'flat'`` is another
           name for it), ``'ivf'``, ``'ivfpq'``, ``'ivfpq-fs'`` or a
           :class:`~pyterrier_fandom_colbert.index.ann.FaissSpec`; ``None`` (default): the measured best setting
-          (:func:`~pyterrier_fandom_colbert.index.token_search.default_search`: an IVF-PQ kind with its ``nprobe``
+          (:func:`~pyterrier_fandom_colbert.index.fp16.search.default_search`: an IVF-PQ kind with its ``nprobe``
           and ``refine``, or ``'exact'`` for indexes under 100,000 tokens; figures in docs/index.md), resolved
           when the retriever is made (its repr shows it). ``nprobe``: inverted lists visited (IVF kinds; default
           32 when a kind is named); ``refine``: FAISS fetches ``refine · k̂`` neighbours and the ``k̂`` nearest by
           the stored vectors are kept (approximate kinds).
-        * compressed (:meth:`ResidualStore.retriever <.stores.residual.ResidualStore.retriever>`):
+        * compressed (:meth:`ResidualStore.retriever <.residual.store.ResidualStore.retriever>`):
           ``num_results``, ``ncells``, ``threshold``, ``ndocs``, ``nscore``, ``strict``, ``verbose``. Centroid
-          search (:class:`~.residual_search.CentroidRetriever`): the documents of each query vector's ``ncells``
+          search (:class:`~.residual.search.CentroidRetriever`): the documents of each query vector's ``ncells``
           best centroids, pruned by centroid interaction to ``ndocs`` and then ``nscore`` documents, which are
           scored exactly over their decompressed vectors; defaults follow ``num_results`` as PLAID's do, except
           that a top 10 scores 128 documents exactly rather than 64
-          (:meth:`~.residual_search.SearchParams.for_k`); ``ndocs=None`` scores every candidate.
+          (:meth:`~.residual.search.SearchParams.for_k`); ``ndocs=None`` scores every candidate.
 
         Composes through columns: ``colbert.query_encoder() >> index.retriever()``. Given the encoder,
         ``index.retriever(colbert)`` checks that it built this index and returns exactly that pipeline.
         Empty or non-text queries get no rows and one warning naming their qids (``strict=True``: an error).
         """
-        from .stores import check_retriever_options
+        from .formats import check_retriever_options
 
         self.check()
         store = self.store
@@ -365,7 +365,7 @@ class ColBERTIndex(pt.Artifact):
         """Re-ranker (qid, query_embs, docno → score, rank) from the stored vectors: no document text, no
         re-encoding. ``index.scorer(colbert)`` is ``colbert.query_encoder() >> index.scorer()`` after checking the
         encoder. Empty or non-text queries get no rows and one warning (``strict=True``: an error)."""
-        from .token_search import IndexScorer
+        from .scorer import IndexScorer
 
         self.check()
         return self._with_encoder(colbert, IndexScorer(self, strict=strict, verbose=verbose), strict)

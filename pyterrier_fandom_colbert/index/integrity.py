@@ -3,14 +3,14 @@
 Two levels, for every storage format:
 
 * :func:`check_on_open` (cheap, once per opened index): every file's size against the manifest and against the
-  sizes the metadata implies (the store's :meth:`~.stores.base.IndexStore.layout`), and the checksums of the
-  store's small files (:attr:`~.stores.base.IndexStore.CHECKED_ON_OPEN`); :func:`checked_offsets` adds the
+  sizes the metadata implies (the store's :meth:`~.store.IndexStore.layout`), and the checksums of the
+  store's small files (:attr:`~.store.IndexStore.CHECKED_ON_OPEN`); :func:`checked_offsets` adds the
   offsets' structure when they are first read. The large files (vectors, codes, residuals, inverted lists, token
   ids) are then verified block by block as they are read (the index's
   :class:`~pyterrier_fandom_colbert.storage.ArtifactIntegrity`; :func:`rows_held` names the documents of a
   damaged block).
 * :func:`verify` (``index.verify()``): every file's checksum, the offsets' structure, the config and docno lookup,
-  the store's own content checks (:meth:`~.stores.base.IndexStore.problems`: finite vectors, centroid ids in
+  the store's own content checks (:meth:`~.store.IndexStore.problems`: finite vectors, centroid ids in
   range, ...), and each cached FAISS index.
 
 Both raise :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming every damaged file. The format
@@ -30,7 +30,7 @@ from ..storage import ArtifactIntegrity, DamagedFileError, open_npids, raise_dam
 from .layout import DOCNOS_FILE, META_FILE, OFFSETS_FILE, VECTORS_FILE, IndexMeta, check_offsets
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .stores.base import IndexStore, Layout, Problem
+    from .store import IndexStore, Layout, Problem
 
 WHAT = "ColBERT index"
 REMEDY = "rebuild the index (index.indexer(colbert, overwrite=True))"

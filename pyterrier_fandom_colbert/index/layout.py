@@ -15,7 +15,7 @@ An index folder holds::
     faiss/                 FAISS indexes over the token vectors (index.build_ann, or built on first use), each tied
                            to the checksum of vectors.f16 it was built from (see ann/cache.py)
 
-The residual-compressed formats (``format`` ``residual1``, ``residual2`` or ``residual4``; compressed.py) keep
+The residual-compressed formats (``format`` ``residual1``, ``residual2`` or ``residual4``; residual/compress.py) keep
 ``colbert_config.json``, ``offsets.i64``, ``docnos.npids`` (and ``parts.i64``) and store, instead of the vectors::
 
     codec.json             the CompressionSpec, nbits, num_centroids, dtypes, num_pairs, build timings

@@ -34,7 +34,7 @@ from ..storage import (
     docno_lookup_builder,
     docno_mismatches,
 )
-from .compressed import CodedLists, CompressionSpec, as_spec, compressed_files
+from .formats import store_class
 from .layout import (
     DOCNOS_FILE,
     OFFSETS_FILE,
@@ -44,13 +44,13 @@ from .layout import (
     IndexMeta,
     is_index_folder,
 )
-from .stores import store_class
+from .residual.compress import CodedLists, CompressionSpec, as_spec, compressed_files
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
     from .ann import FaissSpec
     from .artifact import ColBERTIndex
-    from .codec import ResidualCodec
+    from .residual.codec import ResidualCodec
 
 _DOCNOS_TEXT = "docnos.txt"  # one docno per line while building; becomes docnos.npids
 
@@ -59,7 +59,7 @@ class IndexWriter:
     """Streams ``(docno, vectors [n, d], token ids [n])`` into a new index folder.
 
     Memory stays constant: vectors go straight to disk. With a residual ``compression`` (a format name or a
-    :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec`) the fp16 vectors are a temporary spill
+    :class:`~pyterrier_fandom_colbert.index.residual.compress.CompressionSpec`) the fp16 vectors are a temporary spill
     that :meth:`close` compresses in chunks and deletes. Nothing appears at ``path`` until :meth:`close`
     succeeds; :meth:`abort` (or leaving the ``with`` block by an exception) deletes the partial build.
 

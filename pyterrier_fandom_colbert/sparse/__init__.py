@@ -2,7 +2,7 @@
 
 * :mod:`.maths`   pure maths: SPLADE pooling, sparse rows
 * :mod:`.encoder` :class:`Splade` and its query/document encoders (``query_toks``/``toks`` columns)
-* :mod:`.exact`   :class:`SparseIndex` (an artifact) with exact, exhaustive scoring: the reference
+* :mod:`.index`   :class:`SparseIndex` (an artifact) with exact, exhaustive scoring: the reference
 * :mod:`.topics`  the topic filter (k-means topic model, thresholds or top-k, topic weighting)
 * :mod:`.tree`    the binary tree of max-aggregated term weights (unsorted or clustered splits, beam descent)
 * :mod:`.pisa`    PISA through pyterrier-pisa (MaxScore, block-max WAND)
@@ -14,7 +14,7 @@ from ..lazy import lazy_attributes
 _LAZY = {
     "Splade": "encoder",
     "SpladeConfig": "encoder",
-    "SparseIndex": "exact",
+    "SparseIndex": "index",
     "TopicModel": "topics",
     "TopicConfig": "topics",
     "BinaryTree": "tree",

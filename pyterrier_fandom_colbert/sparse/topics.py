@@ -30,7 +30,7 @@ from ..frames import empty_output, require_columns, with_columns
 from ..params import Parameters
 from ..progress import progress
 from ..storage import JsonConfig, atomic_folder, read_json, write_json
-from .exact import Postings, SparseIndex, SparseSearcher
+from .index import Postings, SparseIndex, SparseSearcher
 
 Setting = Union[int, float]
 

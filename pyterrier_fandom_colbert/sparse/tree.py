@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from ..checks import int_in_range, positive_int
 from ..progress import progress
 from ..storage import JsonConfig, atomic_folder, read_json, write_json
-from .exact import Postings, SparseIndex, SparseSearcher
+from .index import Postings, SparseIndex, SparseSearcher
 
 # -- maths (pure functions) -----------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ def assemble(index, colbert, tfidf, reuse: np.ndarray, settings: "SearchSettings
     (``reuse`` -1), taken in order from ``encoded`` (their fp16 vectors, token ids and rows per window, encoded
     beforehand: :mod:`.resume`) and compressed by ``codec``, one passage at a time, whatever the build: so a
     passage's codes never depend on which others were encoded with it."""
-    from ...index.stores import ResidualStore
+    from ...index.formats import ResidualStore
     from ...index.writer import IndexWriter
     from ...model.tokenization import check_long_docs
 

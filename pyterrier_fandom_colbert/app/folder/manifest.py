@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 
 from ...checks import positive_int
 from ...storage import ArtifactIntegrity, JsonConfig, parse_manifest, read_json
-from ..hybrid import FormerFusionSettings, FusionSettings, check_fusion_shape
+from ..fusion_settings import FormerFusionSettings, FusionSettings, check_fusion_shape
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...index.compressed import CompressionSpec
+    from ...index.residual.compress import CompressionSpec
 
 MANIFEST = "manifest.json"
 PASSAGES = "passages.jsonl"
@@ -47,7 +47,7 @@ class SearchSettings(JsonConfig):
     ``exact_share`` has one default wherever a folder is built (``build_folder()`` and ``pfc index``): None, the
     format's (:data:`DEFAULT_EXACT_SHARE` for a residual format, 0 for fp16); a manifest written without the
     field (0, or a folder from before it existed) reads as 0, and 0 is left out of the JSON, so manifests keep
-    their bytes. It is checked by the rule ``CompressionSpec`` applies (``index.codec.check_exact_share_of``).
+    their bytes. It is checked by the rule ``CompressionSpec`` applies (``index.residual.codec.check_exact_share_of``).
 
     >>> SearchSettings().exact_share, SearchSettings(compression="fp16").exact_share
     (0.01, 0.0)
@@ -88,8 +88,8 @@ class SearchSettings(JsonConfig):
         if self.exact_share is None:
             object.__setattr__(self, "exact_share", 0.0 if self.compression == "fp16" else DEFAULT_EXACT_SHARE)
         # the rules CompressionSpec checks, from its light modules (the CLI refuses bad input before pandas loads)
-        from ...index.codec import check_exact_share_of
         from ...index.layout import FORMATS
+        from ...index.residual.codec import check_exact_share_of
 
         if self.compression not in FORMATS:
             raise ValueError(f"compression={self.compression!r}; expected one of {FORMATS}")
@@ -109,9 +109,9 @@ class SearchSettings(JsonConfig):
         return values
 
     def compression_spec(self) -> "CompressionSpec":
-        """The ColBERT index's :class:`~pyterrier_fandom_colbert.index.compressed.CompressionSpec`: its format and
-        exact share."""
-        from ...index.compressed import CompressionSpec
+        """The ColBERT index's :class:`~pyterrier_fandom_colbert.index.residual.compress.CompressionSpec`: its format
+        and exact share."""
+        from ...index.residual.compress import CompressionSpec
 
         return CompressionSpec(self.compression, exact_share=float(self.exact_share or 0.0))
 

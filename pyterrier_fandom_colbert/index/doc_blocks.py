@@ -1,5 +1,5 @@
-"""Helpers shared by exact search over fp16 vectors (:mod:`.token_search`) and over compressed codes
-(:mod:`.residual_search`): grouping documents into padded blocks, and refusing non-finite query vectors."""
+"""Helpers shared by exact search over fp16 vectors (:mod:`.fp16.search`) and over compressed codes
+(:mod:`.residual.search`): grouping documents into padded blocks, and refusing non-finite query vectors."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, List, Sequence, Tuple

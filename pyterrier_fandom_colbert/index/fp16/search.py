@@ -6,8 +6,9 @@ IVF / IVF-PQ (see index/ann/; optionally ``refine · k̂`` of them cut
 to the ``k̂`` nearest by the stored vectors); their documents (at most ``k̂ · N_q``) are scored exactly with the
 encoder's MaxSim over the stored vectors (:func:`score_docs`, length-sorted blocks); the top ``k`` are returned.
 
-Array helpers are pure functions; :func:`score_docs` and :func:`search` work on arrays and tensors; the two
-transformers at the end do the DataFrame plumbing.
+Array helpers are pure functions; :func:`score_docs` and :func:`search` work on arrays and tensors; the
+transformer at the end does the DataFrame plumbing. Re-ranking from stored vectors, the same for every format, is
+:class:`~pyterrier_fandom_colbert.index.scorer.IndexScorer`.
 """
 from __future__ import annotations
 
@@ -18,31 +19,29 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..checks import positive_int, real_in_range
-from ..frames import (
+from ...checks import positive_int, real_in_range
+from ...frames import (
     EqualByKey,
     artifact_key,
-    empty_output,
     hits_output,
     require_columns,
     usable_query_rows,
-    with_columns,
 )
-from ..model.encoders import query_tensors
-from ..params import Parameters
-from ..progress import progress
-from ..ranking import Hits, found_hits, rank_by_score, top_k
-from ..storage import DamagedFileError, artifact_path
-from .ann import FaissSpec
-from .blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
-from .layout import VECTORS_FILE
+from ...model.encoders import query_tensors
+from ...params import Parameters
+from ...progress import progress
+from ...ranking import Hits, found_hits, top_k
+from ...storage import DamagedFileError, artifact_path
+from ..ann import FaissSpec
+from ..doc_blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
+from ..layout import VECTORS_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from .ann import AnnIndex
-    from .artifact import ColBERTIndex
-    from .stores.fp16 import Fp16Store
+    from ..ann import AnnIndex
+    from ..artifact import ColBERTIndex
+    from .store import Fp16Store
 
 #: (padded) token rows scored per block. On CPU, blocks that stay near the core's caches win: 8,192 rows (2 MB
 #: fp16 + 4 MB float32) re-ranked 1.4-1.6x faster than 32,768 on the 2-core AMD EPYC VM (docs/index.md)
@@ -113,11 +112,11 @@ def score_docs(index: "ColBERTIndex", q: "torch.Tensor", doc_ids: np.ndarray,
     (:func:`~pyterrier_fandom_colbert.model.scoring.maxsim_repeat_padded`: sorted lengths keep the padding small, and
     one ``amax`` over a fixed width replaces a scatter-max). The buffers are allocated once per call: fresh
     multi-MB tensors per block cost page faults that rival the matmul on CPU. fp16 indexes only (a compressed
-    index's scores: :func:`~.residual_search.exact_scores`; either: ``index.store.exact_scores``).
+    index's scores: :func:`~..residual.search.exact_scores`; either: ``index.store.exact_scores``).
     """
     import torch
 
-    from ..model.scoring import maxsim_repeat_padded
+    from ...model.scoring import maxsim_repeat_padded
 
     config = index.config
     block_tokens = block_tokens or BLOCK_TOKENS.get(q.device.type, BLOCK_TOKENS["cuda"])
@@ -167,7 +166,7 @@ def token_neighbours(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["
     """Row ids ``[Σ n, k_hat]`` (-1: none) of the ``k_hat`` nearest stored tokens of every vector of every query,
     from one FAISS call (``refine · k_hat`` fetched, of which the ``k_hat`` most similar by the stored vectors
     are kept, when ``refine > 1``)."""
-    from . import ann as faiss_ann
+    from .. import ann as faiss_ann
 
     similarity = index.config.similarity
     _, normalise = faiss_ann.metric_for(similarity)
@@ -302,50 +301,3 @@ class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
         faiss = repr(self.spec.kind) if self.spec == FaissSpec(self.spec.kind) else repr(self.spec)
         return (f"{self.index!r}.retriever(num_results={self.num_results}, {neighbours}, "
                 f"faiss={faiss}{nprobe}{refine}{strict})")
-
-
-class IndexScorer(EqualByKey, Parameters, pt.Transformer):
-    """Re-ranker from stored vectors: qid, query_embs, docno → + score, rank. No text, no document encoding.
-
-    ``colbert.query_encoder() >> first_stage >> index.scorer()``, or ``first_stage >> index.scorer(colbert)``.
-    Rows whose ``query`` text is empty or not text are left out with one warning (``strict=True``: an error).
-    """
-
-    def __init__(self, index: "ColBERTIndex", *, strict: bool = False, verbose: bool = False):
-        self.index = index
-        self.strict = strict
-        self.verbose = verbose
-
-    def _key(self) -> Tuple[Any, ...]:
-        return (artifact_key(self.index), self.strict)
-
-    def _constructor_args(self) -> Dict[str, Any]:
-        return {"index": self.index, "strict": self.strict, "verbose": self.verbose}
-
-    def transform_outputs(self, input_columns: List[str]) -> List[str]:
-        require_columns(input_columns, ["qid", "docno", "query_embs"], self)
-        return input_columns + [c for c in ("score", "rank") if c not in input_columns]
-
-    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        require_columns(inp.columns, ["qid", "docno", "query_embs"], self)
-        inp = usable_query_rows(inp, strict=self.strict, context=self)
-        if len(inp) == 0:
-            return empty_output(inp, ["score", "rank"])
-        doc_ids = self.index.doc_ids(inp["docno"].tolist())
-        codes, queries = query_tensors(inp, self.index.meta.dim, self)
-        refuse_non_finite_queries(inp, codes, queries, self)
-        rows_of_query = pd.Series(np.arange(len(inp))).groupby(codes).indices
-        scores = np.empty(len(inp), dtype=np.float64)
-        bar = progress(total=len(queries), desc="ColBERT re-ranking", unit="query", enabled=self.verbose)
-        try:
-            for j, q in enumerate(queries):
-                rows = rows_of_query[j]
-                docs, where = np.unique(doc_ids[rows], return_inverse=True)
-                scores[rows] = self.index.store.exact_scores(q, docs)[where]
-                bar.update(1)
-        finally:
-            bar.close()
-        return rank_by_score(with_columns(inp, {"score": scores}))
-
-    def __repr__(self) -> str:
-        return f"{self.index!r}.scorer({'strict=True' if self.strict else ''})"

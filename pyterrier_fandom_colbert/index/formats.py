@@ -1,7 +1,7 @@
-"""The storage formats of a ColBERT index, one module each behind :class:`~.base.IndexStore`: ``fp16``
-(:mod:`.fp16`) and ``residual1|2|4`` (:mod:`.residual`). The index picks its store once from ``pt_meta.json``'s
-``format`` (:func:`store_class`); a new format is one module defining a store, added to :data:`STORES` and to
-``layout.FORMATS`` (and to the ``pt.Artifact`` entry points in pyproject.toml).
+"""The storage formats of a ColBERT index, one folder each with a store behind :class:`~.store.IndexStore`:
+``fp16`` (:mod:`.fp16`) and ``residual1|2|4`` (:mod:`.residual`). The index picks its store once from
+``pt_meta.json``'s ``format`` (:func:`store_class`); a new format is one folder whose ``store.py`` defines a store,
+added to :data:`STORES` and to ``layout.FORMATS`` (and to the ``pt.Artifact`` entry points in pyproject.toml).
 """
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import inspect
 from functools import cache
 from typing import Any, Dict, Mapping, Tuple, Type
 
-from .base import IndexStore, StoreWriter
-from .fp16 import Fp16Store
-from .residual import ResidualStore
+from .fp16.store import Fp16Store
+from .residual.store import ResidualStore
+from .store import IndexStore, StoreWriter
 
 #: store class by format name
 STORES: Dict[str, Type[IndexStore]] = {fmt: store for store in (Fp16Store, ResidualStore) for fmt in store.FORMATS}

@@ -69,8 +69,8 @@ def check_fusion_shape(values: Any) -> None:
     >>> check_fusion_shape({"method": "linear", "weights": [0.5, 0.5], "rrf_k": 60.0, "depth": 100})
     Traceback (most recent call last):
     ...
-    pyterrier_fandom_colbert.app.hybrid.FormerFusionSettings: fusion settings of the former rule (linear, weights \
-[0.5, 0.5])
+    pyterrier_fandom_colbert.app.fusion_settings.FormerFusionSettings: fusion settings of the former rule (linear, \
+weights [0.5, 0.5])
     """
     if isinstance(values, dict) and FORMER_KEYS & set(values):
         raise FormerFusionSettings(f"fusion settings of the former rule ({values.get('method')}, weights "

@@ -29,26 +29,26 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..checks import positive_int, real_in_range
-from ..frames import (
+from ...checks import positive_int, real_in_range
+from ...frames import (
     EqualByKey,
     artifact_key,
     hits_output,
     require_columns,
     usable_query_rows,
 )
-from ..model.encoders import query_tensors
-from ..params import Parameters
-from ..progress import progress
-from ..ranking import Hits, concat_slices, found_hits, top_k
-from .blocks import doc_spans, refuse_non_finite_queries
+from ...model.encoders import query_tensors
+from ...params import Parameters
+from ...progress import progress
+from ...ranking import Hits, concat_slices, found_hits, top_k
+from ..doc_blocks import doc_spans, refuse_non_finite_queries
 from .codec import ResidualCodec
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from .artifact import ColBERTIndex
-    from .stores.residual import ResidualStore
+    from ..artifact import ColBERTIndex
+    from .store import ResidualStore
 
 #: (padded) token rows per block of exact scoring (as the fp16 scorer's blocks on CPU)
 BLOCK_TOKENS = 8192
@@ -126,7 +126,7 @@ class CompressedStore:
     """The arrays of a compressed index: the codec, every token's centroid id ``codes [N]`` and packed residual
     ``residuals [N, B]``, document ``offsets [D + 1]``, and the inverted lists ``ivf_offsets [C + 1]`` /
     ``ivf_docs [P]`` (the documents, ascending, holding a token coded by each centroid). Any of them may be
-    memory maps (an index's: ``index.store.arrays``, :class:`~.stores.residual.ResidualStore`).
+    memory maps (an index's: ``index.store.arrays``, :class:`~.store.ResidualStore`).
 
     ``guard``, when given, is told which documents' codes (and residuals) and which inverted lists are about to be
     read, before they are (an index's verifies their blocks on first read: :class:`ReadGuard`).
@@ -270,7 +270,7 @@ def build_ivf(codes: np.ndarray, offsets: np.ndarray, num_centroids: int) -> Tup
 
 def centroid_scores(centroids: "torch.Tensor", q: "torch.Tensor", similarity: str) -> np.ndarray:
     """``S [C, n]`` float32: the similarity of every centroid to every query vector."""
-    from ..model.scoring import token_similarities
+    from ...model.scoring import token_similarities
 
     return token_similarities(centroids, q.float(), similarity).numpy()
 
@@ -416,7 +416,7 @@ def _exact_chunk(store: CompressedStore, q: "torch.Tensor", starts: np.ndarray, 
                  block_tokens: int, buffer: "torch.Tensor") -> np.ndarray:
     import torch
 
-    from ..model.scoring import reduce_query, token_similarities
+    from ...model.scoring import reduce_query, token_similarities
 
     rows = concat_slices(starts, starts + lengths)[0]
     n = q.shape[0]

@@ -15,18 +15,10 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from ..checks import positive_int
-from ..progress import progress
-from ..storage import JsonConfig, write_json
-from .codec import (
-    ResidualCodec,
-    check_exact_share_of,
-    check_nbits,
-    code_dtype,
-    default_num_centroids,
-    exact_threshold,
-)
-from .layout import (
+from ...checks import positive_int
+from ...progress import progress
+from ...storage import JsonConfig, write_json
+from ..layout import (
     CENTROIDS_FILE,
     CODEC_FILE,
     CUTOFFS_FILE,
@@ -37,7 +29,15 @@ from .layout import (
     RESIDUALS_FILE,
     WEIGHTS_FILE,
 )
-from .residual_search import doc_code_pairs
+from .codec import (
+    ResidualCodec,
+    check_exact_share_of,
+    check_nbits,
+    code_dtype,
+    default_num_centroids,
+    exact_threshold,
+)
+from .search import doc_code_pairs
 
 _PAIRS_SPILL = "pairs.spill"
 _EXACT_ROWS_SPILL = "exact_rows.spill"

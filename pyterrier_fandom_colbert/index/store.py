@@ -14,7 +14,7 @@ nothing until asked. It answers for what differs between formats, and only that:
   at the end of a build for this format.
 
 What every format shares (metadata, offsets, docnos, the encoder's config, the checks of sizes and checksums in
-:mod:`..integrity`) stays with the index.
+:mod:`.integrity`) stays with the index.
 """
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyterrier as pt
     import torch
 
-    from ..ann import FaissSpec
-    from ..artifact import ColBERTIndex
-    from ..compressed import CompressionSpec
-    from ..layout import IndexMeta
+    from .ann import FaissSpec
+    from .artifact import ColBERTIndex
+    from .layout import IndexMeta
+    from .residual.compress import CompressionSpec
 
 #: (file name, what is wrong with it), as ``storage.raise_damaged`` takes them
 Problem = Tuple[str, str]

@@ -1,4 +1,4 @@
-"""Building a :class:`~.sharded.ShardedColBERTIndex`, resumably, on one machine or on many.
+"""Building a :class:`~.artifact.ShardedColBERTIndex`, resumably, on one machine or on many.
 
 A build has a plan (:class:`ShardPlan`: which documents each shard holds, the encoder, the storage format) and
 a work folder beside the target (``.NAME.sharded-build``) that outlives a failed run:
@@ -11,7 +11,7 @@ a work folder beside the target (``.NAME.sharded-build``) that outlives a failed
    ``ceil(sample_docs / num_shards)`` documents of every shard (:func:`sample_positions`), and saved to
    ``codec/`` in the work folder; every shard is compressed with it, so that all shards' codes and scores are
    comparable. A resumed build reads it back rather than training again.
-3. Each shard is an ordinary ColBERT index written by :class:`~.writer.IndexWriter` into ``shard-NNNNN/`` of the
+3. Each shard is an ordinary ColBERT index written by :class:`~..writer.IndexWriter` into ``shard-NNNNN/`` of the
    work folder, atomically: a shard whose writer died leaves only a hidden temporary folder, removed on the next
    run, which builds that shard again. Shards already complete are kept.
 4. When every shard is complete (:meth:`ShardBuild.finish`), docnos are checked unique across shards, and the
@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence,
 import numpy as np
 import pandas as pd
 
-from ..checks import positive_int
-from ..frames import check_record
-from ..lazy import forget_cached
-from ..model.config import ColBERTConfig
-from ..storage import (
+from ...checks import positive_int
+from ...frames import check_record
+from ...lazy import forget_cached
+from ...model.config import ColBERTConfig
+from ...storage import (
     DamagedFileError,
     JsonConfig,
     artifact_path,
@@ -54,8 +54,7 @@ from ..storage import (
     read_json,
     write_json,
 )
-from .compressed import CompressionSpec, as_spec
-from .layout import (
+from ..layout import (
     ARTIFACT_TYPE,
     CENTROIDS_FILE,
     CODEC_FILE,
@@ -64,11 +63,12 @@ from .layout import (
     PACKAGE_HINT,
     WEIGHTS_FILE,
 )
+from ..residual.compress import CompressionSpec, as_spec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..model.colbert import ColBERT
-    from .codec import ResidualCodec
-    from .sharded import ShardedColBERTIndex
+    from ...model.colbert import ColBERT
+    from ..residual.codec import ResidualCodec
+    from .artifact import ShardedColBERTIndex
 
 SHARDED_FORMAT = "sharded"
 PLAN_FILE = "plan.json"
@@ -203,7 +203,7 @@ class ShardBuild:
     """The work folder of one sharded build (see the module docstring)."""
 
     def __init__(self, target: Union[str, Path], plan: ShardPlan, *, overwrite: bool = False):
-        from ..storage import check_target
+        from ...storage import check_target
 
         self.target = Path(target)
         check_target(self.target, overwrite=overwrite, replaceable=is_sharded_folder, what="sharded ColBERT index")
@@ -249,7 +249,7 @@ class ShardBuild:
 
     def codec(self) -> Optional["ResidualCodec"]:
         """The codec trained by this build so far (None: not yet trained, or an fp16 build)."""
-        from .compressed import load_codec
+        from ..residual.compress import load_codec
 
         info_file = self.codec_folder / CODEC_FILE
         if not info_file.is_file():
@@ -270,7 +270,7 @@ class ShardBuild:
     def finish(self) -> Path:
         """Check the shards and move them into place as one sharded index (see the module docstring); returns its
         folder."""
-        from .artifact import ColBERTIndex
+        from ..artifact import ColBERTIndex
 
         missing = self.pending()
         if missing:
@@ -373,7 +373,7 @@ class LocalShardedIndexer:
                  text_field: str = "text", batch_size: int = 1024, long_docs: str = "windows",
                  stride: Optional[int] = None, sample_docs: int = SAMPLE_DOCS, overwrite: bool = False,
                  verbose: bool = False):
-        from ..model.tokenization import check_long_docs
+        from ...model.tokenization import check_long_docs
 
         self.index_ref, self.colbert = index, colbert
         self.num_shards, self.shard_size = num_shards, shard_size
@@ -385,7 +385,7 @@ class LocalShardedIndexer:
         self.overwrite, self.verbose = overwrite, verbose
 
     def index(self, inp: Union[Iterable[Dict[str, Any]], pd.DataFrame]) -> "ShardedColBERTIndex":
-        from .artifact import ColBERTIndex
+        from ..artifact import ColBERTIndex
 
         records = records_of(inp, self.text_field)
         plan = make_plan([d for d, _ in records], self.colbert.fingerprint(), self.colbert.config,

@@ -22,7 +22,7 @@ the residual formats), the results are those of one index over all the documents
 each shard prunes its own candidates, so a sharded search scores at least as many documents as one index.
 ``index.scorer()`` sends each document to the shard that holds it.
 
-Building: :mod:`.shard_build` (``index.indexer(colbert, num_shards=...)`` here; on a Ray cluster,
+Building: :mod:`.build` (``index.indexer(colbert, num_shards=...)`` here; on a Ray cluster,
 ``distributed.ShardedIndexer``). No Ray is needed to open or search a sharded index.
 """
 from __future__ import annotations
@@ -36,21 +36,21 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..frames import EqualByKey, artifact_key, empty_output, hits_output, require_columns
-from ..params import Parameters
-from ..ranking import Hits, HitsSource, rank_by_score
-from ..storage import ArtifactIntegrity, DamagedFileError, artifact_path, raise_damaged
-from .layout import ARTIFACT_TYPE, META_FILE, PACKAGE_HINT
-from .shard_build import SHARDED_FORMAT, ShardedMeta, is_sharded_folder
-from .token_search import IndexScorer
+from ...frames import EqualByKey, artifact_key, empty_output, hits_output, require_columns
+from ...params import Parameters
+from ...ranking import Hits, HitsSource, rank_by_score
+from ...storage import ArtifactIntegrity, DamagedFileError, artifact_path, raise_damaged
+from ..layout import ARTIFACT_TYPE, META_FILE, PACKAGE_HINT
+from ..scorer import IndexScorer
+from .build import SHARDED_FORMAT, ShardedMeta, is_sharded_folder
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..model.colbert import ColBERT
-    from ..model.config import ColBERTConfig
-    from .artifact import ColBERTIndex
-    from .codec import ResidualCodec
-    from .compressed import CompressionSpec
-    from .shard_build import LocalShardedIndexer
+    from ...model.colbert import ColBERT
+    from ...model.config import ColBERTConfig
+    from ..artifact import ColBERTIndex
+    from ..residual.codec import ResidualCodec
+    from ..residual.compress import CompressionSpec
+    from .build import LocalShardedIndexer
 
 WHAT = "sharded ColBERT index"
 REMEDY = "rebuild the shard or the index (a sharded build resumes from the shards left intact)"
@@ -95,7 +95,7 @@ class ShardedColBERTIndex(pt.Artifact):
         """The shards, in order, after the cheap checks: every file of the manifest present with its size and
         checksum (the codec and the shards' ``pt_meta.json``: all small), and each shard's sizes and encoder as
         the manifest says."""
-        from .artifact import ColBERTIndex
+        from ..artifact import ColBERTIndex
 
         folder, meta = artifact_path(self), self.meta
         _integrity(folder, meta).check_open(whole=meta.files)
@@ -113,7 +113,7 @@ class ShardedColBERTIndex(pt.Artifact):
         every shard's codec files are the shared codec's. Raises
         :class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming each damaged file; returns
         ``{"files", "bytes", "seconds", "shards"}`` (files relative to this folder)."""
-        from .artifact import ColBERTIndex
+        from ..artifact import ColBERTIndex
 
         started = time.perf_counter()
         folder = artifact_path(self)
@@ -201,9 +201,9 @@ class ShardedColBERTIndex(pt.Artifact):
         """Builds the sharded index on this machine (no Ray): ``num_shards`` shards of equal size (or shards of
         ``shard_size`` documents), each compressed with one codec trained on a sample of all of them. Other
         ``options``: ``text_field``, ``batch_size``, ``long_docs``, ``stride``, ``sample_docs``, ``overwrite``,
-        ``verbose`` (see :class:`~.shard_build.LocalShardedIndexer`). An interrupted build resumes: the shards
+        ``verbose`` (see :class:`~.build.LocalShardedIndexer`). An interrupted build resumes: the shards
         already written are kept."""
-        from .shard_build import LocalShardedIndexer
+        from .build import LocalShardedIndexer
 
         return LocalShardedIndexer(self, colbert, num_shards=num_shards, shard_size=shard_size,
                                    compression=compression, **options)
@@ -331,7 +331,7 @@ _DEPTH_OPTIONS = ("lam", "k_hat", "ncells", "threshold", "ndocs", "nscore")
 
 class ShardedScorer(IndexScorer):
     """Re-ranker: each (query, document) row scored by the shard holding the document, then ranked per qid (the
-    settings, equality and outputs of a single index's :class:`~.token_search.IndexScorer`; ``index`` is a
+    settings, equality and outputs of a single index's :class:`~..scorer.IndexScorer`; ``index`` is a
     :class:`ShardedColBERTIndex`)."""
 
     index: Any

@@ -14,7 +14,7 @@ Bits are packed little-endian within a byte: dimension ``j`` lives in byte ``j /
 ``nbits · (j % (8 / nbits))``.
 
 Everything here is a pure function over arrays (numpy; the bulk paths also in torch), independent of the index
-files (see compressed.py for those).
+files (see compress.py for those).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import numpy as np
 
-from ..checks import positive_int, real_in_range
+from ...checks import positive_int, real_in_range
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch

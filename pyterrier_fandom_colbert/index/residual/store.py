@@ -1,6 +1,6 @@
 """The residual formats ``residual1``, ``residual2``, ``residual4``: each token stored as a centroid id and a packed
 residual of 1, 2 or 4 bits per dimension (PLAID's scheme; files in :mod:`..layout`, building in
-:mod:`..compressed`), retrieved by centroid search (:mod:`..residual_search`)."""
+:mod:`.compress`), retrieved by centroid search (:mod:`.search`)."""
 from __future__ import annotations
 
 from functools import cached_property
@@ -22,8 +22,8 @@ from ..layout import (
     RESIDUALS_FILE,
     VECTORS_FILE,
 )
-from ..residual_search import ReadGuard
-from .base import IndexStore, Layout, Problem, StoreWriter
+from ..store import IndexStore, Layout, Problem, StoreWriter
+from .search import ReadGuard
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyterrier as pt
@@ -31,10 +31,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..ann import FaissSpec
     from ..artifact import ColBERTIndex
-    from ..codec import ResidualCodec
-    from ..compressed import CompressionSpec
     from ..layout import IndexMeta
-    from ..residual_search import CompressedStore
+    from .codec import ResidualCodec
+    from .compress import CompressionSpec
+    from .search import CompressedStore
 
 #: centroid ids scanned at a time in verify()
 SCAN_ROWS = 1 << 16
@@ -43,10 +43,10 @@ CODEC_KEYS = ("nbits", "num_centroids", "code_dtype", "token_id_dtype", "num_pai
 
 
 class ResidualWriter(StoreWriter):
-    """Compresses the streamed fp16 spill (:func:`~..compressed.compress_spill`) and deletes it."""
+    """Compresses the streamed fp16 spill (:func:`~.compress.compress_spill`) and deletes it."""
 
     def __init__(self, spec: "CompressionSpec", dim: int):
-        from ..codec import check_nbits
+        from .codec import check_nbits
 
         check_nbits(spec.nbits, dim)  # refuse a bit width the dimension cannot pack before any work
         self.spec = spec
@@ -54,8 +54,8 @@ class ResidualWriter(StoreWriter):
         self.codec_info: Optional[Dict[str, Any]] = None
 
     def finish(self, folder: Path, num_tokens: int, dim: int, verbose: bool) -> List[str]:
-        from ..compressed import compress_spill, compressed_files
         from ..layout import TOKEN_IDS_FILE
+        from .compress import compress_spill, compressed_files
 
         self.codec_info = compress_spill(folder, num_tokens, dim, self.spec, vectors_file=VECTORS_FILE,
                                          token_ids_file_i32=TOKEN_IDS_FILE, offsets_file=OFFSETS_FILE,
@@ -129,7 +129,7 @@ class ResidualStore(IndexStore):
         return info
 
     def layout(self, meta: "IndexMeta") -> Layout:
-        from ..compressed import array_layout
+        from .compress import array_layout
 
         layout = array_layout(self.codec_json(), meta.num_tokens, meta.num_docs, meta.dim)
         layout[OFFSETS_FILE] = (np.int64, (meta.num_docs + 1,))
@@ -139,7 +139,7 @@ class ResidualStore(IndexStore):
                  docnos: Any) -> List[Problem]:
         """The codes and inverted lists: ids in range, lists well formed (files whose size is already wrong are
         skipped)."""
-        from ..compressed import codes_file
+        from .compress import codes_file
 
         bad = {name for name, _ in found}
         try:
@@ -172,8 +172,8 @@ class ResidualStore(IndexStore):
 
     def _exact_problems(self, meta: "IndexMeta", info: Dict[str, Any], layout: Layout, bad: set) -> List[Problem]:
         """The exact outliers: as many as pt_meta.json says, rows ascending within the index, vectors finite."""
-        from ..compressed import exact_rows_file
         from ..layout import META_FILE, non_finite_rows
+        from .compress import exact_rows_file
 
         count = info.get("exact_rows")
         if count != meta.exact_rows:
@@ -206,15 +206,15 @@ class ResidualStore(IndexStore):
     @cached_property
     def codec(self) -> "ResidualCodec":
         """The residual codec (centroids, bucket cutoffs and weights)."""
-        from ..compressed import load_codec
+        from .compress import load_codec
 
         return load_codec(self.path, self.codec_info, self.index.meta.dim)
 
     @cached_property
     def arrays(self) -> "CompressedStore":
         """The memory-mapped codes, residuals and inverted lists that centroid search works on."""
-        from ..compressed import codes_file
-        from ..residual_search import CompressedStore
+        from .compress import codes_file
+        from .search import CompressedStore
 
         index, info, codec = self.index, self.codec_info, self.codec
         num_tokens = index.meta.num_tokens
@@ -232,7 +232,7 @@ class ResidualStore(IndexStore):
     def _exact_outliers(self) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
         """The exact outliers' row ids (int64) and fp16 vectors, read whole into memory (a small share of the
         tokens) after their blocks are verified; (None, None) for an index without them."""
-        from ..compressed import exact_rows_file
+        from .compress import exact_rows_file
 
         info, index = self.codec_info, self.index
         if "exact_rows" not in info:
@@ -253,7 +253,7 @@ class ResidualStore(IndexStore):
     @cached_property
     def token_ids(self) -> np.ndarray:
         """int32, or uint16 when every id fits."""
-        from ..compressed import token_ids_file
+        from .compress import token_ids_file
 
         dtype = np.dtype(self.codec_info["token_id_dtype"])
         token_ids = self.index.read_array(token_ids_file(dtype), dtype, (self.index.meta.num_tokens,))
@@ -272,20 +272,20 @@ class ResidualStore(IndexStore):
     # -- scores and retrieval ------------------------------------------------------------------------------
     def exact_scores(self, q: "torch.Tensor", doc_ids: np.ndarray,
                      block_tokens: Optional[int] = None) -> np.ndarray:
-        """:func:`~..residual_search.exact_scores` over the decompressed vectors (on CPU)."""
-        from ..residual_search import exact_scores
+        """:func:`~.search.exact_scores` over the decompressed vectors (on CPU)."""
+        from .search import exact_scores
 
         return exact_scores(self.arrays, q.cpu(), doc_ids, block_tokens)
 
     def retriever(self, *, num_results: int = 1000, ncells: Optional[int] = None,
                   threshold: Optional[float] = None, ndocs: Union[int, str, None] = "auto",
                   nscore: Optional[int] = None, strict: bool = False, verbose: bool = False) -> "pt.Transformer":
-        """Centroid search (:class:`~..residual_search.CentroidRetriever`): the documents of each query vector's
+        """Centroid search (:class:`~.search.CentroidRetriever`): the documents of each query vector's
         ``ncells`` best centroids, pruned by centroid interaction to ``ndocs`` and then ``nscore`` documents,
         which are scored exactly over their decompressed vectors; defaults follow ``num_results`` as PLAID's do,
         except that a top 10 scores 128 documents exactly rather than 64
-        (:meth:`~..residual_search.SearchParams.for_k`); ``ndocs=None`` scores every candidate."""
-        from ..residual_search import CentroidRetriever
+        (:meth:`~.search.SearchParams.for_k`); ``ndocs=None`` scores every candidate."""
+        from .search import CentroidRetriever
 
         return CentroidRetriever(self.index, num_results=num_results, ncells=ncells, threshold=threshold,
                                  ndocs=ndocs, nscore=nscore, strict=strict, verbose=verbose)
@@ -294,7 +294,7 @@ class ResidualStore(IndexStore):
         """Centroid search needs no neighbour index: None for the default; a neighbour index is refused."""
         if faiss is None:
             return None
-        from .fp16 import Fp16Store
+        from ..fp16.store import Fp16Store
 
         raise ValueError(Fp16Store.missing(self.index, f"a neighbour index (faiss={faiss!r})"))
 

@@ -1,5 +1,5 @@
 """The ``fp16`` format: every token vector stored as float16 (``vectors.f16``, memory-mapped), retrieved by token
-neighbours (exact or FAISS, :mod:`..ann`) and exact MaxSim (:mod:`..token_search`)."""
+neighbours (exact or FAISS, :mod:`..ann`) and exact MaxSim (:mod:`.search`)."""
 from __future__ import annotations
 
 import warnings
@@ -11,7 +11,7 @@ import numpy as np
 
 from ..integrity import size_problem
 from ..layout import ARTIFACT_FORMAT, CHECKED_ON_OPEN, OFFSETS_FILE, TOKEN_IDS_FILE, VECTORS_FILE, non_finite_rows
-from .base import IndexStore, Layout, Problem, StoreWriter
+from ..store import IndexStore, Layout, Problem, StoreWriter
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyterrier as pt
@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ...storage import BlockCheck
     from ..ann import AnnIndex, FaissSpec
     from ..artifact import ColBERTIndex
-    from ..compressed import CompressionSpec
     from ..layout import IndexMeta
+    from ..residual.compress import CompressionSpec
 
 #: vector rows scanned at a time for non-finite values in verify()
 SCAN_ROWS = 1 << 16
@@ -131,20 +131,20 @@ class Fp16Store(IndexStore):
     # -- scores and retrieval ------------------------------------------------------------------------------
     def exact_scores(self, q: "torch.Tensor", doc_ids: np.ndarray,
                      block_tokens: Optional[int] = None) -> np.ndarray:
-        """:func:`~..token_search.score_docs` (length-sorted padded blocks, on ``q``'s device)."""
-        from ..token_search import score_docs
+        """:func:`~.search.score_docs` (length-sorted padded blocks, on ``q``'s device)."""
+        from .search import score_docs
 
         return score_docs(self.index, q, doc_ids, block_tokens)
 
     def retriever(self, *, num_results: int = 1000, lam: Optional[float] = None, k_hat: Optional[int] = None,
                   faiss: Union[str, "FaissSpec", None] = None, nprobe: Optional[int] = None,
                   refine: Optional[int] = None, strict: bool = False, verbose: bool = False) -> "pt.Transformer":
-        """Token-neighbour retrieval (:class:`~..token_search.ColBERTRetriever`): each scoring query vector
+        """Token-neighbour retrieval (:class:`~.search.ColBERTRetriever`): each scoring query vector
         fetches its k̂ nearest document tokens (``ceil(num_results / lam)``, ``k_hat``, or by default
         ``max(ceil(num_results / 2), 50)``) by ``faiss`` search (``None``: the measured default for the index's
-        size, :func:`~..token_search.default_search`; ``nprobe`` and ``refine`` tune approximate kinds); their
+        size, :func:`~.search.default_search`; ``nprobe`` and ``refine`` tune approximate kinds); their
         documents are scored exactly."""
-        from ..token_search import ColBERTRetriever
+        from .search import ColBERTRetriever
 
         return ColBERTRetriever(self.index, num_results=num_results, lam=lam, k_hat=k_hat, faiss=faiss,
                                 nprobe=nprobe, refine=refine, strict=strict, verbose=verbose)
@@ -183,7 +183,7 @@ class Fp16Store(IndexStore):
 
     def build_ann(self, faiss: Union[str, "FaissSpec", None] = None, *, verbose: bool = False) -> Optional[Path]:
         from .. import ann
-        from ..token_search import default_search
+        from .search import default_search
 
         num_tokens, dim = self.index.meta.num_tokens, self.index.meta.dim
         spec = default_search(num_tokens)[0] if faiss is None else \
