@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
@@ -56,7 +56,7 @@ from ..storage import (
     is_artifact_folder,
     parse_manifest,
     read_artifact_meta,
-    write_json,
+    write_artifact_meta,
 )
 
 ARTIFACT_TYPE = "colbert"
@@ -130,7 +130,7 @@ class IndexMeta(JsonConfig):
             raise ValueError(f"long_docs={self.long_docs!r}; expected one of {LONG_DOCS}")
 
     def save(self, folder: Union[str, Path]) -> Path:
-        return write_json(Path(folder) / META_FILE, self.to_dict())
+        return write_artifact_meta(Path(folder) / META_FILE, self.to_dict())
 
     @classmethod
     def load(cls, folder: Union[str, Path]) -> "IndexMeta":
@@ -143,6 +143,13 @@ class IndexMeta(JsonConfig):
         if meta.files is not None:
             parse_manifest(meta.files, source)
         return meta
+
+
+def required_files(meta: IndexMeta) -> Tuple[str, ...]:
+    """The files the manifest of an index with ``meta`` must list, whatever its format (each format's arrays are
+    added once its layout is known: ``store.layout(meta)``)."""
+    return ((CONFIG_FILE, OFFSETS_FILE, DOCNOS_FILE) + ((PARTS_FILE,) if meta.long_docs == "windows" else ())
+            + ((VECTORS_FILE, TOKEN_IDS_FILE) if meta.format == ARTIFACT_FORMAT else (CODEC_FILE,)))
 
 
 def check_offsets(offsets: np.ndarray, num_tokens: int) -> Optional[str]:

@@ -27,7 +27,7 @@ from ...storage import (
     new_hasher,
     release_owner,
     remove_stale_builds,
-    write_json,
+    write_artifact_meta,
 )
 from .assemble import assemble, stored_passages
 from .manifest import (
@@ -367,7 +367,7 @@ def write_manifest(tmp: Path, manifest: Manifest, dump: bool) -> Manifest:
     own = FOLDER_FILES + ((PAGES,) if dump else ())
     manifest = dataclasses.replace(manifest, files=build_manifest(tmp, own))
     manifest = dataclasses.replace(manifest, bytes=folder_bytes(tmp) + len(json.dumps(manifest.to_dict())))
-    write_json(tmp / MANIFEST, manifest.to_dict())
+    write_artifact_meta(tmp / MANIFEST, manifest.to_dict())
     return manifest
 
 
