@@ -27,13 +27,21 @@ import numpy as np
 
 from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..storage import ArtifactIntegrity, DamagedFileError, open_npids, raise_damaged
-from .layout import DOCNOS_FILE, META_FILE, OFFSETS_FILE, VECTORS_FILE, IndexMeta, check_offsets, required_files
+from .layout import (
+    DOCNOS_FILE,
+    META_FILE,
+    OFFSETS_FILE,
+    REMEDY,
+    VECTORS_FILE,
+    IndexMeta,
+    check_offsets,
+    required_files,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stores.base import IndexStore, Layout, Problem
 
 WHAT = "ColBERT index"
-REMEDY = "rebuild the index (index.indexer(colbert, overwrite=True))"
 
 
 def size_problem(folder: Path, meta: IndexMeta, layout: "Layout", name: str) -> Optional[str]:

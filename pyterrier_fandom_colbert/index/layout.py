@@ -64,6 +64,8 @@ ARTIFACT_FORMAT = "fp16"
 #: every format of a ColBERT index: full-precision vectors, or residual codes at 1, 2 or 4 bits per dimension
 FORMATS = (ARTIFACT_FORMAT, "residual1", "residual2", "residual4")
 PACKAGE_HINT = "pyterrier-fandom-colbert"
+#: how every error about a damaged index says to rebuild it
+REMEDY = "rebuild the index (index.indexer(colbert, overwrite=True))"
 
 META_FILE = ARTIFACT_META_FILE
 VECTORS_FILE = "vectors.f16"
@@ -135,7 +137,7 @@ class IndexMeta(JsonConfig):
     @classmethod
     def load(cls, folder: Union[str, Path]) -> "IndexMeta":
         source = Path(folder) / META_FILE
-        values = read_artifact_meta(folder, ARTIFACT_TYPE, _format_of(folder))
+        values = read_artifact_meta(folder, ARTIFACT_TYPE, _format_of(folder), REMEDY)
         meta = cls.from_dict(values, source=source)
         for name in ("num_docs", "num_tokens", "dim"):
             value = getattr(meta, name)
