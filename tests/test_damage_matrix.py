@@ -16,7 +16,7 @@ from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 from pyterrier_fandom_colbert.index.residual import compress as compressed
 from pyterrier_fandom_colbert.lexical.tfidf import TfidfIndex
 from pyterrier_fandom_colbert.sparse.index import SparseIndex
-from pyterrier_fandom_colbert.storage import DamagedFileError, NoManifestError
+from pyterrier_fandom_colbert.storage import SEAL_KEY, DamagedFileError, NoManifestError
 
 WORDS = ["castle", "dragon", "smith", "river", "queen", "bard", "library", "moon", "fleet", "giant", "crown", "star"]
 
@@ -195,10 +195,7 @@ def test_entries_without_block_checksums_are_checked_whole_on_first_read(built, 
     checked whole the first time it is read."""
     path = tmp_path / "fp16"
     shutil.copytree(built["fp16"][0], path)
-    meta = json.loads((path / "pt_meta.json").read_text())
-    for entry in meta["files"].values():
-        del entry["blocks"]
-    (path / "pt_meta.json").write_text(json.dumps(meta))
+    rewrite(path / "pt_meta.json", lambda meta: [entry.pop("blocks") for entry in meta["files"].values()])
     use_colbert(path, small_colbert)
     zero(path / "vectors.f16", None)
     with pytest.raises(DamagedFileError, match=r"vectors\.f16 is damaged: its content does not match the xxh3_128"):
@@ -211,7 +208,7 @@ def test_a_manifest_without_files_is_refused_unless_opened_unchecked(built, smal
     shutil.copytree(built[kind][0], path)
     meta_file = path / ("pt_meta.json" if kind == "splade" else "manifest.json")
     meta = json.loads(meta_file.read_text())
-    del meta["files"]
+    del meta["files"], meta[SEAL_KEY]  # as a version before manifests wrote it
     meta_file.write_text(json.dumps(meta))
     with pytest.raises(NoManifestError, match="records no file manifest") as err:
         USE[kind](path, small_colbert)
@@ -254,3 +251,207 @@ def test_a_damaged_index_inside_a_search_folder_names_the_pfc_rebuild(built, sma
     for line in (verify, search):
         assert "vectors.f16" in line and f"`pfc index SOURCE {path} --overwrite`" in line, line
         assert "index.indexer(" not in line, line
+
+
+# -- manifests that would switch the checks off (issue 42) ------------------------------------------------------
+
+#: the metadata file holding each kind's manifest
+META = {"fp16": "pt_meta.json", "r2": "pt_meta.json", "tfidf": "pt_meta.json", "splade": "pt_meta.json",
+        "checkpoint": "manifest.json", "pfc": "manifest.json"}
+
+
+def rewrite(meta_file, change):
+    """Apply ``change(values)`` to a metadata file and write it back as a forger would, its own checksum
+    recomputed (a checksum finds damage, not tampering): only the rule under test can refuse it."""
+    from pyterrier_fandom_colbert.storage import sealed
+
+    values = json.loads(meta_file.read_text())
+    change(values)
+    meta_file.write_text(json.dumps(sealed(values) if SEAL_KEY in values else values))
+
+
+def refused_by_verify(path, capsys, named):
+    """``pfc verify`` exits 2 with one error line naming ``named``, never "intact" nor a traceback."""
+    capsys.readouterr()
+    assert main(["verify", str(path), "--quiet"]) == 2
+    out = capsys.readouterr()
+    assert "intact" not in out.out and str(named) in out.err and "Traceback" not in out.err
+    assert len(out.err.strip().splitlines()) == 1, out.err
+
+
+@pytest.mark.parametrize("kind", list(META))
+def test_an_emptied_file_manifest_is_refused_on_open_and_by_verify(built, small_colbert, tmp_path, capsys, kind):
+    from pyterrier_fandom_colbert.storage import IncompleteManifestError
+
+    path = tmp_path / kind
+    shutil.copytree(built[kind][0], path)
+    rewrite(path / META[kind], lambda values: values.update(files={}))
+    with pytest.raises(IncompleteManifestError, match="its file manifest lacks the entries of") as err:
+        USE[kind](path, small_colbert)
+    assert err.value.path == path / META[kind]
+    refused_by_verify(path, capsys, path / META[kind])
+
+
+@pytest.mark.parametrize("kind", list(META))
+def test_each_entry_dropped_from_the_manifest_in_turn_is_refused(built, small_colbert, tmp_path, capsys, kind):
+    """Every file these artifacts hold is one their kind must have: dropping any one entry (the others intact)
+    is refused naming it, when opened and by verify."""
+    from pyterrier_fandom_colbert.storage import IncompleteManifestError
+
+    path = tmp_path / kind
+    shutil.copytree(built[kind][0], path)
+    meta_file = path / META[kind]
+    pristine = meta_file.read_bytes()
+    names = sorted(json.loads(pristine)["files"])
+    assert len(names) >= 3
+    for name in names:
+        meta_file.write_bytes(pristine)
+        rewrite(meta_file, lambda values, dropped=name: values["files"].pop(dropped))
+        with pytest.raises(IncompleteManifestError, match=f"lacks the entries of \\['{name}'\\]"):
+            USE[kind](path, small_colbert)
+        refused_by_verify(path, capsys, meta_file)
+
+
+SETTINGS = [("pfc", "manifest.json", ("settings", "fusion", "weight"), 0.3),
+            ("pfc", "manifest.json", ("settings", "fusion", "depth"), 300),
+            ("pfc", "manifest.json", ("settings", "k_tilde"), 3),
+            ("fp16", "pt_meta.json", ("fingerprint",), "0" * 16),
+            ("r2", "pt_meta.json", ("fingerprint",), "0" * 16),
+            ("tfidf", "pt_meta.json", ("config", "k1"), 1.5),
+            ("splade", "pt_meta.json", ("field",), "other_toks"),
+            ("checkpoint", "colbert_config.json", ("query_maxlen",), 9)]
+
+
+@pytest.mark.parametrize("kind, file, keys, value", [pytest.param(*c, id=f"{c[0]}-{'.'.join(c[2])}")
+                                                     for c in SETTINGS])
+def test_an_edited_setting_is_damage_on_open_and_for_verify(built, small_colbert, tmp_path, capsys, kind, file,
+                                                            keys, value):
+    path = tmp_path / kind
+    shutil.copytree(built[kind][0], path)
+    values = json.loads((path / file).read_text())
+    inner = values
+    for key in keys[:-1]:
+        inner = inner[key]
+    assert inner[keys[-1]] != value
+    inner[keys[-1]] = value  # one value changed, written as an editor would, nothing else
+    (path / file).write_text(json.dumps(values, indent=2))
+    with pytest.raises(DamagedFileError) as err:
+        USE[kind](path, small_colbert)
+    assert err.value.path == path / file, str(err.value)
+    if file != "colbert_config.json":  # (a file of the manifest: its own checksum there)
+        assert "does not match its own checksum" in str(err.value)
+    refused_by_verify(path, capsys, path / file)
+
+
+@pytest.mark.parametrize("kind", ["pfc", "tfidf", "fp16"])
+def test_a_manifest_without_its_own_checksum_is_refused_with_the_rebuild(built, small_colbert, tmp_path, kind):
+    path = tmp_path / kind
+    shutil.copytree(built[kind][0], path)
+    values = json.loads((path / META[kind]).read_text())
+    del values[SEAL_KEY]  # as a version before the checksum wrote it
+    (path / META[kind]).write_text(json.dumps(values))
+    rebuild = "--overwrite" if kind == "pfc" else "overwrite=True"
+    with pytest.raises(DamagedFileError, match=f"written by an older version.*{rebuild}") as err:
+        USE[kind](path, small_colbert)
+    assert err.value.path == path / META[kind]
+
+
+def nested(path, sibling):
+    path.write_text("[" * 100_000 + "]" * 100_000)
+
+
+def foreign(path, sibling):
+    path.write_text(json.dumps({"format": "someone-elses-tool", "files": {}}))
+
+
+def a_folder(path, sibling):
+    path.unlink()
+    path.mkdir()
+
+
+def missing(path, sibling):
+    path.unlink()
+
+
+@pytest.mark.parametrize("damage", [missing, foreign, a_folder, nested])
+def test_verify_fails_when_the_folder_manifest_is_missing_foreign_a_folder_or_nested(built, tmp_path, capsys,
+                                                                                      damage):
+    path = tmp_path / "pfc"
+    shutil.copytree(built["pfc"][0], path)
+    assert main(["verify", str(path), "--quiet"]) == 0  # (the copy as built passes)
+    damage(path / "manifest.json", None)
+    refused_by_verify(path, capsys, path)
+
+
+def test_a_pickle_checkpoint_is_refused_in_one_line(tmp_path):
+    import datetime
+
+    import torch
+
+    from pyterrier_fandom_colbert.model.formats.base import load_torch_weights
+
+    tensors, pickled = tmp_path / "pytorch_model.bin", tmp_path / "payload.bin"
+    torch.save({"w": torch.ones(2)}, tensors)
+    torch.save({"w": torch.ones(2), "when": datetime.date(2026, 11, 27)}, pickled)  # a global beyond tensors
+    assert load_torch_weights(tensors)["w"].tolist() == [1.0, 1.0]
+    with pytest.raises(DamagedFileError, match="is refused: it is a pickle that does not hold tensors alone") as err:
+        load_torch_weights(pickled)
+    assert err.value.path == pickled and "\n" not in str(err.value)
+    pickled.write_bytes(b"not a torch file at all")
+    with pytest.raises(DamagedFileError, match=r"payload\.bin") as err:
+        load_torch_weights(pickled)
+    assert "\n" not in str(err.value)
+
+
+# -- --update never signs what it did not verify ------------------------------------------------------------------
+
+SAMPLE = pfc.app.folder.__file__.rsplit("/app/", 1)[0] + "/data/sample/samplewiki_pages_current.xml"
+
+
+def tiny_dump(path, keep):
+    """The sample dump cut to the pages whose ids are in ``keep``."""
+    import re
+
+    with open(SAMPLE, encoding="utf-8") as f:
+        text = f.read()
+    for page in re.findall(r"  <page>\s*<title>.*?</page>\n", text, flags=re.S):
+        if int(re.search(r"<id>(\d+)</id>", page).group(1)) not in keep:
+            text = text.replace(page, "")
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def dump_folder(tmp_path_factory, small_colbert):
+    root = tmp_path_factory.mktemp("dumpfolder")
+    build_folder(tiny_dump(root / "tiny_pages_current.xml", {1000, 1035, 1088}), root / "wiki",
+                 colbert=small_colbert, settings=pfc.app.folder.SearchSettings(compression="fp16", faiss="flat"))
+    return root / "wiki"
+
+
+def forge_passages(folder, sibling):
+    """The issue's case: ``files`` emptied (checksum recomputed), then a passage's title forged in place."""
+    rewrite(folder / "manifest.json", lambda values: values.update(files={}))
+    data = (folder / "passages.jsonl").read_bytes()
+    start = data.index(b'"title": "') + 10
+    (folder / "passages.jsonl").write_bytes(data[:start] + b"X" + data[start + 1:])
+
+
+def forge_text(folder, sibling):
+    flip(folder / "tfidf" / "text.bin", None)
+
+
+@pytest.mark.parametrize("forge, named", [(forge_passages, "manifest.json"), (forge_text, "tfidf/text.bin")])
+def test_an_update_over_a_forged_folder_is_refused_and_signs_nothing(dump_folder, small_colbert, tmp_path, forge,
+                                                                     named):
+    from pyterrier_fandom_colbert.app.folder import update_folder
+
+    folder = tmp_path / "wiki"
+    shutil.copytree(dump_folder, folder)
+    forge(folder, None)
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    with pytest.raises(DamagedFileError) as err:
+        update_folder(tiny_dump(tmp_path / "newer_pages_current.xml", {1000, 1035, 1088, 1130}), folder,
+                      colbert=small_colbert)
+    assert err.value.path == folder / named, str(err.value)
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before

@@ -216,7 +216,7 @@ def edit_offsets(path, edit):
 def without_manifest(path):
     """The index as an older version wrote it: no "files" in pt_meta.json."""
     meta = json.loads((path / "pt_meta.json").read_text())
-    del meta["files"]
+    del meta["files"], meta[storage.SEAL_KEY]  # (nor the checksum of its own content)
     (path / "pt_meta.json").write_text(json.dumps(meta))
 
 
@@ -561,7 +561,7 @@ def test_a_stale_faiss_cache_is_rebuilt_or_refused_when_read_only(ann_index, pri
     data.tofile(vectors)
     meta = json.loads((other / "pt_meta.json").read_text())
     meta["files"]["vectors.f16"] = storage.manifest_entry(vectors)  # a consistent index, with the old cache
-    (other / "pt_meta.json").write_text(json.dumps(meta))
+    (other / "pt_meta.json").write_text(json.dumps(storage.sealed(meta)))
     stale = other / "faiss" / f"{cache_stem(other)}.faiss"
     with pytest.raises(DamagedFileError, match="is stale"):
         ColBERTIndex(other).verify()

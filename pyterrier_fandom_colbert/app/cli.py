@@ -366,7 +366,7 @@ def artifact_kind(folder: Path) -> Optional[str]:
     """What ``verify`` checks in ``folder``: ``"colbert"`` (any storage format), ``"sharded"``, ``"tfidf"``,
     ``"splade"`` (a learned-sparse index), ``"checkpoint"``, ``"search folder"`` (a pfc folder's own files), or None."""
     from ..storage import read_json
-    from .folder import FORMAT, MANIFEST
+    from .folder import MANIFEST, PASSAGES
 
     meta = folder / "pt_meta.json"
     if meta.is_file():
@@ -380,10 +380,10 @@ def artifact_kind(folder: Path) -> Optional[str]:
         return kinds.get((values.get("type"), values.get("format")))
     if (folder / "colbert_config.json").is_file():
         return "checkpoint"
-    if (folder / MANIFEST).is_file():
-        values = read_json(folder / MANIFEST, "search folder manifest")
-        if isinstance(values, dict) and values.get("format") == FORMAT:
-            return "search folder"
+    if (folder / MANIFEST).exists() or (folder / PASSAGES).exists():
+        # a search folder, or what is left of one: its check refuses a manifest that is missing, foreign, a folder
+        # or unreadable, rather than verifying the indexes inside as if the folder were whole
+        return "search folder"
     return None
 
 

@@ -27,13 +27,21 @@ import numpy as np
 
 from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..storage import ArtifactIntegrity, DamagedFileError, open_npids, raise_damaged
-from .layout import DOCNOS_FILE, META_FILE, OFFSETS_FILE, VECTORS_FILE, IndexMeta, check_offsets
+from .layout import (
+    DOCNOS_FILE,
+    META_FILE,
+    OFFSETS_FILE,
+    REMEDY,
+    VECTORS_FILE,
+    IndexMeta,
+    check_offsets,
+    required_files,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import IndexStore, Layout, Problem
 
 WHAT = "ColBERT index"
-REMEDY = "rebuild the index (index.indexer(colbert, overwrite=True))"
 
 
 def size_problem(folder: Path, meta: IndexMeta, layout: "Layout", name: str) -> Optional[str]:
@@ -55,16 +63,18 @@ def size_problems(folder: Path, meta: IndexMeta, layout: "Layout") -> List["Prob
 
 
 def integrity_of(folder: Path, meta: IndexMeta, unchecked: bool = False) -> ArtifactIntegrity:
-    """The index's integrity base (refusing an index without manifest unless ``unchecked``)."""
+    """The index's integrity base (refusing an index without manifest unless ``unchecked``, and a manifest that
+    lacks a file every index of its format has: :func:`~.layout.required_files`)."""
     return ArtifactIntegrity(folder, meta.files, what=WHAT, remedy=REMEDY, source=folder / META_FILE,
-                             unchecked=unchecked)
+                             unchecked=unchecked, required=required_files(meta))
 
 
 def check_on_open(integrity: ArtifactIntegrity, meta: IndexMeta, store: "IndexStore") -> None:
     """The cheap checks: sizes of all files, checksums of the store's small ones; never reads the vectors."""
     integrity.check_open(store.CHECKED_ON_OPEN)
-    raise_damaged(integrity.folder, size_problems(integrity.folder, meta, store.layout(meta)), what=WHAT,
-                  remedy=REMEDY)
+    layout = store.layout(meta)  # (a compressed index's from codec.json, whose checksum was just checked)
+    integrity.require(layout)
+    raise_damaged(integrity.folder, size_problems(integrity.folder, meta, layout), what=WHAT, remedy=REMEDY)
 
 
 def rows_held(offsets: Callable[[], np.ndarray], docnos_of: Callable[[np.ndarray], np.ndarray],
@@ -100,7 +110,10 @@ def verify(folder: Path, meta: IndexMeta, store: "IndexStore", unchecked: bool =
     started = time.perf_counter()
     integrity = integrity_of(folder, meta, unchecked)
     problems = integrity.problems()
-    problems += size_problems(folder, meta, store.layout(meta))
+    layout = store.layout(meta)
+    if not problems:  # (a damaged codec.json may give a wrong layout: reported as it is)
+        integrity.require(layout)
+    problems += size_problems(folder, meta, layout)
     offsets = None
     if not any(name == OFFSETS_FILE for name, _ in problems):
         offsets = np.fromfile(folder / OFFSETS_FILE, dtype=np.int64)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
@@ -56,7 +56,7 @@ from ..storage import (
     is_artifact_folder,
     parse_manifest,
     read_artifact_meta,
-    write_json,
+    write_artifact_meta,
 )
 
 ARTIFACT_TYPE = "colbert"
@@ -64,6 +64,8 @@ ARTIFACT_FORMAT = "fp16"
 #: every format of a ColBERT index: full-precision vectors, or residual codes at 1, 2 or 4 bits per dimension
 FORMATS = (ARTIFACT_FORMAT, "residual1", "residual2", "residual4")
 PACKAGE_HINT = "pyterrier-fandom-colbert"
+#: how every error about a damaged index says to rebuild it
+REMEDY = "rebuild the index (index.indexer(colbert, overwrite=True))"
 
 META_FILE = ARTIFACT_META_FILE
 VECTORS_FILE = "vectors.f16"
@@ -130,12 +132,12 @@ class IndexMeta(JsonConfig):
             raise ValueError(f"long_docs={self.long_docs!r}; expected one of {LONG_DOCS}")
 
     def save(self, folder: Union[str, Path]) -> Path:
-        return write_json(Path(folder) / META_FILE, self.to_dict())
+        return write_artifact_meta(Path(folder) / META_FILE, self.to_dict())
 
     @classmethod
     def load(cls, folder: Union[str, Path]) -> "IndexMeta":
         source = Path(folder) / META_FILE
-        values = read_artifact_meta(folder, ARTIFACT_TYPE, _format_of(folder))
+        values = read_artifact_meta(folder, ARTIFACT_TYPE, _format_of(folder), REMEDY)
         meta = cls.from_dict(values, source=source)
         for name in ("num_docs", "num_tokens", "dim"):
             value = getattr(meta, name)
@@ -143,6 +145,13 @@ class IndexMeta(JsonConfig):
         if meta.files is not None:
             parse_manifest(meta.files, source)
         return meta
+
+
+def required_files(meta: IndexMeta) -> Tuple[str, ...]:
+    """The files the manifest of an index with ``meta`` must list, whatever its format (each format's arrays are
+    added once its layout is known: ``store.layout(meta)``)."""
+    return ((CONFIG_FILE, OFFSETS_FILE, DOCNOS_FILE) + ((PARTS_FILE,) if meta.long_docs == "windows" else ())
+            + ((VECTORS_FILE, TOKEN_IDS_FILE) if meta.format == ARTIFACT_FORMAT else (CODEC_FILE,)))
 
 
 def check_offsets(offsets: np.ndarray, num_tokens: int) -> Optional[str]:

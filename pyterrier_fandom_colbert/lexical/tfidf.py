@@ -52,6 +52,7 @@ from ..storage import (
     raise_damaged,
     read_artifact_meta,
     read_term_lines,
+    write_artifact_meta,
 )
 from .analysis import Analyzer, stopword_list
 from .tfidf_retriever import TfidfRetriever, TfidfScorer
@@ -253,8 +254,8 @@ class TfidfIndexer(pt.Indexer):
         with atomic_folder(artifact_path(self.target), overwrite=self.overwrite, what="TF-IDF index",
                            replaceable=partial(is_artifact_folder, artifact_type=ARTIFACT_TYPE,
                                                artifact_format=ARTIFACT_FORMAT)) as tmp:
-            _write_index(tmp, docs, self.config, self.text_field, self.store_text, self.verbose).save_json(
-                tmp / ARTIFACT_META_FILE)
+            meta = _write_index(tmp, docs, self.config, self.text_field, self.store_text, self.verbose)
+            write_artifact_meta(tmp / ARTIFACT_META_FILE, meta.to_dict())
         self.target._forget()
         return self.target
 
@@ -325,7 +326,7 @@ class TfidfIndex(pt.Artifact):
         if not self.built():
             raise FileNotFoundError(f"no TF-IDF index at {self.path} ({ARTIFACT_META_FILE} not found); build one with "
                                     "TfidfIndex(path).indexer().index(docs)")
-        values = read_artifact_meta(artifact_path(self), ARTIFACT_TYPE, ARTIFACT_FORMAT)
+        values = read_artifact_meta(artifact_path(self), ARTIFACT_TYPE, ARTIFACT_FORMAT, _REMEDY)
         return TfidfMeta.from_dict(values, source=artifact_path(self) / ARTIFACT_META_FILE)
 
     @property
@@ -348,7 +349,8 @@ class TfidfIndex(pt.Artifact):
     def integrity(self) -> ArtifactIntegrity:
         """The index's integrity base: its manifest, and which blocks of the passages this process verified."""
         return ArtifactIntegrity(artifact_path(self), self.meta.files, what=_WHAT, remedy=_REMEDY,
-                                 source=self._file(ARTIFACT_META_FILE), unchecked=self.unchecked)
+                                 source=self._file(ARTIFACT_META_FILE), unchecked=self.unchecked,
+                                 required=self._required_files(self.meta))
 
     @cached_property
     def _checked(self) -> bool:
@@ -393,7 +395,8 @@ class TfidfIndex(pt.Artifact):
         started = time.perf_counter()
         meta = self.meta
         integrity = ArtifactIntegrity(artifact_path(self), meta.files, what=_WHAT, remedy=_REMEDY,
-                                      source=self._file(ARTIFACT_META_FILE), unchecked=self.unchecked)
+                                      source=self._file(ARTIFACT_META_FILE), unchecked=self.unchecked,
+                                      required=self._required_files(meta))
         problems = integrity.problems()
         for name, load in [(LEXICON_FILE, self._load_vocab), (TF_FILE, self._load_postings),
                            (DOCNOS_FILE, self._load_docnos), (TEXT_OFFSETS_FILE, self._load_text_offsets),

@@ -264,11 +264,20 @@ def read_manifest(folder: Union[str, Path]) -> Optional[Dict[str, Dict[str, Any]
     return parse_manifest(values.get("files") if isinstance(values, dict) else None, path)
 
 
+def required_files(folder: Union[str, Path]) -> List[str]:
+    """The files a checkpoint's manifest must list: its config and projection, and every file of its backbone
+    folder (weights, config, tokenizer: all read when it loads)."""
+    bb = Path(folder) / BACKBONE_DIR
+    backbone = [f"{BACKBONE_DIR}/{name}" for name in folder_files(bb)] if bb.is_dir() else []
+    return [CONFIG_FILE, PROJECTION_FILE, f"{BACKBONE_DIR}/config.json", *backbone]
+
+
 def integrity_of(folder: Union[str, Path], unchecked: bool = False) -> ArtifactIntegrity:
-    """The checkpoint's integrity base over ``manifest.json`` (refused without one unless ``unchecked``)."""
+    """The checkpoint's integrity base over ``manifest.json`` (refused without one unless ``unchecked``, and when
+    it lacks a file the checkpoint needs: :func:`required_files`)."""
     folder = Path(folder)
     return ArtifactIntegrity(folder, read_manifest(folder), what=_WHAT, remedy=_REMEDY,
-                             source=folder / MANIFEST_FILE, unchecked=unchecked)
+                             source=folder / MANIFEST_FILE, unchecked=unchecked, required=required_files(folder))
 
 
 def _check_files(folder: Path, unchecked: bool = False) -> ArtifactIntegrity:
@@ -354,7 +363,9 @@ def load(folder: Union[str, Path], unchecked: bool = False, *, light: bool = Fal
         net = (light and _light_backbone(bb)) or _load_backbone(bb, local_files_only=True)
     except Exception as err:
         weights = _weights_file(bb)
-        raise DamagedFileError(weights, f"the backbone in {bb} cannot be loaded ({type(err).__name__}: {err}); "
+        lines = str(err).strip().splitlines() or [""]  # one line: torch's refusal of a pickle runs to paragraphs
+        why = lines[-1].strip() if "Weights only load failed" in lines[0] else lines[0].strip()
+        raise DamagedFileError(weights, f"the backbone in {bb} cannot be loaded ({type(err).__name__}: {why}); "
                                         f"check {bb / 'config.json'} and {weights.name}; {_REMEDY}") from None
     refuse_non_finite(net.state_dict().items(), f"the backbone ({_weights_file(bb)})", _REMEDY, _weights_file(bb))
     if embedding_rows(net) < len(hf_tok):

@@ -47,7 +47,8 @@ from ..storage import (
     raise_damaged,
     read_json,
     read_term_lines,
-    write_json,
+    unsealed,
+    write_artifact_meta,
     write_text,
 )
 
@@ -196,7 +197,7 @@ class SparseIndexer(pt.Indexer):
         with atomic_folder(path, overwrite=self.overwrite, replaceable=SparseIndex.is_index,
                            what="learned-sparse index") as tmp:
             stats = _write_index(tmp, docs, self.field, self.verbose)
-            write_json(tmp / "pt_meta.json", {"type": SparseIndex.ARTIFACT_TYPE,
+            write_artifact_meta(tmp / "pt_meta.json", {"type": SparseIndex.ARTIFACT_TYPE,
                                               "format": SparseIndex.ARTIFACT_FORMAT,
                                               "package_hint": SparseIndex.ARTIFACT_PACKAGE_HINT, **stats})
         forget_cached(self.target)  # the folder is new: nothing read (nor keyed) before counts
@@ -260,7 +261,7 @@ class SparseIndex(pt.Artifact):
             raise FileNotFoundError(f"no learned-sparse index at {self.path}; build one with "
                                     "(splade.doc_encoder() >> SparseIndex(path).indexer()).index(docs)")
         source = artifact_path(self) / "pt_meta.json"
-        meta = read_json(source, "index metadata")
+        meta = unsealed(read_json(source, "index metadata"), source, _REMEDY)
         if not isinstance(meta, dict) or meta.get("format") != self.ARTIFACT_FORMAT:
             raise ValueError(f"{self.path}/pt_meta.json says format "
                              f"{meta.get('format') if isinstance(meta, dict) else None!r}; expected "
@@ -276,7 +277,8 @@ class SparseIndex(pt.Artifact):
     def integrity(self) -> ArtifactIntegrity:
         """The index's integrity base (its manifest; refused without one unless opened ``unchecked``)."""
         return ArtifactIntegrity(artifact_path(self), self.meta.get("files"), what=_WHAT, remedy=_REMEDY,
-                                 source=artifact_path(self) / "pt_meta.json", unchecked=self.unchecked)
+                                 source=artifact_path(self) / "pt_meta.json", unchecked=self.unchecked,
+                                 required=FILES)
 
     @cached_property
     def _checked(self) -> bool:
@@ -299,7 +301,8 @@ class SparseIndex(pt.Artifact):
         started = time.perf_counter()
         self.__dict__.pop("meta", None)  # afresh: the folder may have changed since it was opened
         integrity = ArtifactIntegrity(artifact_path(self), self.meta.get("files"), what=_WHAT, remedy=_REMEDY,
-                                      source=artifact_path(self) / "pt_meta.json", unchecked=self.unchecked)
+                                      source=artifact_path(self) / "pt_meta.json", unchecked=self.unchecked,
+                                      required=FILES)
         problems = integrity.problems()
         bad = {name for name, _ in problems}
         for name, load in [(LEXICON_FILE, self._load_lexicon), (WEIGHTS_FILE, self._load_docs),

@@ -17,7 +17,9 @@ configuration dataclasses that travel as JSON.
   integrity base of every artifact: sizes and small files' checksums on open, each block of a large file
   verified the first time the process reads it, every checksum in ``verify()``. A missing, resized, altered or
   unparsable file raises :class:`DamagedFileError` naming it; a folder without a manifest is refused
-  (:class:`NoManifestError`) unless opened ``unchecked=True`` (see docs/integrity.md).
+  (:class:`NoManifestError`) unless opened ``unchecked=True``; a manifest that lacks a file its artifact must have
+  is refused (:class:`IncompleteManifestError`), and a metadata file is sealed by a checksum of its own content
+  (:func:`sealed`, :func:`unsealed`) (see docs/integrity.md).
 
 Created files and folders follow the user's umask.
 
@@ -45,13 +47,15 @@ from .files import (
     read_json,
     read_term_lines,
     remove_leftovers,
+    write_artifact_meta,
     write_json,
     write_text,
 )
-from .integrity import ArtifactIntegrity, NoManifestError
+from .integrity import ArtifactIntegrity, IncompleteManifestError, NoManifestError
 from .manifests import (
     HASH_ALGORITHM,
     HASH_ALGORITHMS,
+    SEAL_KEY,
     HashingFile,
     build_manifest,
     check_sizes,
@@ -62,6 +66,8 @@ from .manifests import (
     new_hasher,
     parse_manifest,
     raise_damaged,
+    sealed,
+    unsealed,
 )
 
 __all__ = [
@@ -71,12 +77,14 @@ __all__ = [
     "HASH_ALGORITHM",
     "HASH_ALGORITHMS",
     "OWNER_FILE",
+    "SEAL_KEY",
     "ArtifactIntegrity",
     "AtomicFolder",
     "BlockCheck",
     "BlockHasher",
     "DamagedFileError",
     "HashingFile",
+    "IncompleteManifestError",
     "JsonConfig",
     "MissingFileError",
     "NoManifestError",
@@ -109,6 +117,9 @@ __all__ = [
     "release_owner",
     "remove_leftovers",
     "remove_stale_builds",
+    "sealed",
+    "unsealed",
+    "write_artifact_meta",
     "write_json",
     "write_text",
 ]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from .errors import DamagedFileError, MissingFileError, PathLike
+from .manifests import sealed, unsealed
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +163,9 @@ def read_json(path: PathLike, what: str = "JSON file") -> Any:
         return json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise DamagedFileError(path, f"{path} is damaged: the {what} is not valid JSON ({err})") from None
+    except RecursionError:
+        raise DamagedFileError(path, f"{path} is damaged: the {what} nests too deeply to be one this package "
+                                     "wrote") from None
 
 
 @contextmanager
@@ -282,14 +286,23 @@ def check_target(target: Path, *, overwrite: bool, replaceable: Optional[Callabl
                          "delete it yourself")
 
 
-def read_artifact_meta(folder: PathLike, artifact_type: str, artifact_format: str) -> Dict[str, Any]:
-    """The ``pt_meta.json`` of an artifact folder as a dict, refusing an artifact of another type or format."""
-    values = read_json(Path(folder) / ARTIFACT_META_FILE, f"{artifact_type}.{artifact_format} artifact metadata")
+def read_artifact_meta(folder: PathLike, artifact_type: str, artifact_format: str,
+                       remedy: str = "rebuild it") -> Dict[str, Any]:
+    """The ``pt_meta.json`` of an artifact folder as a dict (less its own checksum, which is checked:
+    :func:`~.manifests.unsealed`), refusing an artifact of another type or format."""
+    source = Path(folder) / ARTIFACT_META_FILE
+    values = read_json(source, f"{artifact_type}.{artifact_format} artifact metadata")
     kind = (values.get("type"), values.get("format")) if isinstance(values, dict) else (None, None)
     if kind != (artifact_type, artifact_format):
         raise ValueError(f"{folder} holds a {kind[0]}.{kind[1]} artifact, not a {artifact_type}.{artifact_format} "
                          "one")
-    return values
+    return unsealed(values, source, remedy)
+
+
+def write_artifact_meta(path: PathLike, values: Dict[str, Any]) -> Path:
+    """Write an artifact's metadata (``pt_meta.json``, a folder's ``manifest.json``) with the checksum of its own
+    content (:func:`~.manifests.sealed`), atomically."""
+    return write_json(path, sealed(values))
 
 
 def is_artifact_folder(folder: PathLike, artifact_type: str, artifact_format: str) -> bool:
@@ -303,7 +316,7 @@ def is_artifact_folder(folder: PathLike, artifact_type: str, artifact_format: st
         return False
     try:
         values = json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(values, dict) and (values.get("type"), values.get("format")) == (artifact_type, artifact_format)
 

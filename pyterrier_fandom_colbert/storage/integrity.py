@@ -11,8 +11,11 @@
 
 A folder whose metadata records no manifest (``files``) is refused when opened (:class:`NoManifestError`): an
 artifact that cannot be checked is not read silently. ``unchecked=True`` opens it anyway, with a warning, and
-then nothing is checked. Damage raises :class:`~.errors.DamagedFileError` naming the file (and, for a block, the
-bytes and what they hold), the artifact and how to rebuild it.
+then nothing is checked. Every artifact kind declares the files its manifest must list (``required``, a function
+of its settings; :meth:`ArtifactIntegrity.require` for those known only once a small file is checked): a
+manifest that lists none of its files, or lacks one of them, is damage (:class:`IncompleteManifestError`), so
+that no check can be switched off by editing the manifest. Damage raises :class:`~.errors.DamagedFileError`
+naming the file (and, for a block, the bytes and what they hold), the artifact and how to rebuild it.
 """
 from __future__ import annotations
 
@@ -34,16 +37,22 @@ class NoManifestError(DamagedFileError):
     refused unless opened with ``unchecked=True``. :attr:`path` is the metadata file."""
 
 
+class IncompleteManifestError(DamagedFileError):
+    """An artifact's manifest lists no files, or lacks one the artifact must have: the files it leaves out would be
+    read unchecked, so the artifact is refused as damaged. :attr:`path` is the metadata file."""
+
+
 class ArtifactIntegrity:
     """The checks of one artifact folder in this process (see the module docstring).
 
     ``files``: the manifest (``{name: {"size", checksum, "blocks"}}``) or None when the metadata ``source``
     records none (refused unless ``unchecked``); ``what``: the artifact, as errors name it ("ColBERT index");
-    ``remedy``: how to rebuild it.
+    ``remedy``: how to rebuild it; ``required``: the files the manifest must list (refused when one is missing,
+    or when it lists none).
     """
 
     def __init__(self, folder: PathLike, files: Optional[Dict[str, Dict[str, Any]]], *, what: str, remedy: str,
-                 source: PathLike, unchecked: bool = False):
+                 source: PathLike, unchecked: bool = False, required: Iterable[str] = ()):
         self.folder, self.what, self.remedy, self.source = Path(folder), what, remedy, Path(source)
         if files is None:
             if not unchecked:
@@ -54,6 +63,7 @@ class ArtifactIntegrity:
             warnings.warn(f"the {what} at {self.folder} is opened unchecked: {self.source} records no checksums, so "
                           f"damaged files would be read without error; {remedy} to add them", stacklevel=3)
         self.files = files
+        self.require(required)
         self._whole: set = set()
         self._blocks: Dict[str, BlockCheck] = {}
         self._lock = threading.Lock()
@@ -62,6 +72,19 @@ class ArtifactIntegrity:
     def checked(self) -> bool:
         """Whether the artifact has a manifest (False: opened with ``unchecked=True``; nothing is checked)."""
         return self.files is not None
+
+    def require(self, names: Iterable[str]) -> None:
+        """Refuse a manifest that lists no files, or does not list every one of ``names`` (files this artifact must
+        have), naming what is missing (:class:`IncompleteManifestError`). Nothing for an unchecked artifact."""
+        if self.files is None:
+            return
+        missing = sorted(set(n for n in names if n not in self.files))
+        if self.files and not missing:
+            return
+        lacks = f"lacks the entries of {missing}" if missing else "lists no files at all"
+        raise IncompleteManifestError(self.source, f"{self.source} is damaged: its file manifest {lacks}, so those "
+                                                   f"files would be read unchecked; the {self.what} at "
+                                                   f"{self.folder} is refused; {self.remedy}")
 
     def damaged(self, path: PathLike, message: str) -> DamagedFileError:
         """The error for damage found in ``path``: ``message``, the artifact and the remedy."""

@@ -3,9 +3,14 @@
 are streamed out). The checks over them (:func:`check_sizes`, :func:`checksum_problem`, :func:`raise_damaged`) are
 used through :class:`~.integrity.ArtifactIntegrity`, the one integrity base of every artifact. A missing, resized,
 altered or unparsable file raises :class:`~.errors.DamagedFileError` naming it (see docs/integrity.md).
+
+A metadata file that holds a manifest also holds its own checksum (:data:`SEAL_KEY`, :func:`sealed`): the
+checksum of its canonical JSON (sorted keys, fixed separators) less that key, so that an edit to a setting it
+records (a fusion weight, a count, a format) is damage too (:func:`unsealed`, on every read).
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path, PurePosixPath
 from typing import Any, Dict, Iterable, List, Optional
@@ -13,6 +18,69 @@ from typing import Any, Dict, Iterable, List, Optional
 from .blocks import BLOCK_BYTES, BLOCKS_KEY, BlockHasher, parse_blocks
 from .errors import DamagedFileError, MissingFileError, PathLike
 from .hashes import _HASH_CHUNK, HASH_ALGORITHM, HASH_ALGORITHMS, new_hasher
+
+#: the key of a metadata file's checksum over its own canonical JSON (everything else in the file)
+SEAL_KEY = "meta_checksum"
+
+
+def canonical_json(values: Any) -> bytes:
+    """The bytes a metadata file's own checksum is taken over: JSON with sorted keys and fixed separators.
+
+    >>> canonical_json({"b": [1, 2.5], "a": "x"})
+    b'{"a":"x","b":[1,2.5]}'
+    """
+    return json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=False).encode("ascii")
+
+
+def sealed(values: Dict[str, Any]) -> Dict[str, Any]:
+    """``values`` (a metadata file's content) with its own checksum (:data:`SEAL_KEY`) added: write this.
+
+    >>> meta = sealed({"weight": 0.2, "files": {}})
+    >>> sorted(meta), unsealed(meta, "m.json") == {"weight": 0.2, "files": {}}
+    (['files', 'meta_checksum', 'weight'], True)
+    """
+    body = json.loads(json.dumps({k: v for k, v in values.items() if k != SEAL_KEY}))  # as it will read back
+    return {**body, SEAL_KEY: _seal_of(body)}
+
+
+def _seal_of(body: Dict[str, Any]) -> str:
+    h = new_hasher()
+    h.update(canonical_json(body))
+    return f"{HASH_ALGORITHM}:{h.hexdigest()}"
+
+
+def unsealed(values: Any, source: PathLike, remedy: str = "rebuild it") -> Any:
+    """``values`` read from the metadata file ``source``, less its own checksum, after checking it: an edit to
+    anything in the file (a setting, a count, a manifest entry) raises :class:`DamagedFileError` naming the file.
+    A file that records a manifest (``files``) but no checksum of its own was written by an older version and is
+    refused too (``remedy`` says how to rebuild it). A file without either (metadata from before manifests) is
+    returned as it is: the artifact's integrity base refuses it (:class:`~.integrity.NoManifestError`) unless it
+    is opened unchecked. Anything but a JSON object is returned as it is, for the caller to refuse.
+
+    >>> try:
+    ...     unsealed({**sealed({"weight": 0.2}), "weight": 0.3}, "manifest.json")
+    ... except DamagedFileError as err:
+    ...     print(str(err)[:85])
+    manifest.json is damaged: its content does not match its own checksum (meta_checksum)
+    """
+    if not isinstance(values, dict):
+        return values
+    if SEAL_KEY not in values:
+        if values.get("files") is None:
+            return values
+        raise DamagedFileError(source, f"{source} records no checksum of its own content ({SEAL_KEY}): it was "
+                                       "written by an older version of pyterrier-fandom-colbert (or the checksum "
+                                       f"was removed), so an edit to its settings could not be found; {remedy}")
+    body = {k: v for k, v in values.items() if k != SEAL_KEY}
+    try:
+        seal = _seal_of(body)
+    except (ValueError, TypeError, RecursionError):  # NaN/inf or nesting JSON cannot write back: not ours
+        seal = None
+    if seal is None or values[SEAL_KEY] != seal:
+        raise DamagedFileError(source, f"{source} is damaged: its content does not match its own checksum "
+                                       f"({SEAL_KEY}): a setting or entry was changed after it was written; {remedy}")
+    return body
 
 
 def file_checksum(path: PathLike, algorithm: str = HASH_ALGORITHM) -> str:

@@ -31,7 +31,7 @@ from ...storage import (
     new_hasher,
     release_owner,
     remove_stale_builds,
-    write_json,
+    write_artifact_meta,
 )
 from .assemble import assemble, stored_passages
 from .manifest import (
@@ -446,7 +446,7 @@ def write_manifest(tmp: Path, manifest: Manifest, dump: bool) -> Manifest:
     manifest = dataclasses.replace(manifest, files=build_manifest(tmp, own))
     size = folder_bytes(tmp) - ((tmp / MANIFEST).stat().st_size if (tmp / MANIFEST).is_file() else 0)
     manifest = dataclasses.replace(manifest, bytes=size + len(json.dumps(manifest.to_dict())))
-    write_json(tmp / MANIFEST, manifest.to_dict())
+    write_artifact_meta(tmp / MANIFEST, manifest.to_dict())
     return manifest
 
 

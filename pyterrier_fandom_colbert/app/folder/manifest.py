@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
 
 from ...checks import positive_int
-from ...storage import ArtifactIntegrity, JsonConfig, parse_manifest, read_json
+from ...storage import ArtifactIntegrity, JsonConfig, parse_manifest, read_json, unsealed
 from ..fusion_settings import FormerFusionSettings, FusionSettings, check_fusion_shape
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -237,13 +237,22 @@ def load_manifest(path: Union[str, Path]) -> Manifest:
         raise ValueError(f"{path} records {err}, which pfc no longer has: its hybrid is now pfc.Hybrid (z-scores, "
                          f"TF-IDF weight {default.weight:g}, {default.depth:,} results per system); rebuild the "
                          f"folder with `{rebuild}`") from None
+    values = unsealed(values, path / MANIFEST, remedy_of(path, None, values.get("source")))
     if values.get("files") is not None:
         parse_manifest(values["files"], path / MANIFEST)
     return Manifest.from_dict(values, source=path / MANIFEST)
 
 
-def remedy_of(path: Path, manifest: Optional[Manifest] = None) -> str:
-    source = manifest.source if manifest is not None and manifest.source not in ("", "records") else "SOURCE"
+def required_files(manifest: Manifest) -> Tuple[str, ...]:
+    """The files a folder's manifest must list: :data:`FOLDER_FILES`, and the page records of a folder built
+    from a dump (which an update reads)."""
+    return FOLDER_FILES + ((PAGES,) if manifest.reader is not None else ())
+
+
+def remedy_of(path: Path, manifest: Optional[Manifest] = None, recorded: Any = None) -> str:
+    """How to rebuild the folder at ``path`` (``recorded``: the source a manifest not yet parsed names)."""
+    recorded = manifest.source if manifest is not None else recorded
+    source = recorded if isinstance(recorded, str) and recorded not in ("", "records") else "SOURCE"
     return f"rebuild it with `pfc index {source} {path} --overwrite`"
 
 
@@ -254,7 +263,7 @@ def open_integrity(folder: Union[str, Path], manifest: Optional[Manifest] = None
     folder = Path(folder)
     manifest = manifest or load_manifest(folder)
     integrity = ArtifactIntegrity(folder, manifest.files, what="search folder", remedy=remedy_of(folder, manifest),
-                                  source=folder / MANIFEST)
+                                  source=folder / MANIFEST, required=required_files(manifest))
     integrity.check_open(CHECKED_ON_OPEN)
     return integrity
 

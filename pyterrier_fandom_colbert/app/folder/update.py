@@ -128,6 +128,7 @@ class PreviousFolder:
                 position += entry["count"]
         self.table = PassageTable(folder)
         self.tfidf = TfidfIndex(folder / TFIDF_DIR)
+        self.tfidf.verify()  # its passages' text is copied too: verified whole, never re-signed unchecked
         if position != len(self.table) or len(self.index) != len(self.table):
             raise ValueError(f"{folder} is damaged: {PAGES} lists {position:,} passages, {PASSAGES} holds "
                              f"{len(self.table):,} and the ColBERT index {len(self.index):,}; rebuild it with "

@@ -9,7 +9,7 @@ from typing import Any, Dict, Union
 import numpy as np
 
 from ...storage import ArtifactIntegrity, DamagedFileError, raise_damaged
-from .manifest import MANIFEST, OFFSETS, PASSAGES, load_manifest, remedy_of
+from .manifest import MANIFEST, OFFSETS, PASSAGES, load_manifest, remedy_of, required_files
 from .passages import checked_offsets
 from .resume import pending_progress
 
@@ -24,7 +24,7 @@ def verify_folder(folder: Union[str, Path]) -> Dict[str, Any]:
     manifest = load_manifest(folder)
     remedy = remedy_of(folder, manifest)
     integrity = ArtifactIntegrity(folder, manifest.files, what="search folder", remedy=remedy,
-                                  source=folder / MANIFEST)
+                                  source=folder / MANIFEST, required=required_files(manifest))
     problems = integrity.problems()
     bad = {name for name, _ in problems}
     if not {PASSAGES, OFFSETS} & bad:

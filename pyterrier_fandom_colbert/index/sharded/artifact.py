@@ -60,7 +60,8 @@ __all__ = ["SHARDED_FORMAT", "ShardedColBERTIndex", "ShardedMeta", "is_sharded_f
 def _integrity(folder: Path, meta: ShardedMeta) -> ArtifactIntegrity:
     """The checks of the sharded index's own files (the codec and the shards' metadata; the shards check
     their own files)."""
-    return ArtifactIntegrity(folder, meta.files, what=WHAT, remedy=REMEDY, source=folder / META_FILE)
+    return ArtifactIntegrity(folder, meta.files, what=WHAT, remedy=REMEDY, source=folder / META_FILE,
+                             required=meta.required_files())
 
 
 class ShardedColBERTIndex(pt.Artifact):

@@ -52,6 +52,7 @@ from ...storage import (
     parse_manifest,
     read_artifact_meta,
     read_json,
+    write_artifact_meta,
     write_json,
 )
 from ..layout import (
@@ -99,16 +100,21 @@ class ShardedMeta(JsonConfig):
     files: Dict[str, Dict[str, Any]] = field(default_factory=dict, hash=False)
 
     def save(self, folder: Union[str, Path]) -> Path:
-        return write_json(Path(folder) / META_FILE, self.to_dict())
+        return write_artifact_meta(Path(folder) / META_FILE, self.to_dict())
+
+    def required_files(self) -> List[str]:
+        """The files its manifest must list: every shard's ``pt_meta.json``, and the shared codec's files (residual
+        formats)."""
+        codec = [] if self.shard_format == "fp16" else [f"{CODEC_DIR}/{n}" for n in CODEC_FILES]
+        return codec + [f"{s.get('name')}/{META_FILE}" for s in self.shards if isinstance(s, dict)]
 
     @classmethod
     def load(cls, folder: Union[str, Path]) -> "ShardedMeta":
         source = Path(folder) / META_FILE
         meta = cls.from_dict(read_artifact_meta(folder, ARTIFACT_TYPE, SHARDED_FORMAT), source=source)
         parse_manifest(meta.files, source)
-        if not meta.shards or any(f"{s.get('name')}/{META_FILE}" not in meta.files for s in meta.shards):
-            raise DamagedFileError(source, f"{source} is damaged: its shards {meta.shards!r} are not all in its "
-                                           "manifest")
+        if not meta.shards or not all(isinstance(s, dict) for s in meta.shards):
+            raise DamagedFileError(source, f"{source} is damaged: its shards are {meta.shards!r}")
         return meta
 
 

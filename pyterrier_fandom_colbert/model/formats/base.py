@@ -114,7 +114,6 @@ def _tokenizer(folder: Path):
 
 def _stored_keys(folder: Path) -> Optional[set]:
     """The tensor names in ``folder``'s single weights file (``None`` for sharded or other layouts)."""
-    import torch
 
     st, pt = folder / "model.safetensors", folder / "pytorch_model.bin"
     if st.exists():
@@ -123,8 +122,34 @@ def _stored_keys(folder: Path) -> Optional[set]:
         with safe_open(str(st), framework="pt", device="cpu") as f:
             return set(f.keys())
     if pt.exists():
-        return set(torch.load(str(pt), map_location="cpu", weights_only=True))
+        return set(load_torch_weights(pt))
     return None
+
+
+def load_torch_weights(path: Path) -> Dict[str, "torch.Tensor"]:
+    """The tensors of a torch ``.bin``/``.pt`` weights file, unpickled with ``weights_only=True``: a pickle that
+    holds more than tensors (loading it could run code) or that does not read is refused in one line
+    (:class:`~pyterrier_fandom_colbert.storage.DamagedFileError` naming the file), never with torch's traceback."""
+    import pickle
+
+    import torch
+
+    from ...storage import DamagedFileError
+
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[-1].strip()
+        raise DamagedFileError(path, f"{path} is refused: it is a pickle that does not hold tensors alone ({first}), "
+                                     "and loading it could run code; convert it to safetensors where you trust it, "
+                                     "or download the checkpoint again") from None
+    except (RuntimeError, EOFError, OSError, ValueError, AttributeError, ImportError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0].strip()
+        raise DamagedFileError(path, f"{path} is not a readable torch weights file ({type(err).__name__}: {first}); "
+                                     f"{_REMEDY}") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise DamagedFileError(path, f"{path} holds a {type(state).__name__}, not a dict of named tensors; {_REMEDY}")
+    return state
 
 
 def _weights_path(folder: Path) -> Path:
@@ -136,7 +161,6 @@ def _weights_path(folder: Path) -> Path:
 def _read_tensor(folder: Path, name: str, source_desc: str) -> "torch.Tensor":
     """Tensor ``name`` from ``folder``'s model.safetensors (or its pytorch_model.bin); NaN or inf values are
     refused, naming the file."""
-    import torch
 
     from ..network import refuse_non_finite
 
@@ -151,7 +175,7 @@ def _read_tensor(folder: Path, name: str, source_desc: str) -> "torch.Tensor":
                 raise ValueError(f"{path} has no tensor {name!r}; {source_desc}")
             tensor = f.get_tensor(name)
     else:
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
+        state = load_torch_weights(path)
         if name not in state:
             raise ValueError(f"{path} has no tensor {name!r}; {source_desc}")
         tensor = state[name]
