@@ -19,7 +19,7 @@ import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.app.folder import build_folder, load_manifest, resume, update_folder
 from pyterrier_fandom_colbert.app.search import Searcher
 from pyterrier_fandom_colbert.index.residual import compress as compressed
-from pyterrier_fandom_colbert.storage import DamagedFileError
+from pyterrier_fandom_colbert.storage import SEAL_KEY, DamagedFileError
 
 SAMPLE = Path(pfc.__file__).parent / "data" / "sample" / "samplewiki_pages_current.xml"
 KEEP = {1000, 1035, 1088, 1130, 1158, 1210, 1253, 1263, 1288, 1309}
@@ -64,13 +64,14 @@ def whole(tmp_path_factory, colbert, dump, tiny_bert_dir):
 
 def files(folder: Path) -> dict:
     """Every file's bytes, but the build times the manifest and the codec record (``codec.json`` and hence its
-    checksum in the ColBERT index's ``pt_meta.json``) left out."""
+    checksum in the ColBERT index's ``pt_meta.json``, and that file's seal) left out."""
     out = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
            if p.is_file() and p.name != "manifest.json"}
     codec = json.loads(out.pop("colbert/codec.json"))
     out["colbert/codec.json"] = {**codec, "seconds": None}
     meta = json.loads(out.pop("colbert/pt_meta.json"))
     meta["files"].pop("codec.json")
+    meta.pop(SEAL_KEY)  # (the seal covers the entry just left out)
     out["colbert/pt_meta.json"] = meta
     return out
 

@@ -48,6 +48,7 @@ from .files import (
     read_term_lines,
     remove_leftovers,
     write_artifact_meta,
+    write_durably,
     write_json,
     write_text,
 )
@@ -120,6 +121,7 @@ __all__ = [
     "sealed",
     "unsealed",
     "write_artifact_meta",
+    "write_durably",
     "write_json",
     "write_text",
 ]

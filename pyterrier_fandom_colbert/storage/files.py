@@ -137,6 +137,22 @@ def move_into(source: PathLike, target: PathLike) -> Path:
     return Path(target)
 
 
+def write_durably(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that after a crash or power cut it is either absent, as before, or whole:
+    a temporary file, flushed to disk, renamed over ``path``, and the folder's entry flushed too."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_text(path: PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     with atomic_path(path) as tmp:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import sys
 import time
@@ -28,6 +27,7 @@ from ...storage import (
     build_manifest,
     interruptible,
     mark_owner,
+    move_into,
     new_hasher,
     release_owner,
     remove_stale_builds,
@@ -279,7 +279,7 @@ def _complete(folder: Path, read: ReadPassages, colbert_part) -> Manifest:
         release_owner(staging.path)
         if (folder / COLBERT_DIR).exists():  # (not listed by the pending manifest: not searched)
             shutil.rmtree(folder / COLBERT_DIR)
-        os.rename(staging.path / COLBERT_DIR, folder / COLBERT_DIR)
+        move_into(staging.path / COLBERT_DIR, folder / COLBERT_DIR)
         return write_manifest(folder, manifest, read.is_dump)
     except KeyboardInterrupt:
         raise

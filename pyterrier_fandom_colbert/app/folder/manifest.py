@@ -173,6 +173,8 @@ class Manifest(JsonConfig):
         values["settings"] = self.settings.to_dict()
         if not values["colbert_pending"]:
             del values["colbert_pending"]
+        if values["cut"] is None:  # (a folder whose dump had nothing cut keeps the bytes of older manifests)
+            del values["cut"]
         return values
 
 
@@ -245,8 +247,9 @@ def load_manifest(path: Union[str, Path]) -> Manifest:
 
 def required_files(manifest: Manifest) -> Tuple[str, ...]:
     """The files a folder's manifest must list: :data:`FOLDER_FILES`, and the page records of a folder built
-    from a dump (which an update reads)."""
-    return FOLDER_FILES + ((PAGES,) if manifest.reader is not None else ())
+    from a dump (which an update reads); not the ColBERT part's while it is pending."""
+    own = tuple(name for name in FOLDER_FILES if not (manifest.colbert_pending and name == COLBERT_META))
+    return own + ((PAGES,) if manifest.reader is not None else ())
 
 
 def remedy_of(path: Path, manifest: Optional[Manifest] = None, recorded: Any = None) -> str:

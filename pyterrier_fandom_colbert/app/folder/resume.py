@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import sys
 from contextlib import contextmanager, suppress
@@ -27,7 +26,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from ...storage import DamagedFileError, new_hasher, read_json
+from ...storage import DamagedFileError, new_hasher, read_json, write_durably
 
 #: passages per chunk file: the ColBERT indexer's read batch (length-sorted together)
 CHUNK_PASSAGES = 1024
@@ -60,22 +59,6 @@ def encoding_key(passages_digest: str, colbert, precision: str, stride: Optional
     h = new_hasher()
     h.update(json.dumps(what, sort_keys=True).encode("utf-8"))
     return h.hexdigest()
-
-
-def _durable_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that after a crash or power cut it is either absent, as before, or whole:
-    a temporary file, flushed to disk, renamed over ``path``, and the folder's entry flushed too."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _checksum(data: bytes) -> str:
@@ -154,7 +137,7 @@ class EncodedChunks:
     def _record(self) -> None:
         record = {"key": self.key, "total": self.total, "chunk_passages": CHUNK_PASSAGES, "version": STORE_VERSION,
                   "chunks": {str(n): e for n, e in sorted(self.chunks.items())}}
-        _durable_write(self.path / PROGRESS, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+        write_durably(self.path / PROGRESS, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode("utf-8"))
 
     def missing(self) -> List[int]:
         """The chunks still to encode, in order."""
@@ -172,7 +155,7 @@ class EncodedChunks:
                  windows=np.asarray([len(e[2]) for e in encoded], dtype=np.int64),
                  parts=np.asarray([rows for e in encoded for rows in e[2]], dtype=np.int64))
         data = buffer.getvalue()
-        _durable_write(self._file(number), data)
+        write_durably(self._file(number), data)
         self.chunks[number] = {"passages": len(encoded), "long": int(long), "size": len(data),
                                "checksum": _checksum(data)}
         self._record()
