@@ -195,7 +195,9 @@ def worker_serve(args) -> int:
     colbert = pfc.ColBERT.from_pretrained(args.checkpoint, device="cpu")
     index = pfc.ColBERTIndex(args.index)
     overrides = json.loads(args.search_params)
-    pipeline = index.retriever(colbert, num_results=10, **overrides)
+    # the timed pipeline encodes in --query-precision; the references and the search-only timing in float32
+    timed = pfc.ColBERT(colbert.model, colbert.tokenizer, device="cpu", cpu_precision=args.query_precision)
+    pipeline = index.retriever(timed, num_results=10, **overrides)
     store = index.store.arrays
     params = cs.SearchParams.for_k(10, **overrides)
     centroids = torch.from_numpy(store.codec.centroids)
@@ -341,6 +343,9 @@ def main(argv=None) -> int:
     ap.add_argument("--queries", type=int, default=None, help="at most this many train claims (default: all)")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--query-precision", choices=("float32", "bfloat16", "auto"), default="float32",
+                    help="CPU precision of this package's timed end-to-end queries (auto: bfloat16 where native, as "
+                         "pfc search encodes questions for a bf16 folder; default float32, as before)")
     ap.add_argument("--search-params", default="{}",
                     help='JSON overrides for this package\'s retriever, e.g. \'{"ncells": 2, "ndocs": 512}\'')
     ap.add_argument("--isolated", action="store_true",
@@ -374,7 +379,8 @@ def main(argv=None) -> int:
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
                PLAID_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
     peer_env = dict(env, PATH=f"{args.peer_venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
-    me = [sys.executable, str(Path(__file__).resolve()), "--data", str(args.data), "--threads", str(args.threads)]
+    me = [sys.executable, str(Path(__file__).resolve()), "--data", str(args.data), "--threads", str(args.threads),
+          "--query-precision", args.query_precision]
     if args.max_docs:
         me += ["--max-docs", str(args.max_docs)]
     if args.checkpoint:
@@ -458,7 +464,8 @@ def main(argv=None) -> int:
     ours_bytes = folder_bytes(ours_index, skip=("faiss",))
     plaid_bytes = folder_bytes(plaid_folder)
     result = {
-        "machine": machine(), "threads": args.threads, "queries": len(topics), "query_set": "SciFact train claims",
+        "machine": machine(), "threads": args.threads, "query_precision": args.query_precision,
+        "queries": len(topics), "query_set": "SciFact train claims",
         "load_avg_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
         "search_wall_seconds": round(search_wall, 1), "nbits": args.nbits, "search_params": ours.hello["params"],
         "schedule": "isolated" if args.isolated else "alternating",

@@ -335,6 +335,45 @@ def reading_searcher(folder, searcher, tiny_reader_dir):
     return Searcher(folder, colbert=searcher.colbert, warm=False, reader=tiny_reader_dir, read_top=3)
 
 
+@pytest.mark.parametrize("argv, expected", [
+    ([], "auto"),  # the default: bfloat16 where native, resolved by the encoder and recorded in the manifest
+    (["--precision", "float32"], "float32"),
+    (["--ray"], "float32"),  # a Ray build's workers encode in float32, so that is what auto records
+    (["--ray", "--precision", "bfloat16"], "bfloat16"),
+])
+def test_cli_index_encodes_in_auto_precision_by_default(tmp_path, monkeypatch, argv, expected, capsys):
+    from pyterrier_fandom_colbert.app import folder as folder_module
+
+    given = {}
+
+    class Report:
+        def summary(self):
+            return "built"
+
+    def build(source, folder, **kwargs):
+        given.update(kwargs)
+        return Report()
+
+    monkeypatch.setattr(folder_module, "build_folder", build)
+    assert main(["index", str(SAMPLE), str(tmp_path / "wiki"), "--quiet", *argv]) == 0
+    assert given["cpu_precision"] == expected and capsys.readouterr().out == "built\n"
+
+
+@pytest.mark.parametrize("recorded, native, expected", [
+    ("bfloat16", True, "bfloat16"), ("bfloat16", False, "float32"), ("float32", True, "float32"),
+])
+def test_searcher_encodes_queries_in_the_folders_precision_where_native(folder, recorded, native, expected,
+                                                                        monkeypatch):
+    import dataclasses
+
+    from pyterrier_fandom_colbert.model import colbert as colbert_module
+
+    monkeypatch.setattr(colbert_module, "native_bf16", lambda: native)
+    searcher = Searcher(folder, reader=None, warm=False)
+    searcher.manifest = dataclasses.replace(searcher.manifest, precision=recorded)
+    assert searcher.colbert.cpu_precision == expected
+
+
 def test_pt_get_text_reads_a_folders_passages_from_its_tfidf_index(folder):
     """A search folder keeps its passages' text in its TF-IDF index: PyTerrier's text source for the folder."""
     import pyterrier as pt

@@ -578,6 +578,21 @@ def check_index_stages(tiny: Tiny, stdout: str) -> None:
     assert sum(report["share_of_build"].values()) == pytest.approx(1, abs=0.01)
 
 
+def check_index_precision(tiny: Tiny, stdout: str) -> None:
+    from pyterrier_fandom_colbert.model.colbert import native_bf16
+
+    report = json.loads((tiny.out / "precision.json").read_text())
+    rows = report["builds"]
+    assert [(r["round"], r["variant"]) for r in rows] == [(1, "float32"), (1, "auto")]
+    assert {r["variant"]: r["precision"] for r in rows} == {"float32": "float32",
+                                                            "auto": "bfloat16" if native_bf16() else "float32"}
+    for r in rows:  # each build indexed every passage, in its own process
+        assert r["passages"] == tiny.num_docs and r["tokens"] > tiny.num_docs and r["peak_rss_mb"] > 50
+        assert 0 < r["colbert_s"] <= r["total_s"] and r["passages_per_s"] > 0
+    assert report["auto_over_float32"] == pytest.approx(
+        report["median_passages_per_s"]["auto"] / report["median_passages_per_s"]["float32"], abs=1e-3)
+
+
 def compare_args(tiny: Tiny) -> List[str]:
     """pipelines/compare.py's own settings (what it passes pfc-compare), then tiny ones overriding them."""
     settings = load(ROOT / "pipelines" / "compare.py").SETTINGS
@@ -779,6 +794,11 @@ RUNS.update({
     "folder_bench quality": Run("benchmarks/folder_bench.py",
                                 lambda t: ["quality", *data(t, "scifact"), "--out", str(t.out / "fb"),
                                            "--threads", "1", "--quiet"], check_folder_quality),
+    "index_precision": Run("benchmarks/index_precision.py",
+                           lambda t: ["--source", str(t.scifact), "--max-docs", str(t.num_docs), "--rounds", "1",
+                                      "--threads", "1", "--checkpoint", t.checkpoint,
+                                      "--out", str(t.out / "precision.json")],
+                           check_index_precision, slow=True),  # two builds, each in a process of its own
     "index_stages": Run("benchmarks/index_stages.py",
                         lambda t: ["--dump", str(SAMPLE_DUMP), "--passages", "20", "--threads", "1",
                                    "--checkpoint", t.checkpoint, "--out", str(t.out / "stages.json")],

@@ -190,3 +190,89 @@ def test_tfidf_retrieval_in_paced_batches_ranks_as_in_full_batches(tmp_path):
         [(0, 7)]
     assert list(paced_ranges(7, 4, enabled=True, target=0.5,
                              clock=iter([0.0, 1.0] + [1.0] * 10).__next__)) == [(0, 4), (4, 6), (6, 7)]
+
+
+@pytest.mark.parametrize("flags, native", [
+    (["fpu", "avx2", "avx512f", "avx512_vnni"], False),  # AVX-512 without BF16 (e.g. Ice Lake, Zen 3 has none)
+    (["avx2", "avx512f", "avx512_bf16"], True),  # Cooper Lake, Zen 4
+    (["avx2", "amx_tile", "amx_bf16", "amx_int8"], True),  # Sapphire Rapids
+    (["avx2", "amx_tile", "amx_int8"], False),  # AMX without its bf16 part
+    ([], False),
+])
+def test_native_bf16_is_read_from_the_cpu_flags(flags, native, tmp_path, monkeypatch):
+    from pyterrier_fandom_colbert.model import colbert as colbert_module
+
+    assert colbert_module.bf16_is_native(flags) is native
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: {' '.join(flags)}\n\nprocessor\t: 1\n"
+                       "flags\t\t: avx512_bf16\n")
+    assert colbert_module.cpu_flags(cpuinfo) == flags  # the first CPU's
+    assert colbert_module.cpu_flags(tmp_path / "missing") is None
+    monkeypatch.setattr(colbert_module, "cpu_flags", lambda: flags)
+    assert colbert_module.native_bf16() is native
+
+
+def test_native_bf16_asks_torch_where_there_are_no_cpu_flags(monkeypatch):
+    from pyterrier_fandom_colbert.model import colbert as colbert_module
+
+    monkeypatch.setattr(colbert_module, "cpu_flags", lambda: None)
+    for answer in (True, False):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda answer=answer: answer, raising=False)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+        assert colbert_module.native_bf16() is answer
+
+
+def autocast_over_float32(model, batch):
+    """What bfloat16 encoding computed before the bf16 copy: autocast rounding the float32 weights every pass."""
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        hidden = model.hidden(torch.as_tensor(batch.input_ids), torch.as_tensor(batch.attention_mask))
+    with torch.inference_mode():
+        return model.head(hidden.float())
+
+
+def test_bfloat16_weight_copy_gives_exactly_autocasts_vectors_and_follows_weight_changes(reference):
+    import copy
+
+    model = copy.deepcopy(reference.model)  # its weights are changed below
+    colbert = pfc.ColBERT(model, reference.tokenizer, device="cpu", batch_size=5, cpu_precision="bfloat16")
+    for batch in (colbert.tokenizer.queries(TEXTS[:3]), colbert.tokenizer.documents(TEXTS[:7])):
+        assert torch.equal(colbert._forward(batch), autocast_over_float32(model, batch))
+    bf16 = colbert._bf16_model[0]
+    dense = bf16.backbone.encoder.layer[0].intermediate.dense
+    assert dense.weight.dtype == torch.bfloat16 and model.backbone.encoder.layer[0].intermediate.dense.weight.dtype \
+        == torch.float32  # the model itself is unchanged
+    assert bf16.backbone.embeddings.word_embeddings.weight is model.backbone.embeddings.word_embeddings.weight
+    assert bf16.projection.weight is model.projection.weight  # only the Linear layers of the backbone are copied
+    batch = colbert.tokenizer.queries(TEXTS[:3])
+    before = colbert._forward(batch)
+    with torch.no_grad():  # an optimizer step changes weights in place
+        model.backbone.encoder.layer[1].output.dense.weight.mul_(1.5)
+    after = colbert._forward(batch)
+    assert colbert._bf16_model[0] is not bf16 and not torch.equal(after, before)
+    assert torch.equal(after, autocast_over_float32(model, batch))
+
+
+def test_repeated_windows_are_encoded_once_and_get_the_same_vectors(reference):
+    """Texts that repeat (whole, or one window of a long text repeating another text) are encoded once; every
+    text gets exactly the vectors it gets when encoded on its own (batch size 1: no padding either way)."""
+    colbert = pfc.ColBERT(reference.model, reference.tokenizer, device="cpu", batch_size=1)
+    long = " ".join(TEXTS[20:24])  # several windows at the tiny model's 29 pieces
+    texts = [TEXTS[3], long, TEXTS[3], TEXTS[5], long, TEXTS[3]]
+    pieces = colbert.tokenizer.document_pieces(texts)
+    stride = 10
+    alone = [colbert.encode_pieces([p], stride)[0] for p in pieces]
+    before, shares = colbert.encode_stats.copy(), []
+    together = colbert.encode_pieces(pieces, stride, done=shares.append)
+    spent = colbert.encode_stats - before
+    windows_of_long = len(alone[1][2])
+    assert windows_of_long >= 3
+    assert spent.sequences == 2 + windows_of_long  # TEXTS[3], TEXTS[5] and the long text's windows, once each
+    assert spent.texts == len(texts) and sum(shares) == pytest.approx(len(texts))
+    for (v, i, rows), (v1, i1, rows1) in zip(together, alone):
+        np.testing.assert_array_equal(v, v1)
+        np.testing.assert_array_equal(i, i1)
+        assert rows == rows1
+    assert together[0][0] is not together[2][0]  # a repeat has its own copy
+    batched = pfc.ColBERT(reference.model, reference.tokenizer, device="cpu", batch_size=4)
+    for (v, _, _), (v1, _, _) in zip(batched.encode_pieces(pieces, stride), alone):  # padding: float32 noise only
+        np.testing.assert_allclose(v, v1, atol=1e-5)

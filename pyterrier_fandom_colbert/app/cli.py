@@ -78,10 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "ivfpq-fs), flat (exact), ivfpq, ivfpq-fs")
     ix.add_argument("--batch-size", type=int, default=64,
                     help="passages per forward pass of the encoder (default 64)")
-    ix.add_argument("--precision", choices=(*CPU_PRECISIONS, "auto"), default="float32",
-                    help="arithmetic of encoding on a CPU: float32 (default), bfloat16 (about 2x faster where the "
-                         "CPU has native bf16, AVX512-BF16 or AMX; quality within 0.001), auto (bfloat16 where "
-                         "native, else float32), int8 (less accurate); docs/app.md has the figures")
+    ix.add_argument("--precision", choices=(*CPU_PRECISIONS, "auto"), default="auto",
+                    help="arithmetic of encoding on a CPU: auto (default: bfloat16 where the CPU has native bf16, "
+                         "AVX512-BF16 or AMX, else float32; the folder records which), float32, bfloat16 (about 2x "
+                         "faster where native; results within the codec's noise), int8 (less accurate); "
+                         "docs/app.md has the figures")
     ix.add_argument("--min-words", type=int, default=None, metavar="N",
                     help="a dump's pages with fewer than N words of text and infobox facts are skipped as stubs "
                          "(default 20; 0 keeps every page with text)")
@@ -472,7 +473,9 @@ def _index(args) -> int:
     report = build_folder(args.source, args.folder, checkpoint=args.checkpoint, settings=settings,
                           overwrite=args.overwrite, batch_size=args.batch_size, verbose=not args.quiet,
                           passage_config=passage_config, ray=ray,
-                          cpu_precision=args.precision, restart=args.restart)
+                          # a Ray build's workers encode in float32: auto must not record bfloat16 for them
+                          cpu_precision="float32" if ray is not None and args.precision == "auto" else args.precision,
+                          restart=args.restart)
     print(report.summary())
     return 0
 

@@ -152,9 +152,10 @@ class Searcher:
         """The folder's encoder (loaded on first use, and checked against the one the folder was built with)."""
         with self._load_lock:
             if self._colbert is None:
-                from ..model.colbert import ColBERT
+                from ..model.colbert import ColBERT, query_precision
 
-                self._colbert = ColBERT.from_pretrained(self.manifest.checkpoint, inference_only=True)
+                self._colbert = ColBERT.from_pretrained(self.manifest.checkpoint, inference_only=True,
+                                                        cpu_precision=query_precision(self.manifest.precision))
             if not self._encoder_checked and self.index is not None:
                 self.index.check_encoder(self._colbert)
                 self._encoder_checked = True

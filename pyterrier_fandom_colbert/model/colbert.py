@@ -5,7 +5,7 @@ import itertools
 import time
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -28,12 +28,58 @@ DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "default"
 CPU_PRECISIONS = ("float32", "bfloat16", "int8")
 
 
+#: CPU feature flags (as /proc/cpuinfo names them) of native bf16 matrix instructions: AVX512-BF16, AMX-BF16
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def bf16_is_native(flags: Iterable[str]) -> bool:
+    """Whether a CPU with these feature flags (/proc/cpuinfo's ``flags``) computes bf16 matrix products natively.
+
+    >>> bf16_is_native(["avx2", "avx512f", "avx512_bf16"]), bf16_is_native(["amx_tile", "amx_bf16"])
+    (True, True)
+    >>> bf16_is_native(["avx2", "avx512f", "avx512_vnni"]), bf16_is_native([])
+    (False, False)
+    """
+    return not set(BF16_FLAGS).isdisjoint(flags)
+
+
+def cpu_flags(path: Union[str, Path] = "/proc/cpuinfo") -> Optional[List[str]]:
+    """The feature flags of this machine's first CPU in ``path`` (Linux x86's /proc/cpuinfo); None where there is no
+    such file or line (other systems)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                name, sep, value = line.partition(":")
+                if sep and name.strip() == "flags":
+                    return value.split()
+    except OSError:
+        return None
+    return None
+
+
 def native_bf16() -> bool:
-    """Whether this CPU has bf16 matrix instructions (AVX512-BF16 or AMX), which make bfloat16 encoding fast."""
+    """Whether this CPU has bf16 matrix instructions (AVX512-BF16 or AMX), which make bfloat16 encoding fast:
+    :func:`bf16_is_native` of /proc/cpuinfo's flags, or where there are none, torch's own capability query."""
+    flags = cpu_flags()
+    if flags is not None:
+        return bf16_is_native(flags)
     import torch
 
     checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
     return any(bool(check()) for check in checks if check is not None)
+
+
+def query_precision(passages: str) -> str:
+    """The ``cpu_precision`` to encode queries in for passages encoded in ``passages`` (a search folder's recorded
+    ``precision``: ``float32``, ``bfloat16``, ``int8``, or e.g. ``cuda bfloat16``): ``"auto"`` (bfloat16 on a CPU
+    with native bf16, else float32) for bfloat16 passages, where bf16 queries were measured faster with the same
+    top 10 (docs/app.md, "Query latency"); else ``"float32"`` (int8 is less accurate, and float32 passages keep
+    float32 queries).
+
+    >>> query_precision("bfloat16"), query_precision("cuda bfloat16"), query_precision("int8")
+    ('auto', 'auto', 'float32')
+    """
+    return "auto" if passages.split()[-1:] == ["bfloat16"] else "float32"
 
 
 @dataclass
@@ -126,6 +172,8 @@ class ColBERT:
         check_device(self.device, device)  # after the settings' own checks, before the model moves there
         self.cpu_precision = cpu_precision
         self._int8_model: Optional["ColBERTModel"] = None  # the int8 inference copy, made on first use
+        #: the bfloat16 inference copy and the versions of the weights it was made from (:meth:`_bf16`)
+        self._bf16_model: Optional[Tuple["ColBERTModel", List["torch.nn.Parameter"], Tuple[int, ...]]] = None
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.batch_size = batch_size
@@ -222,6 +270,7 @@ class ColBERT:
         """Say that the weights were modified in place (training does): the fingerprint is computed afresh."""
         self._fingerprint = None
         self._int8_model = None
+        self._bf16_model = None
 
     def encoding_key(self) -> Tuple[str, str]:
         """What decides the vectors this encoder computes (for transformer equality and caching): the weights'
@@ -236,10 +285,11 @@ class ColBERT:
         ids = torch.as_tensor(batch.input_ids, device=self.device)
         attn = torch.as_tensor(batch.attention_mask, device=self.device)
         if self.device.type == "cpu" and self.cpu_precision == "bfloat16":
+            model = self._bf16()
             with torch.inference_mode():
                 with torch.autocast("cpu", dtype=torch.bfloat16):
-                    hidden = self.model.hidden(ids, attn, on_layer)
-                return self.model.head(hidden.float())  # the projection and normalisation in float32
+                    hidden = model.hidden(ids, attn, on_layer)
+                return model.head(hidden.float())  # the projection and normalisation in float32
         model = self.model
         if self.cpu_precision == "int8":
             from .network import int8_copy
@@ -250,6 +300,20 @@ class ColBERT:
         with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.amp_dtype,
                                                     enabled=self.device.type == "cuda" and self.amp_dtype is not None):
             return model(ids, attn, on_layer)
+
+    def _bf16(self) -> "ColBERTModel":
+        """The model with its backbone's Linear weights kept in bfloat16 (:func:`~.network.bf16_copy`: the same
+        vectors under autocast, without rounding every weight again per forward pass), made on first use and again
+        when those weights have changed in place (training)."""
+        from .network import bf16_copy, bf16_linears
+
+        if self._bf16_model is not None:
+            copy, sources, versions = self._bf16_model
+            if tuple(p._version for p in sources) == versions:
+                return copy
+        sources = bf16_linears(self.model)
+        self._bf16_model = (bf16_copy(self.model), sources, tuple(p._version for p in sources))
+        return self._bf16_model[0]
 
     def encode_queries(self, texts: Sequence[str], with_ids: bool = False) -> Tuple:
         """Query vectors ``[B, N_q, d]`` and their score mask ``[B, N_q]`` (False for unscored [MASK]s); with
@@ -302,26 +366,39 @@ class ColBERT:
         at once, so hold a bounded number of texts per call. ``done(x)`` is called as the work goes, after each
         encoder layer of each model batch, with the number of texts' worth of work that layer did (a fraction: a
         text of three windows counts a third per window); the calls add up to ``len(pieces)``, so a progress bar
-        fed by them moves several times per batch (:class:`~pyterrier_fandom_colbert.progress.Ticker`).
+        fed by them moves several times per batch (:class:`~pyterrier_fandom_colbert.progress.Ticker`). A window
+        whose pieces repeat another's in the same call is encoded once (``encode_stats.sequences`` counts it once),
+        and each gets those vectors.
         """
         from .tokenization import windows
 
         size = self.tokenizer.max_doc_pieces
         spans = [windows(len(p), size, stride) if stride is not None else [(0, len(p))] for p in pieces]
-        parts = [p[a:b] for p, w in zip(pieces, spans) for a, b in w]
-        # every slot is filled by the batches below (each part is in one batch)
-        encoded: List[Tuple[np.ndarray, np.ndarray]] = [None] * len(parts)  # type: ignore[list-item]
+        cut = self.tokenizer.max_doc_pieces
+        parts = [list(p[a:b][:cut]) for p, w in zip(pieces, spans) for a, b in w]
+        # a window whose pieces repeat an earlier one's (boilerplate, copied paragraphs) is encoded once: its
+        # vectors depend on its pieces alone
+        first: Dict[Tuple[int, ...], int] = {}
+        slot = np.array([first.setdefault(tuple(p), len(first)) for p in parts], dtype=np.int64)
+        unique = [parts[i] for i in np.unique(slot, return_index=True)[1]]
         bounds = np.cumsum([0] + [len(w) for w in spans])
         counts = np.array([len(w) for w in spans], dtype=np.int64)
         weights = np.repeat(1.0 / np.maximum(counts, 1), counts)  # each window's share of its text
-        cut = self.tokenizer.max_doc_pieces
-        chunks = [(0, [list(p[:cut]) for p in parts], None)]  # all the windows length-sorted at once
-        for batch in self._encode_chunks(chunks, len(parts), False, step=done, weights=weights):
+        # every slot is filled by the batches below (each distinct window is in one batch)
+        encoded: List[Tuple[np.ndarray, np.ndarray]] = [None] * len(unique)  # type: ignore[list-item]
+        chunks = [(0, unique, None)]  # all the distinct windows length-sorted at once
+        shares = np.bincount(slot, weights=weights, minlength=len(unique))  # a repeat's share goes to its first
+        for batch in self._encode_chunks(chunks, len(unique), False, step=done, weights=shares):
             for pos, vecs, ids in batch.per_document():
                 encoded[pos] = (vecs, ids)
+        used = np.zeros(len(unique), dtype=bool)
+        windows_out: List[Tuple[np.ndarray, np.ndarray]] = []
+        for j in slot:  # a repeat gets its own copy of the vectors
+            windows_out.append(encoded[j] if not used[j] else (encoded[j][0].copy(), encoded[j][1].copy()))
+            used[j] = True
         out = []
         for start, end in itertools.pairwise(bounds):
-            own = encoded[start:end]
+            own = windows_out[start:end]
             out.append((np.concatenate([v for v, _ in own]) if len(own) > 1 else own[0][0],
                         np.concatenate([i for _, i in own]) if len(own) > 1 else own[0][1],
                         [len(v) for v, _ in own]))

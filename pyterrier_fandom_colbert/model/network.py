@@ -158,6 +158,29 @@ def int8_copy(model: ColBERTModel) -> ColBERTModel:
     return clone
 
 
+def bf16_linears(model: ColBERTModel) -> List[nn.Parameter]:
+    """The weights and biases of ``model``'s backbone Linear layers: what :func:`bf16_copy` holds in bfloat16."""
+    return [p for m in model.backbone.modules() if type(m) is nn.Linear for p in m.parameters()]
+
+
+def bf16_copy(model: ColBERTModel) -> ColBERTModel:
+    """An inference copy of ``model`` whose backbone Linear layers hold bfloat16 weights and biases; every other
+    tensor (embeddings, layer norms, the projection) is ``model``'s own, shared, not copied. Under CPU bfloat16
+    autocast it computes exactly what ``model`` does there (autocast rounds each weight to bfloat16 the same way),
+    without rounding all the weights again on every forward pass: for one short query that rounding made bf16
+    slower than float32 (docs/app.md, "Query latency"). ``model`` is not changed; a change to its Linear weights
+    (their ``_version``, :func:`bf16_linears`) calls for a new copy."""
+    import copy
+
+    own = {id(p) for p in bf16_linears(model)}
+    memo: Dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers()) if id(t) not in own}
+    clone = copy.deepcopy(model, memo).eval()
+    for m in clone.backbone.modules():
+        if type(m) is nn.Linear:
+            m.to(torch.bfloat16)
+    return clone
+
+
 def build(backbone: Optional[str], config: ColBERTConfig, seed: int = 0) -> Tuple[ColBERTModel, ColBERTTokenizer]:
     """A fresh (untrained) ColBERT over a BERT/RoBERTa backbone folder (or hub id, if online)."""
     from transformers import AutoTokenizer
