@@ -161,8 +161,9 @@ def serve_and_time(folder: Path, threads: int, queries: list, clients: int, syst
             f"{clients}_clients": summary([a for a, _ in many], [b for _, b in many], many_s)}
 
 
-def cold_start(folder: Path, threads: int, repeats: int, baseline: "Path | None") -> dict:
-    """Median wall and CPU seconds of fresh ``pfc`` processes: bad input refused, then one search per system."""
+def cold_start(folder: Path, threads: int, repeats: int, baseline: "Path | None", only: str = "") -> dict:
+    """Median wall and CPU seconds of fresh ``pfc`` processes: bad input refused, then one search per system
+    (``only``: just the commands whose name contains it)."""
     import statistics
 
     question = questions(folder, 1, 0)[0]
@@ -177,6 +178,10 @@ def cold_start(folder: Path, threads: int, repeats: int, baseline: "Path | None"
         "search tfidf --no-explain": ["search", str(folder), question, "-k", "5", "--system", "tfidf",
                                       "--no-explain", *common],
     }
+    picked = {name: args for name, args in cases.items() if only in name}
+    if not picked:
+        raise SystemExit(f"--only {only!r} matches no command; expected part of one of {list(cases)}")
+    cases = picked
     roots = {"this code": ROOT, **({"baseline": baseline} if baseline else {})}
     times: dict = {(who, case): [] for who in roots for case in cases}
     for _ in range(repeats):
@@ -218,12 +223,14 @@ def main(argv=None) -> None:
                     help="time start-up instead: each command N times in a fresh process (needs --folder)")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="with --cold: another copy of the package to time in the same run")
+    ap.add_argument("--only", default="", metavar="TEXT",
+                    help="with --cold: time only the commands whose name contains TEXT (e.g. 'hybrid')")
     args = ap.parse_args(argv)
     report = {"machine": machine(), "threads": args.threads}
     if args.cold:
         if args.folder is None or not args.folder.exists():
             sys.exit("--cold needs an existing search folder: give --folder")
-        report["cold"] = cold_start(args.folder, args.threads, args.cold, args.baseline)
+        report["cold"] = cold_start(args.folder, args.threads, args.cold, args.baseline, args.only)
         report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
         text = json.dumps(report, indent=2)
         print(text)

@@ -455,7 +455,9 @@ def test_the_reader_answers_the_top_results_and_the_best_answer_leads(reading_se
     frame = pd.DataFrame({"qid": "q", "query": QUESTION, "docno": [r["docno"] for r in read],
                           "text": [r["text"] for r in read]})
     expected = pfc.Reader(reading_searcher.reader_path)(frame)  # the same reader as a PyTerrier stage
+    assert reading_searcher.reader.shared and not expected.empty  # over the encoder's backbone, not a second copy
     for r, (_, row) in zip(read, expected.iterrows()):
+        assert r["answer_score"] == round(float(row["answer_score"]), 3)
         start, end = r["short_answer"]
         assert start <= row["answer_start"] and row["answer_end"] <= end  # widened to whole words only
         assert r["confidence"] == pytest.approx(row["answer_confidence"], abs=1e-3)

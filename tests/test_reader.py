@@ -343,3 +343,79 @@ def _one_layer_fewer(base, config):
     model = ReaderModel(base, config)
     model.upper = model.upper[:0]
     return model
+
+
+# -- a reader over a loaded ColBERT's backbone ---------------------------------------------------------------------
+def _fresh_colbert(tiny_bert_dir):
+    import pyterrier_fandom_colbert as pfc
+
+    return pfc.ColBERT.from_pretrained(tiny_bert_dir, config=pfc.ColBERTConfig(dim=16), device="cpu")
+
+
+def _answers(out):
+    return out[["answer_start", "answer_end", "answer_score", "answer_confidence"]].to_numpy()
+
+
+def test_a_reader_over_its_bases_colbert_shares_the_backbone_with_the_same_answers(tiny_reader_dir, tiny_bert_dir):
+    import pyterrier_fandom_colbert as pfc
+
+    colbert = _fresh_colbert(tiny_bert_dir)
+    backbone = colbert.model.backbone
+    before = {n: t.clone() for n, t in backbone.state_dict().items()}
+    alone, shared = pfc.Reader(tiny_reader_dir), pfc.Reader(tiny_reader_dir, colbert=colbert)
+    assert shared == alone and not alone.shared
+    expected, got = alone(_frame()), shared(_frame())
+    assert np.array_equal(_answers(got), _answers(expected)) and got["answer"].tolist() == expected["answer"].tolist()
+    model, tokenizer, _ = shared._loaded()
+    assert shared.shared and model.base is backbone and tokenizer is colbert.tokenizer.hf
+    # borrowed, not owned: not among the reader's parameters or state, and left as it was
+    assert not any(p is q for p in model.parameters() for q in backbone.parameters())
+    assert all(k.startswith(("upper.", "qa.")) for k in model.state_dict())
+    assert all(torch.equal(before[n], t) for n, t in backbone.state_dict().items())
+    assert all(torch.equal(a, b) for a, b in zip(model.own_state().values(), alone._loaded()[0].own_state().values()))
+    per_query = pfc.Reader(tiny_reader_dir, per_query=True, colbert=colbert)(_frame())
+    assert per_query["qanswer"].tolist() == pfc.Reader(tiny_reader_dir, per_query=True)(_frame())["qanswer"].tolist()
+
+
+def test_a_colbert_whose_lower_layers_differ_is_not_shared(tiny_reader_dir, tiny_bert_dir):
+    import copy
+
+    import pyterrier_fandom_colbert as pfc
+    from pyterrier_fandom_colbert.reader.network import shares_base
+
+    expected = _answers(pfc.Reader(tiny_reader_dir)(_frame()))
+    config = ReaderConfig.load_json(Path(tiny_reader_dir) / "reader_config.json")
+    assert config.frozen_layers == 1
+    changes = {  # what was done to the encoder's backbone → whether the reader may run on it
+        "nothing": (lambda b: None, True),
+        "a word embedding, by 1e-6": (lambda b: b.embeddings.word_embeddings.weight[7, 3].add_(1e-6), False),
+        "the frozen layer's value bias": (lambda b: b.encoder.layer[0].attention.self.value.bias[0].add_(1e-3), False),
+        "the embeddings' layer norm epsilon": (lambda b: setattr(b.embeddings.LayerNorm, "eps", 1e-5), False),
+        "a layer the reader has its own copy of": (lambda b: b.encoder.layer[1].output.dense.weight.mul_(2), True),
+        "cast to bfloat16": (lambda b: b.to(torch.bfloat16), False),
+    }
+    colbert = _fresh_colbert(tiny_bert_dir)
+    pristine = colbert.model.backbone
+    for what, (change, share) in changes.items():
+        colbert.model.backbone = copy.deepcopy(pristine)
+        with torch.no_grad():
+            change(colbert.model.backbone)
+        assert shares_base(colbert.model.backbone, config) is share, what
+        reader = pfc.Reader(tiny_reader_dir, colbert=colbert)
+        assert np.array_equal(_answers(reader(_frame())), expected), what  # either way: the reader's own answers
+        assert reader.shared is share and (reader._loaded()[0].base is colbert.model.backbone) is share, what
+
+
+def test_only_the_bases_own_unchanged_tokenizer_is_shared(tiny_bert_dir, tmp_path):
+    import shutil
+
+    from pyterrier_fandom_colbert.reader.network import load_tokenizer
+    from pyterrier_fandom_colbert.reader.transformer import shares_tokenizer
+
+    assert shares_tokenizer(load_tokenizer(tiny_bert_dir), tiny_bert_dir)
+    added = load_tokenizer(tiny_bert_dir)
+    added.add_tokens(["zorblaxian"])
+    assert not shares_tokenizer(added, tiny_bert_dir)
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_bert_dir, copy)
+    assert not shares_tokenizer(load_tokenizer(str(copy)), tiny_bert_dir)

@@ -225,12 +225,14 @@ class Searcher:
 
     @property
     def reader(self) -> Any:
-        """The :class:`~pyterrier_fandom_colbert.Reader` of the top results (made on first use), or None."""
+        """The :class:`~pyterrier_fandom_colbert.Reader` of the top results (made on first use), or None. It runs
+        its lower layers on the encoder's backbone where that is the reader's base (the default checkpoint's), so
+        a cold search does not load the backbone a second time."""
         with self._load_lock:
             if self._reader is None and self.reader_path is not None:
                 from ..reader.transformer import Reader
 
-                self._reader = Reader(self.reader_path)
+                self._reader = Reader(self.reader_path, colbert=self._colbert)
             return self._reader
 
     @functools.cached_property

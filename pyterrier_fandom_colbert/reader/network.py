@@ -8,6 +8,11 @@ own copies of the upper layers, trained for reading; a linear head gives each to
 A reader folder holds ``reader_config.json``, ``reader.safetensors`` (the upper layers and the head) and
 ``manifest.json`` (checksums); the base is named by the config and checked against its recorded digest, so a
 shipped reader adds only its upper layers to the package (four MiniLM layers: 28 MB).
+
+A reader may run its lower layers on a backbone already loaded in the process (a ColBERT encoder's, when it is
+the reader's base: ``load_reader(folder, shared_base=...)``), but only when :func:`shares_base` finds that
+backbone's embeddings and lower layers bit-identical to the base's weights file; any other backbone is left alone
+and the base is loaded from its folder, as without one.
 """
 from __future__ import annotations
 
@@ -42,6 +47,8 @@ CALIBRATION_FILE = "calibration.json"
 REQUIRED_FILES = (CONFIG_FILE, WEIGHTS_FILE)
 _WHAT = "reader folder"
 _REMEDY = "reinstall the package or retrain the reader (pfc-train reader)"
+#: tensors a BERT weights file may hold that are buffers, not weights (no backbone needs them equal)
+_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 
 
 def base_folder(base: str) -> Path:
@@ -62,6 +69,11 @@ def load_tokenizer(base: str) -> Any:
 
 def load_base(base: str) -> Tuple[nn.Module, Any]:
     """The base backbone (evaluation mode, fp32, no gradients) and its fast tokenizer."""
+    return load_backbone(base), load_tokenizer(base)
+
+
+def load_backbone(base: str) -> nn.Module:
+    """The base backbone alone (evaluation mode, fp32, no gradients)."""
     from ..model import light_bert
 
     folder = base_folder(base)
@@ -77,7 +89,43 @@ def load_base(base: str) -> Tuple[nn.Module, Any]:
         raise ValueError(f"the reader's base {folder} is not a BERT backbone with absolute positions and GELU; "
                          "the reader runs its layers through fast_bert")
     backbone.requires_grad_(False)
-    return backbone, load_tokenizer(base)
+    return backbone
+
+
+def shares_base(backbone: Any, config: ReaderConfig) -> bool:
+    """Whether ``backbone`` (a loaded encoder's, e.g. ``colbert.model.backbone``) can stand in for the reader's
+    base: a BERT backbone :mod:`..model.fast_bert` runs, with the base's shape (layers, width, heads, layer-norm
+    epsilon), whose embeddings and lower ``config.frozen_layers`` layers are float32 tensors on the CPU equal,
+    bit for bit, to those of the base's weights file (the only weights of the base the reader runs). Anything
+    else (another checkpoint, weights cast or quantized, trained further, on a GPU) is False."""
+    import json
+
+    from safetensors.torch import load_file
+
+    from ..model import light_bert
+
+    folder = base_folder(config.base)
+    config_path, weights = folder / "config.json", folder / light_bert.WEIGHTS
+    if not isinstance(backbone, nn.Module) or not config_path.is_file() or not weights.is_file():
+        return False
+    values = json.loads(config_path.read_text(encoding="utf-8"))
+    theirs: Any = getattr(backbone, "config", None)
+    shape = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act")
+    if not isinstance(values, dict) or any(getattr(theirs, k, None) != values.get(k) for k in shape):
+        return False
+    if not fast_bert.supports(backbone):
+        return False
+    used = ("embeddings.", *(f"encoder.layer.{i}." for i in range(config.frozen_layers)))
+    eps = values.get("layer_norm_eps", 1e-12)
+    if any(m.eps != eps for n, m in backbone.named_modules() if n.startswith(used) and isinstance(m, nn.LayerNorm)):
+        return False
+    mine = {n: t for n, t in backbone.named_parameters() if n.startswith(used)}
+    stored = load_file(str(weights))
+    file_names = {n for n in stored if n.startswith(used) and not n.startswith(_BUFFERS)}
+    if set(mine) != file_names:
+        return False
+    return all(t.dtype == torch.float32 and t.device.type == "cpu" and t.shape == stored[n].shape
+               and torch.equal(t.detach(), stored[n].float()) for n, t in mine.items())
 
 
 def base_digest(base: str) -> str:
@@ -86,20 +134,36 @@ def base_digest(base: str) -> str:
 
 
 class ReaderModel(nn.Module):
-    """Start and end logits ``[B, L]`` for ``[CLS] question [SEP] passage [SEP]`` batches."""
+    """Start and end logits ``[B, L]`` for ``[CLS] question [SEP] passage [SEP]`` batches.
 
-    def __init__(self, base: nn.Module, config: ReaderConfig):
+    ``shared=True``: ``base`` belongs to someone else (a ColBERT encoder's backbone, :func:`shares_base`); the
+    reader only reads it (it is not one of the reader's submodules, so ``eval()``, ``to()`` and ``parameters()``
+    of the reader leave it alone) and is for inference only."""
+
+    def __init__(self, base: nn.Module, config: ReaderConfig, *, shared: bool = False, copy_upper: bool = True):
         super().__init__()
         layers: Any = base.encoder.layer  # type: ignore[union-attr]
         if not 0 <= config.frozen_layers < len(layers):
             raise ValueError(f"ReaderConfig.frozen_layers={config.frozen_layers}; the base has {len(layers)} "
                              f"layers (expected 0 to {len(layers) - 1}: the reader needs one layer of its own)")
         self.config = config
-        self.base = base  # frozen: not part of the reader's state (see state_dict below)
-        self.upper = nn.ModuleList(copy.deepcopy(layer) for layer in layers[config.frozen_layers:])
-        self.upper.requires_grad_(True)
+        self.shared = shared
+        if shared:  # borrowed: kept out of the reader's modules (its owner decides its mode, device and grads)
+            object.__setattr__(self, "base", base)
+        else:
+            self.base = base  # frozen: not part of the reader's state (see own_state below)
         base_config: Any = base.config
         hidden = int(base_config.hidden_size)
+        if copy_upper:  # training starts from the base's upper layers
+            self.upper = nn.ModuleList(copy.deepcopy(layer) for layer in layers[config.frozen_layers:])
+        else:  # shapes only, on the meta device (no copy, no random init): load_reader assigns the saved weights
+            from ..model.light_bert import _layer
+
+            eps = layers[-1].output.LayerNorm.eps
+            with torch.device("meta"):
+                self.upper = nn.ModuleList(_layer(hidden, int(base_config.intermediate_size), eps)
+                                           for _ in range(len(layers) - config.frozen_layers))
+        self.upper.requires_grad_(True)
         self.qa = nn.Linear(hidden, 2)
         nn.init.normal_(self.qa.weight, std=0.02)
         nn.init.zeros_(self.qa.bias)
@@ -197,8 +261,12 @@ def reader_integrity(folder: Union[str, Path]) -> ArtifactIntegrity:
     return integrity
 
 
-def load_reader(folder: Union[str, Path]) -> ReaderModel:
-    """A reader folder, checked against its manifest, over its base (refused when the base's digest differs)."""
+def load_reader(folder: Union[str, Path], shared_base: Optional[nn.Module] = None) -> ReaderModel:
+    """A reader folder, checked against its manifest, over its base (refused when the base's digest differs).
+
+    ``shared_base``: a backbone already loaded (a ColBERT encoder's) that the reader runs its lower layers on
+    when :func:`shares_base` accepts it (``model.shared``), instead of loading the base again; otherwise it is
+    ignored. The answers are the same either way."""
     from safetensors.torch import load_file
 
     folder = Path(folder)
@@ -209,12 +277,14 @@ def load_reader(folder: Union[str, Path]) -> ReaderModel:
         raise ValueError(f"{folder / CONFIG_FILE}: the reader was trained over a base backbone with weights "
                          f"{config.base_digest}, but {base_folder(config.base)} holds {digest}; retrain the reader "
                          "for this base")
-    base, _ = load_base(config.base)
-    model = ReaderModel(base, config)
+    if shared_base is not None and shares_base(shared_base, config):
+        model = ReaderModel(shared_base, config, shared=True, copy_upper=False)
+    else:
+        model = ReaderModel(load_backbone(config.base), config, copy_upper=False)
     state = load_file(str(folder / WEIGHTS_FILE))
     expected = model.own_state()
     if set(state) != set(expected) or any(state[k].shape != expected[k].shape for k in expected):
         raise DamagedFileError(folder / WEIGHTS_FILE, f"{folder / WEIGHTS_FILE} does not hold the weights "
                                                       f"{CONFIG_FILE} describes; {_REMEDY}")
-    model.load_state_dict(state, strict=False)
+    model.load_state_dict(state, strict=False, assign=True)
     return model.eval()

@@ -37,13 +37,33 @@ PRECISIONS = ("float32", "bfloat16")
 
 @functools.lru_cache(maxsize=4)
 def _load(path: str) -> Tuple[Any, Any, Optional[ReaderCalibration]]:
+    return _load_reader(path)
+
+
+def _load_reader(path: str, colbert: Any = None) -> Tuple[Any, Any, Optional[ReaderCalibration]]:
+    """The reader folder's model, tokenizer and calibration; over ``colbert``'s backbone and tokenizer where they
+    are the reader's base's (:func:`.network.shares_base`, :func:`shares_tokenizer`), else loaded."""
     from .network import CALIBRATION_FILE, load_reader, load_tokenizer
 
-    model = load_reader(path)
-    tokenizer = load_tokenizer(model.config.base)  # the base backbone itself is already in the model
+    model = load_reader(path, shared_base=colbert.model.backbone if colbert is not None else None)
+    hf = colbert.tokenizer.hf if colbert is not None else None
+    tokenizer = hf if hf is not None and shares_tokenizer(hf, model.config.base) else load_tokenizer(model.config.base)
     calibration_path = Path(path) / CALIBRATION_FILE
     calibration = ReaderCalibration.load_json(calibration_path) if calibration_path.is_file() else None
     return model, tokenizer, calibration
+
+
+def shares_tokenizer(hf_tokenizer: Any, base: str) -> bool:
+    """Whether a loaded fast tokenizer is the reader's base's: loaded from the base's folder, with no token added
+    since (what ``load_tokenizer(base)`` would give)."""
+    from .network import base_folder
+
+    source = getattr(hf_tokenizer, "name_or_path", "")
+    try:
+        same = bool(source) and Path(source).resolve() == base_folder(base).resolve()
+    except (OSError, RuntimeError, TypeError):
+        return False
+    return same and len(hf_tokenizer) == hf_tokenizer.vocab_size
 
 
 class Reader(EqualByKey, Parameters, pt.Transformer):
@@ -51,13 +71,17 @@ class Reader(EqualByKey, Parameters, pt.Transformer):
 
     ``reader``: a reader folder (default: the one shipped with the package); ``batch_size``: windows per
     forward pass; ``precision``: ``"float32"`` or ``"bfloat16"`` (faster on CPUs with native bf16);
-    ``calibration``: the confidence map (default: the reader folder's ``calibration.json``).
+    ``calibration``: the confidence map (default: the reader folder's ``calibration.json``); ``colbert``: a loaded
+    :class:`~pyterrier_fandom_colbert.ColBERT` whose backbone and tokenizer the reader uses instead of loading its
+    base again, where they are that base (bit-identical lower layers, :func:`.network.shares_base`; ``shared``
+    says whether they were), with the same answers.
     Rows of empty queries are left out with a warning (``strict=True``: an error), as by every retriever.
     """
 
     def __init__(self, reader: Union[str, Path, None] = None, *, per_query: bool = False, text_field: str = "text",
                  batch_size: int = 16, precision: str = "float32",
-                 calibration: Optional[ReaderCalibration] = None, verbose: bool = False, strict: bool = False):
+                 calibration: Optional[ReaderCalibration] = None, verbose: bool = False, strict: bool = False,
+                 colbert: Any = None):
         self.reader = Path(reader).resolve() if reader is not None else DEFAULT_READER
         if not (self.reader / "reader_config.json").is_file():
             raise FileNotFoundError(f"reader={str(reader)!r}: {self.reader} is not a reader folder "
@@ -73,6 +97,8 @@ class Reader(EqualByKey, Parameters, pt.Transformer):
         self._calibration = calibration
         self.verbose = verbose
         self.strict = strict
+        self.colbert = colbert
+        self._over_colbert: Optional[Tuple[Any, Any, Optional[ReaderCalibration]]] = None  # loaded with colbert
 
     def _key(self):
         return (str(self.reader), self.per_query, self.text_field, self.precision, self._calibration, self.strict)
@@ -80,15 +106,30 @@ class Reader(EqualByKey, Parameters, pt.Transformer):
     def _constructor_args(self) -> Dict[str, Any]:
         return {"reader": None if self.reader == DEFAULT_READER else self.reader, "per_query": self.per_query,
                 "text_field": self.text_field, "batch_size": self.batch_size, "precision": self.precision,
-                "calibration": self._calibration, "verbose": self.verbose, "strict": self.strict}
+                "calibration": self._calibration, "verbose": self.verbose, "strict": self.strict,
+                "colbert": self.colbert}
 
     def __repr__(self) -> str:
         where = "default" if self.reader == DEFAULT_READER else str(self.reader)
         return f"Reader({where!r}, per_query={self.per_query})"
 
+    def _loaded(self) -> Tuple[Any, Any, Optional[ReaderCalibration]]:
+        """The model, tokenizer and calibration (loaded on first use; shared by readers of the same folder, or
+        this reader's own when it was given a ColBERT, which the loaded model may hold on to)."""
+        if self.colbert is None:
+            return _load(str(self.reader))
+        if self._over_colbert is None:
+            self._over_colbert = _load_reader(str(self.reader), self.colbert)
+        return self._over_colbert
+
+    @property
+    def shared(self) -> bool:
+        """Whether the reader runs its lower layers on ``colbert``'s backbone (loaded now when it was not)."""
+        return bool(self._loaded()[0].shared)
+
     @property
     def calibration(self) -> Optional[ReaderCalibration]:
-        return self._calibration if self._calibration is not None else _load(str(self.reader))[2]
+        return self._calibration if self._calibration is not None else self._loaded()[2]
 
     def transform_outputs(self, input_columns: List[str]) -> List[str]:
         require_columns(input_columns, ["qid", "query", "docno", self.text_field], self)
@@ -116,7 +157,7 @@ class Reader(EqualByKey, Parameters, pt.Transformer):
 
         from .reading import read_pairs
 
-        model, tokenizer, _ = _load(str(self.reader))
+        model, tokenizer, _ = self._loaded()
         amp = torch.bfloat16 if self.precision == "bfloat16" else None
         bar = progress(total=len(texts), desc="reading", unit="passage", enabled=self.verbose)
         try:
