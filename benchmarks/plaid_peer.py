@@ -77,8 +77,8 @@ def build(checkpoint: str, collection_tsv: str, root: str, name: str, nbits: int
         config = ColBERTConfig(nbits=nbits, root=root, avoid_fork_if_possible=True)
         Indexer(checkpoint=checkpoint, config=config).index(name=name, collection=collection_tsv, overwrite=True)
     total = time.perf_counter() - started
-    result = {"build_seconds": round(total, 1), "encode_seconds": round(encoding["seconds"], 1),
-              "after_encoding_seconds": round(total - encoding["seconds"], 1),
+    result = {"build_seconds": round(total, 3), "encode_seconds": round(encoding["seconds"], 3),
+              "after_encoding_seconds": round(total - encoding["seconds"], 3),
               "passages_encoded": encoding["passages"], "encode_calls": encoding["calls"],
               "num_passages": num_passages, "encoding_passes": round(encoding["passages"] / num_passages, 3),
               "peak_rss_mb": peak_rss_mb(), "threads": threads}
