@@ -62,7 +62,7 @@ class ArtifactIntegrity:
         self._whole: set = set()
         self._blocks: Dict[str, BlockCheck] = {}
         self._pinned: Dict[str, PinnedFile] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # blocks() pins its file while holding it
 
     @property
     def checked(self) -> bool:
