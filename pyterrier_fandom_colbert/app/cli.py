@@ -495,9 +495,11 @@ def _search(args) -> int:
 
 
 def _serve(args) -> int:
-    from .server import bind
+    from .server import bind, exposure_warning
 
     sock = bind(args.host, args.port)  # a busy port is refused before anything is loaded
+    if exposure_warning(args.host):  # every computer on the network can reach it: say so, quiet or not
+        print(f"pfc serve: {exposure_warning(args.host)}", file=sys.stderr, flush=True)
     try:
         from .live import ServedFolder
         from .server import serve

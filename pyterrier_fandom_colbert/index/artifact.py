@@ -167,7 +167,7 @@ class ColBERTIndex(pt.Artifact):
     def read_array(self, name: str, dtype: Any, shape: Tuple[int, ...]) -> np.ndarray:
         """File ``name`` of the folder memory-mapped read-only as ``dtype``/``shape``, after the cheap checks."""
         self._checked  # noqa: B018
-        return np.memmap(artifact_path(self) / name, dtype=dtype, mode="r", shape=shape)
+        return self.integrity.pinned(name).memmap(dtype, shape)  # the file as opened, whatever is renamed over it
 
     # -- what every format holds ---------------------------------------------------------------------------
     @cached_property

@@ -413,9 +413,11 @@ class TfidfIndex(pt.Artifact):
     def _damaged(self, name: str, problem: str) -> DamagedFileError:
         return DamagedFileError(self._file(name), f"{self._file(name)} is damaged: {problem}; {_REMEDY}")
 
-    def _npy(self, name: str, mmap: bool = False) -> np.ndarray:
+    def _npy(self, name: str) -> np.ndarray:
+        """A small ``.npy`` file, read whole through the file held open since the index was opened."""
         try:
-            return np.load(self._file(name), mmap_mode="r" if mmap else None, allow_pickle=False)
+            with self.integrity.pinned(name).reopen() as f:
+                return np.load(f, allow_pickle=False)
         except FileNotFoundError:
             raise MissingFileError(self._file(name), f"{self._file(name)} is missing: the {_WHAT} at {self.path} "
                                                      f"is incomplete; {_REMEDY}") from None
@@ -431,7 +433,8 @@ class TfidfIndex(pt.Artifact):
     def _load_vocab(self) -> Dict[str, int]:
         try:
             terms = read_term_lines(self._file(LEXICON_FILE), self.meta.num_terms,
-                                    lambda why: self._damaged(LEXICON_FILE, why))
+                                    lambda why: self._damaged(LEXICON_FILE, why),
+                                    data=self.integrity.pinned(LEXICON_FILE).read_all())
         except FileNotFoundError:
             raise MissingFileError(self._file(LEXICON_FILE), f"{self._file(LEXICON_FILE)} is missing; "
                                                              f"{_REMEDY}") from None
@@ -452,7 +455,8 @@ class TfidfIndex(pt.Artifact):
         meta = self.meta
         self.integrity.check_whole([TF_FILE])  # read whole: checked whole, once per process
         try:
-            tf = sp.load_npz(self._file(TF_FILE)).tocsr()
+            with self.integrity.pinned(TF_FILE).reopen() as f:
+                tf = sp.load_npz(f).tocsr()
         except FileNotFoundError:
             raise MissingFileError(self._file(TF_FILE), f"{self._file(TF_FILE)} is missing; {_REMEDY}") from None
         except Exception as err:  # zipfile, numpy and scipy raise many kinds on damaged archives
@@ -496,15 +500,14 @@ class TfidfIndex(pt.Artifact):
             ids = np.asarray(docids, dtype=np.int64)
             blocks.spans(offsets[ids], offsets[ids + 1])
         out = []
-        with open(self._file(TEXT_FILE), "rb") as f:
-            for d in docids:
-                f.seek(offsets[d])
-                data = f.read(offsets[d + 1] - offsets[d])
-                try:
-                    out.append(data.decode("utf-8"))
-                except UnicodeDecodeError as err:
-                    docno = self.docnos.fwd[int(d)]
-                    raise self._damaged(TEXT_FILE, f"the passage of docno {docno!r} is not UTF-8 ({err})") from None
+        file = self.integrity.pinned(TEXT_FILE)  # held open since opened: a swapped folder is never read here
+        for d in docids:
+            data = file.pread(int(offsets[d + 1] - offsets[d]), int(offsets[d]))
+            try:
+                out.append(data.decode("utf-8"))
+            except UnicodeDecodeError as err:
+                docno = self.docnos.fwd[int(d)]
+                raise self._damaged(TEXT_FILE, f"the passage of docno {docno!r} is not UTF-8 ({err})") from None
         return out
 
     @cached_property
@@ -515,15 +518,16 @@ class TfidfIndex(pt.Artifact):
     def _load_text_offsets(self) -> np.ndarray:
         """``[num_docs + 1]`` byte offsets of the passages in ``text.bin``: from 0, never decreasing, ending at its
         size."""
-        offsets = self._npy(TEXT_OFFSETS_FILE, mmap=True)
+        offsets = self._npy(TEXT_OFFSETS_FILE)
         n = self.meta.num_docs
         if offsets.shape != (n + 1,) or offsets.dtype.kind not in "iu":
             raise self._damaged(TEXT_OFFSETS_FILE, f"it holds {offsets.dtype} {list(offsets.shape)}, not {n + 1} "
                                                    "integer offsets")
-        size = self._file(TEXT_FILE).stat().st_size if self._file(TEXT_FILE).is_file() else None
-        if size is None:
+        try:
+            size = self.integrity.pinned(TEXT_FILE).size
+        except DamagedFileError:  # missing, or not a file
             raise MissingFileError(self._file(TEXT_FILE), f"{self._file(TEXT_FILE)} is missing: the stored "
-                                                          f"passages are gone; {_REMEDY}")
+                                                          f"passages are gone; {_REMEDY}") from None
         steps = np.flatnonzero(np.diff(offsets) < 0)
         if offsets[0] != 0 or len(steps):
             where = "the first is not 0" if offsets[0] != 0 else f"entry {int(steps[0]) + 1} decreases"

@@ -8,13 +8,21 @@ well under a millisecond) before the data is used. A block that does not match r
 :class:`~.errors.DamagedFileError` naming the file, the bytes and (when the reader can tell) the documents they
 hold. An entry written before block checksums existed is checked whole on its first read instead (the whole file
 is then one "block").
+
+A :class:`PinnedFile` is a file held open from the moment its artifact is opened: checks and reads go through
+it, so a folder renamed or replaced under a running process never mixes two versions (the process keeps reading
+the one it opened, even once it is deleted).
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import stat
 import threading
+import weakref
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, BinaryIO, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -44,6 +52,80 @@ def block_digest(data: Any) -> str:
     import xxhash
 
     return xxhash.xxh3_64_hexdigest(data)
+
+
+class PinnedFile:
+    """A file opened once and held open until this object is garbage collected: :meth:`pread` and
+    :meth:`reopen` read the file as it was when opened (its inode), whatever is renamed over its path later.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "x.bin"
+    >>> _ = path.write_bytes(b"old text")
+    >>> pinned = PinnedFile(path)
+    >>> _ = path.with_name("new").write_bytes(b"new text!"); os.replace(path.with_name("new"), path)
+    >>> pinned.pread(3, 0), pinned.size, path.read_bytes()[:3]
+    (b'old', 8, b'new')
+    """
+
+    def __init__(self, path: PathLike):
+        self.path = Path(path)
+        self.fd = os.open(self.path, os.O_RDONLY)
+        st = os.fstat(self.fd)
+        #: the size when opened, and the file's identity (device, inode)
+        self.size, self.identity = st.st_size, (st.st_dev, st.st_ino)
+        self.regular = stat.S_ISREG(st.st_mode)
+        self._close = weakref.finalize(self, os.close, self.fd)
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """``size`` bytes from ``offset`` (thread-safe: no shared file position)."""
+        return os.pread(self.fd, size, offset)
+
+    def reopen(self) -> BinaryIO:
+        """A new binary file object on the pinned file, with its own position (for numpy and scipy loaders and
+        memory maps; close it after use: a memory map keeps its own reference)."""
+        proc = f"/proc/self/fd/{self.fd}"
+        if os.path.exists(proc):  # Linux: a new open file description of the same inode, own position
+            fd = os.open(proc, os.O_RDONLY)
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == self.identity:
+                return open(fd, "rb")  # the caller closes it
+            os.close(fd)
+        return io.BytesIO(self.read_all())  # elsewhere: a copy in memory, read through the pinned descriptor
+
+    def memmap(self, dtype: Any, shape: Tuple[int, ...]) -> np.ndarray:
+        """The pinned file memory-mapped read-only as ``dtype``/``shape`` (a file replaced since it was pinned,
+        where it cannot be reopened by descriptor, is refused with a DamagedFileError rather than mixed in)."""
+        with self.reopen_fd() as f:
+            return np.memmap(f if f is not None else self.path, dtype=dtype, mode="r", shape=shape)
+
+    def reopen_fd(self) -> Any:
+        """A file object on the pinned file, for ``np.memmap`` (None where only the path can be mapped: then the
+        file at the path must still be the pinned one)."""
+        proc = f"/proc/self/fd/{self.fd}"
+        if os.path.exists(proc):
+            return self.reopen()
+        st = os.stat(self.path)
+        if (st.st_dev, st.st_ino) != self.identity:
+            raise DamagedFileError(self.path, f"{self.path} was replaced after it was opened; open the folder again")
+        return contextlib.nullcontext(None)
+
+    def read_all(self) -> bytes:
+        """The whole file as it was opened."""
+        chunks, offset = [], 0
+        while chunk := os.pread(self.fd, 1 << 24, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)
+
+    def stat(self) -> Tuple[int, Tuple[int, int]]:
+        """(size, identity) of the pinned file now."""
+        st = os.fstat(self.fd)
+        return st.st_size, (st.st_dev, st.st_ino)
+
+    def close(self) -> None:
+        """Close it now; later reads fail (EBADF) rather than read whatever file reuses the descriptor."""
+        self._close()
+        self.fd = -1
 
 
 class BlockHasher:
@@ -131,8 +213,11 @@ class BlockCheck:
     """
 
     def __init__(self, path: PathLike, entry: Dict[str, Any], *,
-                 damaged: Optional[Callable[[Path, str], DamagedFileError]] = None, locate: Optional[Locate] = None):
+                 damaged: Optional[Callable[[Path, str], DamagedFileError]] = None, locate: Optional[Locate] = None,
+                 file: Optional[PinnedFile] = None):
         self.path = Path(path)
+        #: the file the reader reads (held open by the artifact): blocks are verified in it, never reopened
+        self.file = file
         self.size = int(entry["size"])
         blocks = entry.get(BLOCKS_KEY)
         if blocks is not None:
@@ -195,24 +280,23 @@ class BlockCheck:
         if len(todo) == 0:
             return
         with self._lock:
-            try:
-                fd = os.open(self.path, os.O_RDONLY)
-            except FileNotFoundError:
-                raise self._damaged(self.path, f"{self.path} is missing") from None
-            try:
-                if os.fstat(fd).st_size != self.size:
-                    raise self._damaged(self.path, f"{self.path} is {os.fstat(fd).st_size} bytes but was written "
-                                                   f"as {self.size}: it was truncated, extended or replaced")
-                for block in todo.tolist():
-                    if self.done[block]:
-                        continue
-                    start = block * self.block_bytes
-                    data = os.pread(fd, min(self.block_bytes, self.size - start), start)
-                    if self._digest(data) != self.sums[block]:
-                        raise self._damaged(self.path, self._message(block, start, start + len(data)))
-                    self.done[block] = True
-            finally:
-                os.close(fd)
+            if self.file is None:  # the first check opens the file, and keeps it open for the next ones
+                try:
+                    self.file = PinnedFile(self.path)
+                except FileNotFoundError:
+                    raise self._damaged(self.path, f"{self.path} is missing") from None
+            size = self.file.stat()[0]
+            if size != self.size:
+                raise self._damaged(self.path, f"{self.path} is {size} bytes but was written as {self.size}: it was "
+                                               "truncated, extended or replaced")
+            for block in todo.tolist():
+                if self.done[block]:
+                    continue
+                start = block * self.block_bytes
+                data = self.file.pread(min(self.block_bytes, self.size - start), start)
+                if self._digest(data) != self.sums[block]:
+                    raise self._damaged(self.path, self._message(block, start, start + len(data)))
+                self.done[block] = True
             if self.done.all():
                 self.complete = True
 

@@ -114,11 +114,12 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
 
 
 def read_term_lines(path: PathLike, expected: int, damaged: Callable[[str], Exception],
-                    meta_name: str = ARTIFACT_META_FILE) -> List[str]:
+                    meta_name: str = ARTIFACT_META_FILE, data: Optional[bytes] = None) -> List[str]:
     """The terms of a lexicon file (UTF-8, one term per line, every line ending in a newline), which must be
-    ``expected`` many (as ``meta_name`` records); anything else raises ``damaged(why)``."""
+    ``expected`` many (as ``meta_name`` records); anything else raises ``damaged(why)``. ``data``: the file's
+    bytes, already read (through a file held open); else it is read from ``path``."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = (Path(path).read_bytes() if data is None else data).decode("utf-8")
     except UnicodeDecodeError as err:
         raise damaged(f"not UTF-8 text ({err})") from None
     terms = text.split("\n")

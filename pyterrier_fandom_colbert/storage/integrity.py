@@ -9,6 +9,10 @@
   (:meth:`ArtifactIntegrity.check_whole`, once per process);
 * **verify** (:meth:`ArtifactIntegrity.problems`): every file's whole checksum, the full scan.
 
+Opening also pins every manifest file (:meth:`ArtifactIntegrity.pinned`, a :class:`~.blocks.PinnedFile` each):
+the checks and the artifact's readers read the files as they were when it was opened, so a folder swapped or
+renamed under a running process never mixes two versions.
+
 A folder whose metadata records no manifest (``files``) is refused when opened (:class:`NoManifestError`): an
 artifact that cannot be checked is not read silently. ``unchecked=True`` opens it anyway, with a warning, and
 then nothing is checked. Every artifact kind declares the files its manifest must list (``required``, a function
@@ -24,8 +28,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from .blocks import BlockCheck, Locate
-from .errors import DamagedFileError, PathLike
+from .blocks import BlockCheck, Locate, PinnedFile
+from .errors import DamagedFileError, MissingFileError, PathLike
+from .hashes import HASH_ALGORITHMS, new_hasher
 from .manifests import check_sizes, checksum_problem, raise_damaged
 
 #: (file name, what is wrong with it)
@@ -66,7 +71,8 @@ class ArtifactIntegrity:
         self.require(required)
         self._whole: set = set()
         self._blocks: Dict[str, BlockCheck] = {}
-        self._lock = threading.Lock()
+        self._pinned: Dict[str, PinnedFile] = {}
+        self._lock = threading.RLock()  # blocks() pins its file while holding it
 
     @property
     def checked(self) -> bool:
@@ -97,7 +103,32 @@ class ArtifactIntegrity:
         if self.files is None:
             return
         check_sizes(self.folder, self.files, self.what, self.remedy)
+        for name, entry in self.files.items():  # pinned now: later reads see these very files
+            file = self.pinned(name)
+            if file.size != entry["size"]:  # replaced between the size check and the pin
+                raise self.damaged(file.path, f"{file.path} is {file.size} bytes but was written as "
+                                              f"{entry['size']}: it was replaced while the {self.what} was opened")
         self.check_whole(whole)
+
+    def pinned(self, name: str) -> PinnedFile:
+        """File ``name`` held open (opened on the first call, normally by :meth:`check_open`): read it through
+        this, not by its path, so that every read sees the version opened. A missing file raises
+        :class:`~.errors.MissingFileError` naming it."""
+        file = self._pinned.get(name)
+        if file is None:
+            with self._lock:
+                file = self._pinned.get(name)
+                if file is None:
+                    path = self.folder / name
+                    try:
+                        file = PinnedFile(path)
+                    except FileNotFoundError:
+                        raise MissingFileError(path, f"{path} is missing: the {self.what} at {self.folder} is "
+                                                     f"incomplete; {self.remedy}") from None
+                    except IsADirectoryError:
+                        raise self.damaged(path, f"{path} is not a regular file") from None
+                    self._pinned[name] = file
+        return file
 
     def check_whole(self, names: Iterable[str]) -> None:
         """The whole checksums of ``names`` (those in the manifest and not yet checked in this process)."""
@@ -106,7 +137,7 @@ class ArtifactIntegrity:
         todo = [n for n in names if n in self.files and n not in self._whole]
         if not todo:
             return
-        problems = [(n, p) for n in todo if (p := checksum_problem(self.folder, n, self.files[n])) is not None]
+        problems = [(n, p) for n in todo if (p := self._checksum_problem(n)) is not None]
         raise_damaged(self.folder, problems, what=self.what, remedy=self.remedy)
         with self._lock:
             self._whole.update(todo)
@@ -114,6 +145,37 @@ class ArtifactIntegrity:
                 if name in self._blocks:
                     self._blocks[name].done[:] = True
                     self._blocks[name].complete = True
+
+    def close(self) -> None:
+        """Close the files held open (they close on their own when this object is garbage collected)."""
+        for file in list(self._pinned.values()):
+            file.close()
+
+    def _pinned_or_none(self, name: str) -> Optional[PinnedFile]:
+        try:
+            return self.pinned(name)
+        except DamagedFileError:  # missing or not a file: the block check says so when it is read
+            return None
+
+    def _checksum_problem(self, name: str) -> Optional[str]:
+        """Why file ``name`` does not match its whole checksum: the pinned file when there is one (the version
+        the readers read), else the file at its path."""
+        file = self._pinned.get(name)
+        if file is None:
+            return checksum_problem(self.folder, name, self.files[name] if self.files else {})
+        entry = (self.files or {})[name]
+        size = file.stat()[0]
+        if size != entry["size"]:
+            return f"{file.path} is {size} bytes but was written as {entry['size']}"
+        algorithm = next(a for a in HASH_ALGORITHMS if isinstance(entry.get(a), str))
+        h, offset = new_hasher(algorithm), 0
+        while chunk := file.pread(1 << 22, offset):
+            h.update(chunk)
+            offset += len(chunk)
+        if h.hexdigest() != entry[algorithm]:
+            return (f"{file.path} does not match its {algorithm} checksum (written {entry[algorithm]}, now "
+                    f"{h.hexdigest()}): its content changed after it was written")
+        return None
 
     # -- reads ---------------------------------------------------------------------------------------------
     def blocks(self, name: str, locate: Optional[Locate] = None) -> Optional[BlockCheck]:
@@ -127,7 +189,7 @@ class ArtifactIntegrity:
                 check = self._blocks.get(name)
                 if check is None:
                     check = BlockCheck(self.folder / name, self.files[name], damaged=self._block_error,
-                                       locate=locate)
+                                       locate=locate, file=self._pinned_or_none(name))
                     if name in self._whole:
                         check.done[:] = True
                         check.complete = True

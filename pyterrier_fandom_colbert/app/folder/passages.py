@@ -1,10 +1,9 @@
 """The passage table of a search folder: ``passages.jsonl`` read one line at a time through its offsets, each
-block verified on first read."""
+block verified on first read. The table and its offsets are read through the files the folder's integrity base
+pinned when it was opened, so a folder swapped under a running server is never read at the old offsets."""
 from __future__ import annotations
 
 import json
-import os
-import weakref
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
@@ -37,17 +36,18 @@ class PassageTable:
     def __init__(self, folder: Union[str, Path], integrity: Optional[ArtifactIntegrity] = None):
         folder = Path(folder)
         self.path = folder / PASSAGES
+        self._owns_integrity = integrity is None  # then close() closes the files it holds open
         self.integrity = integrity or open_integrity(folder)
         self._remedy = self.integrity.remedy
         try:
-            offsets = np.load(folder / OFFSETS, mmap_mode="r", allow_pickle=False)
+            with self.integrity.pinned(OFFSETS).reopen() as f:  # the files as opened (held open: module notes)
+                offsets = np.load(f, allow_pickle=False)
         except (ValueError, OSError, EOFError) as err:
             raise DamagedFileError(folder / OFFSETS, f"{folder / OFFSETS} is damaged: not a readable .npy array "
                                                      f"({err}); {self._remedy}") from None
-        self.offsets = checked_offsets(folder, offsets, self.path.stat().st_size, self._remedy)
+        self._file = self.integrity.pinned(PASSAGES)
+        self.offsets = checked_offsets(folder, offsets, self._file.size, self._remedy)
         self._blocks = self.integrity.blocks(PASSAGES, self._held)
-        self._fd = os.open(self.path, os.O_RDONLY)
-        self._closer = weakref.finalize(self, os.close, self._fd)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -63,7 +63,7 @@ class PassageTable:
         start, end = int(self.offsets[position]), int(self.offsets[position + 1])
         if self._blocks is not None:
             self._blocks.read(start, end)
-        data = os.pread(self._fd, end - start, start)
+        data = self._file.pread(end - start, start)
         try:
             value = json.loads(data)
         except (ValueError, UnicodeDecodeError) as err:
@@ -75,5 +75,6 @@ class PassageTable:
         return value
 
     def close(self) -> None:
-        self._closer()
+        if self._owns_integrity:
+            self.integrity.close()
 
