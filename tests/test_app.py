@@ -230,9 +230,10 @@ def test_a_build_killed_while_checksumming_is_removed_by_the_next_build(tmp_path
     real = build_module.build_manifest
 
     def checksumming(folder, names):  # a snapshot of the folder as a kill at this moment leaves it
-        shutil.copytree(folder, killed)
-        host, _ = (killed / "build.owner").read_text().split()
-        (killed / "build.owner").write_text(f"{host} {dead}\n")
+        if not killed.exists():  # (the first manifest: a new folder is published pending, then completed)
+            shutil.copytree(folder, killed)
+            host, _ = (killed / "build.owner").read_text().split()
+            (killed / "build.owner").write_text(f"{host} {dead}\n")
         return real(folder, names)
 
     monkeypatch.setattr(build_module, "build_manifest", checksumming)

@@ -28,9 +28,12 @@ def corpus():
 
 
 def expected_windows(colbert, stride):
+    """The distinct windows of the corpus (a window whose pieces repeat another's is encoded once) and the number
+    of texts read as several windows."""
     size = colbert.tokenizer.max_doc_pieces
-    lengths = [len(p) for p in colbert.tokenizer.document_pieces(TEXTS)]
-    return sum(len(windows(n, size, stride)) for n in lengths), sum(n > size for n in lengths)
+    pieces = colbert.tokenizer.document_pieces(TEXTS)
+    distinct = {tuple(p[a:b]) for p in pieces for a, b in windows(len(p), size, stride)}
+    return len(distinct), sum(len(p) > size for p in pieces)
 
 
 @pytest.mark.parametrize("long_docs", ["windows", "truncate"])
