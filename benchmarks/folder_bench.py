@@ -68,7 +68,7 @@ def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec:
     from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
     from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec
     from pyterrier_fandom_colbert.index.writer import IndexWriter
-    from pyterrier_fandom_colbert.storage import build_manifest, read_json, write_json
+    from pyterrier_fandom_colbert.storage import build_manifest, read_json, unsealed, write_artifact_meta
 
     if out.exists():
         shutil.rmtree(out)
@@ -83,7 +83,7 @@ def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec:
             writer.add(str(source.docnos_of(np.array([doc]))[0]), vectors,
                        np.asarray(source.token_ids[start:end]), parts_of(source, doc))
         writer.truncated_docs, writer.windowed_docs = meta.truncated_docs, meta.windowed_docs
-    manifest = Manifest.from_dict(read_json(out / MANIFEST))
+    manifest = Manifest.from_dict(unsealed(read_json(out / MANIFEST), out / MANIFEST))
     spec = CompressionSpec(compression) if isinstance(compression, str) else compression
     settings = dataclasses.replace(manifest.settings, compression=spec.format, exact_share=spec.exact_share)
     if vectors_of is not None:  # simulated vectors are searched exhaustively (no neighbour index to train)
@@ -93,7 +93,7 @@ def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec:
     if manifest.files is not None:  # the checksums of the new ColBERT index's pt_meta.json (its own manifest)
         manifest = dataclasses.replace(manifest, files=build_manifest(out, manifest.files))
     manifest = dataclasses.replace(manifest, bytes=folder_bytes(out))
-    write_json(out / MANIFEST, manifest.to_dict())
+    write_artifact_meta(out / MANIFEST, manifest.to_dict())
 
 
 def sizes(folder: Path) -> Dict[str, Any]:

@@ -102,10 +102,11 @@ class Stub:
 
     manifest = SimpleNamespace(name="stub", source="records", pages=1, articles=1, passages=1, tokens=1)
 
-    def search(self, query, *, system="hybrid", k=10):
+    def search(self, query, *, system=None, k=10):  # (None: the folder's default system, as Searcher.search)
         from pyterrier_fandom_colbert.app.queries import check_k, check_query, check_system
 
-        return {"query": check_query(query), "system": check_system(system), "k": check_k(k), "results": []}
+        return {"query": check_query(query), "system": check_system(system or "hybrid"), "k": check_k(k),
+                "results": []}
 
 
 def stub_served(tmp_path):

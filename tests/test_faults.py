@@ -254,6 +254,9 @@ def test_opening_reads_neither_vectors_nor_token_ids(colbert_index, monkeypatch)
     real = storage.manifests.file_checksum
     monkeypatch.setattr(storage.manifests, "file_checksum",
                         lambda path, *a: hashed.append(path.name) or real(path, *a))
+    whole = storage.integrity.ArtifactIntegrity._checksum_problem  # (opened files are hashed through their pins)
+    monkeypatch.setattr(storage.integrity.ArtifactIntegrity, "_checksum_problem",
+                        lambda self, name: hashed.append(name) or whole(self, name))
     index = ColBERTIndex(colbert_index)
     index.retriever()
     index.docnos  # noqa: B018
