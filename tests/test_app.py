@@ -21,7 +21,8 @@ import pytest
 import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.app.cli import main
 from pyterrier_fandom_colbert.app.folder import build_folder, is_search_folder, load_manifest, remove_stale_builds
-from pyterrier_fandom_colbert.app.search import Searcher, format_results
+from pyterrier_fandom_colbert.app.printing import format_results
+from pyterrier_fandom_colbert.app.search import Searcher
 from pyterrier_fandom_colbert.data.passages import dump_passages
 from pyterrier_fandom_colbert.display import terminal_text
 
@@ -499,12 +500,12 @@ def test_each_system_returns_its_own_ranking(searcher):
 
 
 def test_a_batch_answers_each_query_as_it_would_alone(searcher):
-    from pyterrier_fandom_colbert.app.search import _Job
+    from pyterrier_fandom_colbert.app.batching import Job
 
     asks = [(QUESTION, "hybrid", 3), ("when was Emberfall released?", "hybrid", 5), (QUESTION, "tfidf", 2),
             ("Zorblax moon", "colbert", 4), (QUESTION, "hybrid", 3)]
-    jobs = [_Job(q, system, k, True) for q, system, k in asks]
-    with searcher._lock:
+    jobs = [Job(q, system, k, True) for q, system, k in asks]
+    with searcher._batcher.lock:
         searcher._run(jobs)
     for job, (q, system, k) in zip(jobs, asks):
         alone = searcher.search(q, system=system, k=k)["results"]

@@ -154,7 +154,7 @@ def test_json_output_escapes_what_would_not_show_and_round_trips():
 
 
 def test_terminal_results_leave_out_bidi_controls_and_count_one_result():
-    from pyterrier_fandom_colbert.app.search import format_results
+    from pyterrier_fandom_colbert.app.printing import format_results
 
     response = {"query": "tide\u202e", "system": "tfidf", "took_ms": 3.0, "results": [
         {"rank": 1, "docno": "d", "score": 1.0, "title": "\u202eTitle\u2066", "url": "https://example.org/\u200f",
@@ -266,7 +266,8 @@ def test_train_with_something_that_is_not_a_dataset_is_one_line(tmp_path, capsys
 def test_a_failing_query_does_not_fail_the_others_of_its_batch(folder, colbert, tmp_path):
     import shutil
 
-    from pyterrier_fandom_colbert.app.search import Searcher, _Job
+    from pyterrier_fandom_colbert.app.batching import Job
+    from pyterrier_fandom_colbert.app.search import Searcher
 
     copy = tmp_path / "wiki"
     shutil.copytree(folder, copy)
@@ -284,8 +285,8 @@ def test_a_failing_query_does_not_fail_the_others_of_its_batch(folder, colbert, 
     end = data.index(b"\n", start)
     table.write_bytes(data[:start] + b"\xff" * (end - start) + data[end:])  # same length: offsets still fit
     asks.append((bad["text"], "tfidf", 1))
-    jobs = [_Job(q, s, k, True) for q, s, k in asks]
-    with searcher._lock:
+    jobs = [Job(q, s, k, True) for q, s, k in asks]
+    with searcher._batcher.lock:
         searcher._run(jobs)
     assert all(job.done for job in jobs)
     assert jobs[-1].error is not None and jobs[-1].results == []

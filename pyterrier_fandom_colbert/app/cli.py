@@ -305,10 +305,12 @@ def _check_index(args: argparse.Namespace) -> None:
             raise FileNotFoundError(f"{folder} is not a search folder to update; build one with `pfc index "
                                     f"{args.source} {folder}`")
         return
-    _check_exact_share(args)
-    if args.ray is not None and args.compression == "fp16":
-        raise ValueError("--ray builds a sharded index of residual codes (searched by centroids in every shard); "
-                         "leave out --compression fp16, or leave out --ray for an fp16 folder")
+    _search_settings(args)  # the settings' own checks (exact share against the format, ...), before any load
+    if args.ray is not None:
+        from .sharded import RayBuild
+
+        RayBuild.check_compression(args.compression or "residual2",
+                                   remedy="leave out --compression fp16, or leave out --ray for an fp16 folder")
     if args.faiss is not None and (args.compression or "residual2") != "fp16":
         raise ValueError(f"--faiss {args.faiss} needs --compression fp16: a {args.compression or 'residual2'} index "
                          "is searched by its centroids, with no neighbour index")
@@ -428,14 +430,15 @@ def _verify(args) -> int:
     return 0
 
 
-def _check_exact_share(args: argparse.Namespace) -> None:
-    if args.exact_share is not None:
-        from ..index.residual.codec import check_exact_share
+def _search_settings(args: argparse.Namespace):
+    """The folder's search settings from ``pfc index``'s options, checked by :class:`SearchSettings` itself (one
+    rule and one default per setting, as ``build_folder()`` from Python applies them)."""
+    from .folder import SearchSettings
+    from .fusion_settings import FusionSettings
 
-        check_exact_share(args.exact_share)
-        if args.exact_share and args.compression == "fp16":
-            raise ValueError(f"--exact-share {args.exact_share:g} needs a residual --compression: an fp16 index "
-                             "stores every vector exactly already")
+    return SearchSettings(fusion=FusionSettings(weight=args.weight, normalise=args.normalise, depth=args.depth),
+                          compression=args.compression or "residual2", exact_share=args.exact_share,
+                          faiss=args.faiss or "ivf")
 
 
 def _build_ann(args) -> int:
@@ -445,21 +448,14 @@ def _build_ann(args) -> int:
 
 
 def _index(args) -> int:
-    from .folder import DEFAULT_EXACT_SHARE, SearchSettings, build_folder, update_folder
-    from .fusion_settings import FusionSettings
+    from .folder import build_folder, update_folder
 
     if args.update:
         report = update_folder(args.source, args.folder, batch_size=args.batch_size, verbose=not args.quiet,
                                restart=args.restart, force=args.force)
         print(report.summary())
         return 0
-    compression = args.compression or "residual2"
-    exact_share = args.exact_share
-    if exact_share is None:
-        exact_share = 0.0 if compression == "fp16" else DEFAULT_EXACT_SHARE
-    settings = SearchSettings(fusion=FusionSettings(weight=args.weight, normalise=args.normalise,
-                                                    depth=args.depth), compression=compression,
-                              exact_share=exact_share, faiss=args.faiss or "ivf")
+    settings = _search_settings(args)
     passage_config = None
     if args.min_words is not None:
         from ..data.passages import PassageConfig
@@ -482,7 +478,8 @@ def _index(args) -> int:
 
 def _search(args) -> int:
     from ..display import json_text, use_color
-    from .search import Searcher, format_results
+    from .printing import format_results
+    from .search import Searcher
 
     searcher = Searcher(args.folder, warm=False, reader=args.read_top > 0, read_top=args.read_top)
     response = searcher.search(args.query, system=args.system, k=args.k, explain=args.explain)

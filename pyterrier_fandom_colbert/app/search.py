@@ -1,9 +1,10 @@
 """Searching a search folder: :class:`Searcher` loads it once and answers queries with explained results.
 
 Systems: ``tfidf`` (the TF-IDF index), ``colbert`` (ColBERT end to end over the token index) and ``hybrid`` (the
-two fused by ``pfc.Hybrid``, :mod:`.hybrid`). Each result carries its page title and URL, the passage, the likely
-answer region and per-word relevance (``R_abs``, ``R_acc``, KDE) from :class:`~pyterrier_fandom_colbert.Explainer`,
-which reads the passage vectors from the ColBERT index and reuses the query vectors the ColBERT stage computed,
+two fused by ``pfc.Hybrid``, :mod:`.fusion_settings`). Each result carries its page title and URL, the
+passage, the likely answer region and per-word relevance (``R_abs``, ``R_acc``, KDE) from
+:class:`~pyterrier_fandom_colbert.Explainer`, which reads the passage vectors from the ColBERT index and reuses the
+query vectors the ColBERT stage computed,
 and, for the top ``read_top`` results, the reader's answer (:class:`~pyterrier_fandom_colbert.Reader`: a span
 trained to be the answer, with the calibrated probability that it is right). A response leads with the question's
 best answer (``answer``: the read result whose answer is most probably right, wherever it ranks) and says
@@ -13,12 +14,12 @@ the study's densest-evidence window (``kde_answer``, :mod:`~pyterrier_fandom_col
 
 A :class:`Searcher` is safe to share between threads: the model work runs under a lock (the tokenizer and the
 lazily loaded index structures are not thread-safe, and on a few CPU cores parallel queries would only compete
-for them), and queries that arrive together are answered as one batch (:meth:`Searcher.search`).
+for them), and queries that arrive together are answered as one batch (:mod:`.batching`); responses as
+terminal text: :mod:`.printing`.
 """
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import threading
 import time
@@ -29,16 +30,10 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 import numpy as np
 import pandas as pd
 
-from ..display import ANSI_ANSWER as _ANSWER
-from ..display import ANSI_BOLD as _BOLD
-from ..display import ANSI_DIM as _DIM
-from ..display import ANSI_RESET as _RESET
-from ..display import ANSI_SHORT_ANSWER as _SHORT
-from ..display import ANSI_UNDERLINE as _UNDERLINE
-from ..display import terminal_text
 from ..distributed.cluster import SHARD_TIMEOUT_S
 from ..explain.answer import CALIBRATION, AnswerCalibration, mean_maxsim, short_answer_words
 from ..reader.transformer import DEFAULT_READER
+from .batching import Batcher, Job, answer_in_groups
 from .folder import COLBERT_DIR, TFIDF_DIR, Manifest, PassageTable, load_manifest
 from .folder.resume import pending_notice, pending_progress
 from .fusion_settings import hybrid_system
@@ -58,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
 
 __all__ = ["MAX_K", "MAX_QUERY_CHARS", "NOTHING_RELEVANT", "SYSTEMS", "QueryError", "Searcher", "check_k",
-           "check_query", "check_system", "format_results"]
+           "check_query", "check_system"]
 #: what the CLI and the page say when no result's confidence reaches the calibration's threshold
 NOTHING_RELEVANT = "Nothing in this wiki seems to answer the question."
 
@@ -79,17 +74,6 @@ def _round(values, digits: int = 3) -> List[float]:
     """Rounded floats for JSON (NaN and infinities as 0)."""
     values = np.asarray(values, dtype=np.float64)
     return np.round(np.where(np.isfinite(values), values, 0.0), digits).tolist()
-
-
-class _Job:
-    """One query waiting for (or holding) its answer."""
-
-    def __init__(self, query: str, system: str, k: int, explain: bool):
-        self.query, self.system, self.k, self.explain = query, system, k, explain
-        self.started = time.perf_counter()
-        self.results: List[Dict[str, Any]] = []
-        self.error: Optional[BaseException] = None
-        self.done = False
 
 
 def _frame(result: Any, what: str) -> pd.DataFrame:
@@ -141,9 +125,7 @@ class Searcher:
             (DEFAULT_READER if reader is True else Path(reader))
         self.read_top = check_read_top(read_top)
         self._reader: Any = None
-        self._lock = threading.Lock()  # held while a batch runs
-        self._pending_lock = threading.Lock()  # guards the list of waiting queries
-        self._pending: List[_Job] = []
+        self._batcher = Batcher(self._run)  # concurrent queries answered as one batch (.batching)
         if warm:  # load every lazily read structure now, not during the first request
             self.search("warm up", k=1)
 
@@ -251,16 +233,7 @@ class Searcher:
         first of them to get it runs all waiting queries as one batch (one encoder call, one TF-IDF product, one
         FAISS call, one explainer call); the others find their answer ready.
         """
-        job = _Job(check_query(query), self._check_available(system), check_k(k), bool(explain))
-        with self._pending_lock:
-            self._pending.append(job)
-        with self._lock:
-            if not job.done:
-                with self._pending_lock:
-                    batch, self._pending = self._pending, []
-                self._run(batch)
-        if job.error is not None:
-            raise job.error
+        job = self._batcher.submit(Job(check_query(query), self._check_available(system), check_k(k), bool(explain)))
         answer, nothing = None, None
         if job.explain and self.reader_path is not None:
             answer = best_answer(job.results)
@@ -278,38 +251,29 @@ class Searcher:
             response["notice"] = self.notice
         return response
 
-    def _run(self, jobs: List["_Job"]) -> None:
-        """Answer ``jobs`` (under the lock), one pipeline call per (system, explain) group."""
-        groups: Dict[tuple, List[_Job]] = {}
-        for job in jobs:
-            groups.setdefault((job.system, job.explain), []).append(job)
-        for (system, explain), group in groups.items():
-            try:
-                frame = pd.DataFrame({"qid": [str(i) for i in range(len(group))], "query": [j.query for j in group]})
-                ranked = _frame(self.pipeline(system)(frame), system)
-                limit = np.array([j.k for j in group])[ranked["qid"].astype(int).to_numpy()] if len(ranked) else 0
-                ranked = ranked[ranked["rank"] < limit].sort_values(["qid", "rank"], kind="stable")
-                ranked = ranked.reset_index(drop=True)
-                positions = self._positions(ranked["docno"])
-                ranked["text"] = self.tfidf.texts(positions) if len(ranked) else []
-                if explain and len(ranked):
-                    ranked = _frame(self.explainer(ranked), "explainer")
-                    if self.reader_path is not None:
-                        ranked = self._read(ranked)
-                results: Dict[str, List] = {str(i): [] for i in range(len(group))}
-                for row, position in zip(ranked.to_dict("records"), positions):
-                    results[str(row["qid"])].append(self._result(row, int(position), explain))
-                for i, job in enumerate(group):
-                    job.results = results[str(i)]
-            except Exception as err:
-                if len(group) > 1:  # one query's failure must not fail the others: answer each alone
-                    for job in group:
-                        self._run([job])
-                else:
-                    group[0].error = err
-            finally:
-                for job in group:
-                    job.done = True
+    def _run(self, jobs: List[Job]) -> None:
+        """Answer ``jobs`` (under the batch lock), one pipeline call per (system, explain) group."""
+        answer_in_groups(jobs, lambda job: (job.system, job.explain), self._answer)
+
+    def _answer(self, group: List[Job]) -> None:
+        """Answer ``group`` (one system, one ``explain``) with one pipeline call: each job gets its results."""
+        system, explain = group[0].system, group[0].explain
+        frame = pd.DataFrame({"qid": [str(i) for i in range(len(group))], "query": [j.query for j in group]})
+        ranked = _frame(self.pipeline(system)(frame), system)
+        limit = np.array([j.k for j in group])[ranked["qid"].astype(int).to_numpy()] if len(ranked) else 0
+        ranked = ranked[ranked["rank"] < limit].sort_values(["qid", "rank"], kind="stable")
+        ranked = ranked.reset_index(drop=True)
+        positions = self._positions(ranked["docno"])
+        ranked["text"] = self.tfidf.texts(positions) if len(ranked) else []
+        if explain and len(ranked):
+            ranked = _frame(self.explainer(ranked), "explainer")
+            if self.reader_path is not None:
+                ranked = self._read(ranked)
+        results: Dict[str, List] = {str(i): [] for i in range(len(group))}
+        for row, position in zip(ranked.to_dict("records"), positions):
+            results[str(row["qid"])].append(self._result(row, int(position), explain))
+        for i, job in enumerate(group):
+            job.results = results[str(i)]
 
     def why(self, query: str, docno: str) -> Dict[str, Any]:
         """The single-token view of one passage: each query token's similarity to each word (max over pieces)."""
@@ -318,7 +282,7 @@ class Searcher:
         query = check_query(query)
         if not isinstance(docno, str) or not docno:
             raise QueryError("docno is missing; give the docno of a result")
-        with self._lock:
+        with self._batcher.lock:
             position = self._positions([docno])[0]
             if position < 0:
                 raise LookupError(f"docno {docno!r} is not in this search folder")
@@ -464,74 +428,6 @@ def matched_by(sim: np.ndarray, query_tokens: List[str], word_of_token: np.ndarr
     return [" ".join(f) for f in found]
 
 
-# -- terminal (colours: display.py) ------------------------------------------------------------------------------
-
-
 def is_word(text: str) -> bool:
     """True when ``text`` has a letter or digit (punctuation a query vector matched is not marked)."""
     return any(ch.isalnum() for ch in text)
-
-
-def format_passage(result: Dict[str, Any], color: bool) -> str:
-    """The passage with the likely answer region highlighted (``«…»`` without colour; with colour a yellow
-    background, the short answer in bold on it) and, with colour, the matched words underlined."""
-    text = result["text"]
-    answer, short = result.get("answer"), result.get("short_answer") if color else None
-    bounds = {0, len(text)}
-    for span in (answer, short):
-        if span:
-            bounds.update(span)
-    matched = [(start, end) for start, end, *_, by in result.get("words", []) if by] if color else []
-    for start, end in matched:
-        bounds.update((start, end))
-    out = []
-    cuts = sorted(b for b in bounds if 0 <= b <= len(text))
-    for start, end in itertools.pairwise(cuts):
-        piece = terminal_text(text[start:end])
-        in_answer = answer is not None and answer[0] <= start and end <= answer[1]
-        in_short = short is not None and short[0] <= start and end <= short[1]
-        if not color:
-            if answer and start == answer[0]:
-                out.append("«")
-            out.append(piece)
-            if answer and end == answer[1]:
-                out.append("»")
-            continue
-        is_match = any(s <= start and end <= e for s, e in matched)
-        style = _SHORT if in_short else _ANSWER if in_answer else _UNDERLINE if is_match else ""
-        out.append(f"{style}{piece}{_RESET}" if style else piece)
-    return "".join(out)
-
-
-def format_results(response: Dict[str, Any], color: bool = False) -> str:
-    """A search response as terminal text: a line saying so when nothing seems to answer the question, then one
-    block per result with its short answer and confidence."""
-    bold = (lambda s: f"{_BOLD}{s}{_RESET}") if color else (lambda s: s)
-    dim = (lambda s: f"{_DIM}{s}{_RESET}") if color else (lambda s: s)
-    n = len(response["results"])
-    lines = [dim(f"{n} result{'' if n == 1 else 's'} for {terminal_text(response['query'])!r} "
-                 f"({response['system']}, {response['took_ms']:.0f} ms)"), ""]
-    if response.get("notice"):
-        lines[1:1] = [dim(response["notice"])]
-    answer = response.get("answer")
-    if response.get("nothing_relevant"):
-        lines += [bold(NOTHING_RELEVANT) + (" The closest passages:" if n else ""), ""]
-    elif answer:
-        lines += [f"answer: {bold(terminal_text(answer['text']))}  "
-                  + dim(f"{answer['confidence']:.0%} sure · result {answer['rank']}, {terminal_text(answer['title'])}"),
-                  ""]
-    for r in response["results"]:
-        section = f" › {terminal_text(r['section'])}" if r["section"] else ""
-        score = dim(f"score {r['score']:.3f}")
-        lines.append(f"{r['rank']:>2}. {bold(terminal_text(r['title']))}{section}  {score}")
-        if r["url"]:
-            lines.append(f"    {dim(terminal_text(r['url']))}")
-        if r.get("short_answer") and r.get("confidence") is not None:
-            start, end = r["short_answer"]
-            confidence = dim(f"confidence {r['confidence']:.0%}")
-            lines.append(f"    answer: {bold(terminal_text(r['text'][start:end]))}  {confidence}")
-        lines.append(f"    {format_passage(r, color)}")
-        lines.append("")
-    if not response["results"]:
-        lines.append("No passage matched.")
-    return "\n".join(lines).rstrip() + "\n"

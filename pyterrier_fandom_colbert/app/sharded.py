@@ -43,9 +43,11 @@ class RayBuild:
         positive_int("workers", self.workers, none=True, what="shards built at once")
 
     @staticmethod
-    def check_compression(compression: str) -> None:
+    def check_compression(compression: str, remedy: str = "give settings with a residual compression (e.g. "
+                                                          "residual2), or ray=None for an fp16 folder") -> None:
         """Refuse a format a Ray build cannot write: it writes a sharded index of residual codes (searched by
-        centroids in every shard), never fp16.
+        centroids in every shard), never fp16 (the one home of this rule: ``build_folder`` and ``pfc index``
+        both ask it; ``remedy``: what the caller's user can do, in the caller's words).
 
         >>> RayBuild.check_compression("fp16")
         Traceback (most recent call last):
@@ -53,8 +55,7 @@ class RayBuild:
         ValueError: a Ray build writes a sharded index of residual codes; give settings with a residual ...
         """
         if compression == "fp16":
-            raise ValueError("a Ray build writes a sharded index of residual codes; give settings with a residual "
-                             "compression (e.g. residual2), or ray=None for an fp16 folder")
+            raise ValueError(f"a Ray build writes a sharded index of residual codes; {remedy}")
 
 
 @dataclass(frozen=True)
