@@ -215,7 +215,9 @@ def test_other_passages_or_restart_discard_what_was_kept(tmp_path, colbert, dump
         with pytest.raises(KeyboardInterrupt):
             build_folder(dump, other, colbert=colbert, checkpoint=tiny_bert_dir)
     build_folder(edited, other, colbert=colbert, checkpoint=tiny_bert_dir, verbose=True)
-    assert "(the passages, encoder or settings differ)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert re.search(r"discarding \d+ passages encoded by an earlier build in \S+ \(passages: '[0-9a-f]+' then, "
+                     r"'[0-9a-f]+' now\)", err), err  # only the passages differ, and the message names them
     texts = pfc.TfidfIndex(other / "tfidf").texts(list(range(load_manifest(other).passages)))
     assert any("Emberhound" in t for t in texts) and not any("Cinderhound" in t for t in texts)
 

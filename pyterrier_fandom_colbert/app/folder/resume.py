@@ -22,7 +22,7 @@ import shutil
 import sys
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -50,15 +50,28 @@ def _say(verbose: bool) -> Callable[[str], None]:
     return say
 
 
-def encoding_key(passages_digest: str, colbert, precision: str, stride: Optional[int]) -> str:
+def encoding_key(passages_digest: str, colbert, precision: str, stride: Optional[int]) -> Dict[str, Any]:
     """The key of a build's encoded passages: what they are (``passages_digest``: their docnos and text in order)
-    and everything that changes their vectors."""
-    what = {"version": STORE_VERSION, "passages": passages_digest, "encoder": colbert.fingerprint(),
+    and everything that changes their vectors (recorded as it is, so a mismatch can be named)."""
+    return {"version": STORE_VERSION, "passages": passages_digest, "encoder": colbert.fingerprint(),
             "precision": precision, "batch_size": int(colbert.batch_size), "chunk": CHUNK_PASSAGES,
             "stride": stride, "doc_maxlen": int(colbert.config.doc_maxlen)}
+
+
+def _digest_of(key: Union[str, Dict[str, Any]]) -> str:
+    if isinstance(key, str):
+        return key
     h = new_hasher()
-    h.update(json.dumps(what, sort_keys=True).encode("utf-8"))
+    h.update(json.dumps(key, sort_keys=True).encode("utf-8"))
     return h.hexdigest()
+
+
+def _what_differs(recorded: Any, key: Union[str, Dict[str, Any]]) -> str:
+    """The key's entries that differ from the recorded ones, named (``"the encoder differs: …"``)."""
+    if not (isinstance(recorded, dict) and isinstance(key, dict)):
+        return "the passages, encoder or settings differ"
+    names = sorted(n for n in set(recorded) | set(key) if recorded.get(n) != key.get(n))
+    return "; ".join(f"{n}: {recorded.get(n)!r} then, {key.get(n)!r} now" for n in names) or "the key differs"
 
 
 def _checksum(data: bytes) -> str:
@@ -72,9 +85,11 @@ class EncodedChunks:
     :data:`CHUNK_PASSAGES`, under ``store_path(folder)``. Opening it discards a folder of another key (or all of
     it with ``restart``) and drops the recorded chunks that are missing or damaged, saying so (``verbose``)."""
 
-    def __init__(self, folder: Path, key: str, total: int, *, restart: bool = False, verbose: bool = False):
+    def __init__(self, folder: Path, key: Union[str, Dict[str, Any]], total: int, *, restart: bool = False,
+                 verbose: bool = False):
         self.path = store_path(folder)
-        self.key, self.total = key, int(total)
+        self.inputs = key if isinstance(key, dict) else None
+        self.key, self.total = _digest_of(key), int(total)
         self.say = _say(verbose)
         self.chunks: Dict[int, Dict[str, Any]] = {}
         if self.path.exists():
@@ -102,7 +117,9 @@ class EncodedChunks:
         if restart or not isinstance(record, dict) or record.get("key") != self.key \
                 or record.get("total") != self.total:
             why = "--restart" if restart else ("its record is unreadable" if not isinstance(record, dict)
-                                               else "the passages, encoder or settings differ")
+                                               else f"{record.get('total')} passages then, {self.total} now"
+                                               if record.get("key") == self.key
+                                               else _what_differs(record.get("inputs"), self.inputs or self.key))
             self.say(f"discarding {kept:,} passages encoded by an earlier build in {self.path} ({why}); "
                      "encoding from the start")
             shutil.rmtree(self.path)
@@ -135,8 +152,8 @@ class EncodedChunks:
         return None
 
     def _record(self) -> None:
-        record = {"key": self.key, "total": self.total, "chunk_passages": CHUNK_PASSAGES, "version": STORE_VERSION,
-                  "chunks": {str(n): e for n, e in sorted(self.chunks.items())}}
+        record = {"key": self.key, "inputs": self.inputs, "total": self.total, "chunk_passages": CHUNK_PASSAGES,
+                  "version": STORE_VERSION, "chunks": {str(n): e for n, e in sorted(self.chunks.items())}}
         write_durably(self.path / PROGRESS, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode("utf-8"))
 
     def missing(self) -> List[int]:
