@@ -262,18 +262,23 @@ def save(self, *args, **kwargs):
     if len(self.chunks) == 3:
         os.kill(os.getpid(), signal.SIGKILL)  # as a power cut: no clean-up runs
 resume.EncodedChunks.save = save
-build_folder(sys.argv[1], sys.argv[2], colbert=pfc.ColBERT.from_pretrained(sys.argv[3]), checkpoint=sys.argv[3])
+colbert = pfc.ColBERT.from_pretrained(sys.argv[3])
+print("fingerprint", colbert.fingerprint(), file=sys.stderr, flush=True)
+build_folder(sys.argv[1], sys.argv[2], colbert=colbert, checkpoint=sys.argv[3])
 """
 
 
 @pytest.mark.slow  # a child process that loads the package and a model
 def test_a_build_killed_outright_resumes(tmp_path, colbert, dump, whole, tiny_bert_dir, count_calls, capsys):
     folder = tmp_path / "wiki"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(pfc.__file__).parent.parent),
-                                                        os.environ.get("PYTHONPATH", "")])}
+    # a clean environment and working folder: the child must load the very encoder the parent holds
+    env = {name: os.environ[name] for name in ("PATH", "HOME", "TMPDIR", "LANG") if name in os.environ}
+    env.update(PYTHONPATH=str(Path(pfc.__file__).parent.parent), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false")
     child = subprocess.run([sys.executable, "-c", KILLER.format(chunk=CHUNK), str(dump), str(folder),
-                            tiny_bert_dir], env=env, capture_output=True, text=True, timeout=300)
+                            tiny_bert_dir], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert child.returncode == -signal.SIGKILL, child.stderr
+    assert f"fingerprint {colbert.fingerprint()}" in child.stderr, child.stderr[-2000:]
     assert pending(folder)
     assert list(tmp_path.glob(".wiki.building-*"))  # the dead build's folder (removed by the next build)
     encoded = count_calls(type(colbert), "encode_pieces")
