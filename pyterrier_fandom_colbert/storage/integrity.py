@@ -30,8 +30,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .blocks import BlockCheck, Locate, PinnedFile
 from .errors import DamagedFileError, MissingFileError, PathLike
-from .hashes import HASH_ALGORITHMS, new_hasher
-from .manifests import check_sizes, checksum_problem, raise_damaged
+from .manifests import check_sizes, checksum_problem, entry_problem, raise_damaged
 
 #: (file name, what is wrong with it)
 Problem = Tuple[str, str]
@@ -161,21 +160,11 @@ class ArtifactIntegrity:
         """Why file ``name`` does not match its whole checksum: the pinned file when there is one (the version
         the readers read), else the file at its path."""
         file = self._pinned.get(name)
+        entry = (self.files or {}).get(name, {})
         if file is None:
-            return checksum_problem(self.folder, name, self.files[name] if self.files else {})
-        entry = (self.files or {})[name]
-        size = file.stat()[0]
-        if size != entry["size"]:
-            return f"{file.path} is {size} bytes but was written as {entry['size']}"
-        algorithm = next(a for a in HASH_ALGORITHMS if isinstance(entry.get(a), str))
-        h, offset = new_hasher(algorithm), 0
-        while chunk := file.pread(1 << 22, offset):
-            h.update(chunk)
-            offset += len(chunk)
-        if h.hexdigest() != entry[algorithm]:
-            return (f"{file.path} does not match its {algorithm} checksum (written {entry[algorithm]}, now "
-                    f"{h.hexdigest()}): its content changed after it was written")
-        return None
+            return checksum_problem(self.folder, name, entry)
+
+        return entry_problem(file.path, entry, file.stat()[0], file.checksum)
 
     # -- reads ---------------------------------------------------------------------------------------------
     def blocks(self, name: str, locate: Optional[Locate] = None) -> Optional[BlockCheck]:

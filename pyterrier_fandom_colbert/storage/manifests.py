@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path, PurePosixPath
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from .blocks import BLOCK_BYTES, BLOCKS_KEY, BlockHasher, parse_blocks
 from .errors import DamagedFileError, MissingFileError, PathLike
@@ -224,11 +224,16 @@ def checksum_problem(folder: PathLike, name: str, entry: Dict[str, Any]) -> Opti
     path = Path(folder) / name
     if not path.is_file():
         return f"{path} is missing"
-    size = path.stat().st_size
+    return entry_problem(path, entry, path.stat().st_size, lambda algorithm: file_checksum(path, algorithm))
+
+
+def entry_problem(path: Path, entry: Dict[str, Any], size: int, checksum: Callable[[str], str]) -> Optional[str]:
+    """Why a file of ``size`` bytes whose content hashes to ``checksum(algorithm)`` does not match its manifest
+    ``entry`` (size, then checksum), or None when it does; ``path`` names it."""
     if size != entry["size"]:
         return f"{path} is {size} bytes but was written as {entry['size']}"
     algorithm = next(a for a in HASH_ALGORITHMS if isinstance(entry.get(a), str))
-    found = file_checksum(path, algorithm)
+    found = checksum(algorithm)
     if found != entry[algorithm]:
         return (f"{path} does not match its {algorithm} checksum (written {entry[algorithm]}, now {found}): its "
                 "content changed after it was written")
