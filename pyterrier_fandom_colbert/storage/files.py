@@ -141,13 +141,11 @@ def move_into(source: PathLike, target: PathLike) -> Path:
 def write_durably(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that after a crash or power cut it is either absent, as before, or whole:
     a temporary file, flushed to disk, renamed over ``path``, and the folder's entry flushed too."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as out:
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
+    fd = os.open(Path(path).parent, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
