@@ -35,6 +35,7 @@ from ...storage import DamagedFileError, artifact_path
 from ..ann import FaissSpec
 from ..doc_blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
 from ..layout import VECTORS_FILE
+from .options import check_neighbour_search
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -233,8 +234,7 @@ class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
         if lam is not None and k_hat is not None:
             raise ValueError(f"lam={lam} and k_hat={k_hat} both set the neighbours per query vector; give one")
         real_in_range("lam", lam, 0.0, above=True, none=True, what="k̂ = ceil(num_results / lam)")
-        positive_int("k_hat", k_hat, none=True, what="token neighbours per query vector")
-        nprobe, refine = spec.ann_kind.search_options(nprobe, refine)  # the kind refuses what it does not accept
+        nprobe, refine = check_neighbour_search(k_hat, spec, nprobe, refine)
         self.index = index
         self.num_results = num_results
         #: as given (None: not given); k̂ itself is k_hat

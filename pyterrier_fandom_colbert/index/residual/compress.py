@@ -37,10 +37,13 @@ from .codec import (
     default_num_centroids,
     exact_threshold,
 )
-from .search import doc_code_pairs
 
 _PAIRS_SPILL = "pairs.spill"
 _EXACT_ROWS_SPILL = "exact_rows.spill"
+#: the share of tokens a search folder's residual index also stores exactly unless told otherwise
+#: (``CompressionSpec.of(fmt)``, ``pfc index --exact-share``): the 1% the codec reconstructs worst, which gives the
+#: PokéClicker fact questions back what 2-bit codes lose (docs/app.md)
+DEFAULT_EXACT_SHARE = 0.01
 #: token rows quantised per chunk while building (whole documents; ~32 MB of float32 at d = 128)
 CHUNK_TOKENS = 65536
 
@@ -153,6 +156,21 @@ class CompressionSpec(JsonConfig):
         if self.num_centroids is not None and self.num_centroids > 1 << 31:
             raise ValueError(f"num_centroids={self.num_centroids} is beyond int32 centroid ids")
         check_exact_share_of(self.format, self.exact_share)
+
+    @classmethod
+    def of(cls, fmt: str, exact_share: Optional[float] = None) -> "CompressionSpec":
+        """The spec of format ``fmt`` with its default exact share (``exact_share`` None): :data:`DEFAULT_EXACT_SHARE`
+        for a residual format, 0 for fp16 (which stores every vector exactly). A spec made directly stores none
+        unless told (its field's default 0 keeps the indexes and digests written before exact outliers existed).
+
+        >>> CompressionSpec.of("residual2").exact_share, CompressionSpec.of("fp16").exact_share
+        (0.01, 0.0)
+        >>> CompressionSpec.of("residual4", 0.0) == CompressionSpec("residual4")
+        True
+        """
+        if exact_share is None:
+            exact_share = 0.0 if fmt == "fp16" else DEFAULT_EXACT_SHARE
+        return cls(fmt, exact_share=exact_share)
 
     def train_codec(self, sample: np.ndarray, num_centroids: int) -> ResidualCodec:
         """A codec trained on ``sample [n, d]`` (float32) with this spec's settings, its ``exact_above`` set from
@@ -306,6 +324,8 @@ class CodedLists:
         rows, vectors = self._check_exact(exact, len(codes))
         self._codes.write(codes.astype(self.code_dtype).tobytes())
         self._residuals.write(packed.tobytes())
+        from .search import doc_code_pairs  # (it loads PyTerrier: pfc's checks read a CompressionSpec before any)
+
         cents, docs = doc_code_pairs(codes, doc_of_row)
         self.counts += np.bincount(cents, minlength=self.codec.num_centroids)
         self._pairs.write(np.stack([cents, docs], 1).astype(np.int32).tobytes())

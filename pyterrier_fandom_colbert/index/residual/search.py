@@ -43,6 +43,7 @@ from ...progress import progress
 from ...ranking import Hits, concat_slices, found_hits, top_k
 from ..doc_blocks import doc_spans, refuse_non_finite_queries
 from .codec import ResidualCodec
+from .options import check_pruning
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -109,9 +110,7 @@ class SearchParams:
     def check(self) -> None:
         positive_int("ncells", self.ncells, what="centroids probed per query vector")
         real_in_range("threshold", self.threshold, what="a similarity")
-        positive_int("ndocs", self.ndocs, none=True,
-                     what="documents kept by the pruned centroid interaction; None: no pruning")
-        positive_int("nscore", self.nscore, none=True, what="documents scored exactly")
+        check_pruning(self.ndocs, self.nscore)
         if self.nscore is not None and self.ndocs is None:
             raise ValueError(f"nscore={self.nscore} needs pruning (ndocs), but ndocs=None scores every candidate")
 
