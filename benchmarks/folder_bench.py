@@ -369,9 +369,9 @@ def dense_runs(folder: Path, colbert, encoded, search: str) -> Any:
     depth = max(MAX_K, settings.fusion.depth)
     index = ColBERTIndex(folder / "colbert")
     if search == "folder":
-        retriever = index.retriever(num_results=depth, **settings.dense_options())
+        retriever = index.retriever(num_results=depth, **settings.retriever.to_retriever_kwargs())
     elif search == "flat":
-        retriever = index.retriever(num_results=depth, k_hat=settings.k_hat, faiss="flat")
+        retriever = index.retriever(num_results=depth, k_hat=settings.retriever.k_hat, faiss="flat")
     else:
         ncells, ndocs, nscore = SEARCHES[search]
         retriever = index.retriever(num_results=depth, ncells=ncells, ndocs=ndocs, nscore=nscore)

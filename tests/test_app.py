@@ -63,10 +63,10 @@ def test_cli_index_then_search_json(tmp_path, tiny_bert_dir, capsys):
     assert manifest.articles == len({r["page_id"] for r in reference.values()})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wiki"]  # no temporary folder left beside it
     # residual2 with its worst-coded tokens also stored exactly, as recorded
-    from pyterrier_fandom_colbert.app.folder import DEFAULT_EXACT_SHARE
+    from pyterrier_fandom_colbert.app.folder import DEFAULT_EXACT_SHARE, CompressionSpec
 
     index = pfc.ColBERTIndex(folder / "colbert")
-    assert (manifest.settings.compression, manifest.settings.exact_share) == ("residual2", DEFAULT_EXACT_SHARE)
+    assert manifest.settings.compression == CompressionSpec("residual2", exact_share=DEFAULT_EXACT_SHARE)
     assert index.meta.exact_rows > 0 and index.codec.exact_above is not None
 
     assert main(["search", str(folder), QUESTION, "--json", "-k", "4", "--system", "hybrid"]) == 0

@@ -51,7 +51,7 @@ def built(tmp_path_factory, small_colbert):
                                                   compression=spec).index(records)
         SparseIndex(root / name / "splade").indexer().index(toks(records))
         build_folder(records, root / name / "pfc", colbert=small_colbert,
-                     settings=pfc.app.folder.SearchSettings(compression="fp16", faiss="flat"))
+                     settings=pfc.app.folder.SearchSettings.of("fp16", faiss="flat"))
     TfidfIndex(root / "a" / "tfidf").indexer(store_text=True).index(corpus(0))
     TfidfIndex(root / "b" / "tfidf").indexer(store_text=True).index(permuted(corpus(0)))
     small_colbert.save_pretrained(root / "a" / "checkpoint")
@@ -425,7 +425,7 @@ def tiny_dump(path, keep):
 def dump_folder(tmp_path_factory, small_colbert):
     root = tmp_path_factory.mktemp("dumpfolder")
     build_folder(tiny_dump(root / "tiny_pages_current.xml", {1000, 1035, 1088}), root / "wiki",
-                 colbert=small_colbert, settings=pfc.app.folder.SearchSettings(compression="fp16", faiss="flat"))
+                 colbert=small_colbert, settings=pfc.app.folder.SearchSettings.of("fp16", faiss="flat"))
     return root / "wiki"
 
 

@@ -199,7 +199,7 @@ def test_bad_shares_are_refused_naming_the_value():
     with pytest.raises(ValueError, match=r"exact_share=0\.01 needs a residual format"):
         CompressionSpec("fp16", exact_share=0.01)
     with pytest.raises(ValueError, match=r"exact_share=1\.5"):
-        SearchSettings(exact_share=1.5)
+        SearchSettings.of(exact_share=1.5)
     assert CompressionSpec("residual2", exact_share=0).to_dict() == CompressionSpec("residual2").to_dict()
 
 

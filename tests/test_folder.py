@@ -91,7 +91,7 @@ def sample_folder(tmp_path_factory, colbert, tiny_bert_dir):
 def test_a_folder_holds_a_residual_index_and_nothing_search_does_not_read(sample_folder):
     manifest = load_manifest(sample_folder)
     index = pfc.ColBERTIndex(sample_folder / COLBERT_DIR)
-    assert index.compression == manifest.settings.compression == "residual2"
+    assert index.compression == manifest.settings.compression.format == "residual2"
     files = {p.relative_to(sample_folder).as_posix() for p in sample_folder.rglob("*") if p.is_file()}
     assert not [f for f in files if f.endswith((".lock", ".faiss", ".f16.spill", "pairs.spill"))
                 or f.rsplit("/", 1)[-1] == "vectors.f16"]  # (exact_vectors.f16: the exact outliers, read)
@@ -207,7 +207,7 @@ def test_update_refuses_what_it_cannot_do(sample_folder, tmp_path, colbert, tiny
     assert main(["index", str(SAMPLE), str(sample_folder), "--update", "--overwrite", "--quiet"]) == 2
     assert "--update keeps the folder's own settings; leave out --overwrite" in capsys.readouterr().err
     assert main(["index", str(SAMPLE), str(tmp_path / "x"), "--faiss", "ivf", "--quiet"]) == 2
-    assert "--faiss ivf needs --compression fp16" in capsys.readouterr().err
+    assert "faiss='ivf' applies only to compression 'fp16'" in capsys.readouterr().err
     # a Ray build writes residual shards: an fp16 folder through Ray is refused, not built as another format
     assert main(["index", str(SAMPLE), str(tmp_path / "x"), "--ray", "--compression", "fp16", "--quiet"]) == 2
     assert "a Ray build writes a sharded index of residual codes; leave out --compression fp16" \
@@ -258,18 +258,61 @@ def test_update_refuses_another_wiki_an_older_dump_and_a_folder_without_its_page
         update_folder(older, folder, colbert=colbert)
 
 
-def test_search_settings_give_each_format_its_own_retriever_options():
-    from pyterrier_fandom_colbert.app.folder import SearchSettings
+def test_search_settings_give_each_format_its_own_retriever_options(tmp_path):
+    from pyterrier_fandom_colbert.app.folder import (
+        CompressionSpec,
+        Fp16Options,
+        Manifest,
+        ResidualOptions,
+        SearchSettings,
+    )
 
-    assert SearchSettings().dense_options() == {}
-    assert SearchSettings(ndocs=4096, nscore=1024).dense_options() == {"ndocs": 4096, "nscore": 1024}
-    assert SearchSettings(compression="fp16", k_hat=32).dense_options() == {"k_hat": 32, "faiss": "ivf", "refine": 1}
+    assert SearchSettings().retriever == ResidualOptions() and SearchSettings().retriever.to_retriever_kwargs() == {}
+    assert SearchSettings.of(ndocs=4096, nscore=1024).retriever.to_retriever_kwargs() == {"ndocs": 4096,
+                                                                                        "nscore": 1024}
+    assert SearchSettings.of("fp16", k_hat=32).retriever.to_retriever_kwargs() == {"k_hat": 32, "faiss": "ivf",
+                                                                                  "refine": 1}
     with pytest.raises(ValueError, match="compression='residual3'"):
-        SearchSettings(compression="residual3")
-    with pytest.raises(ValueError, match="nscore=0"):
-        SearchSettings(nscore=0)
-    # the manifest round trip keeps them
-    assert SearchSettings.from_dict(SearchSettings(ndocs=512).to_dict()) == SearchSettings(ndocs=512)
+        SearchSettings.of("residual3")
+    with pytest.raises(ValueError, match="nscore=0; expected a positive integer"):
+        SearchSettings.of(nscore=0)
+    # the retriever's own checks: a kind that refuses refine, a kind that does not exist
+    with pytest.raises(ValueError, match=r"refine=4; above 1 applies only to faiss in"):
+        SearchSettings.of("fp16", faiss="flat", refine=4)
+    with pytest.raises(ValueError, match=r"faiss='hnsw' is not supported"):
+        SearchSettings.of("fp16", faiss="hnsw")
+    # another format's options are refused, naming them, not ignored
+    with pytest.raises(ValueError, match=r"^faiss='flat' applies only to compression 'fp16': a residual2 index .*"
+                                         r"\(its retriever options: ndocs, nscore\)$"):
+        SearchSettings.of(faiss="flat")
+    with pytest.raises(ValueError, match=r"^ndocs=512 applies only to a residual compression: an fp16 index"):
+        SearchSettings.of("fp16", ndocs=512)
+    with pytest.raises(ValueError, match=r"k_hat=64, faiss='ivf', refine=1 apply only to compression 'fp16'"):
+        SearchSettings(compression=CompressionSpec("residual1"), retriever=Fp16Options())
+    # the new shape round-trips through JSON, and its bytes are the objects' own
+    for settings in (SearchSettings(), SearchSettings.of(ndocs=512), SearchSettings.of("fp16", faiss="flat"),
+                     SearchSettings.of("residual4", exact_share=0.0, nscore=7),
+                     SearchSettings(compression=CompressionSpec("residual2", num_centroids=64, exact_share=0.05))):
+        values = json.loads(json.dumps(settings.to_dict()))
+        assert values["compression"] == settings.compression.to_dict() and "exact_share" not in values
+        assert values["retriever"] == settings.retriever.to_dict()
+        assert SearchSettings.from_dict(values) == settings
+    assert json.dumps(SearchSettings().to_dict(), sort_keys=True) == NEW_DEFAULT
+    # bad values in a manifest name the field and the file
+    manifest = {"source": "records", "name": "x", "checkpoint": None, "fingerprint": "f", "pages": 1, "articles": 1,
+                "passages": 1, "tokens": 3, "seconds": {"total": 1.0}, "bytes": 10, "settings": None}
+    where = tmp_path / "manifest.json"
+    for settings, message in [
+            ({"compression": {"format": "residual2"}, "retriever": {"faiss": "flat"}},
+             "faiss='flat' applies only to compression 'fp16'"),
+            ({"compression": {"format": "fp16"}, "retriever": {"k_hat": 0}}, "k_hat=0; expected a positive"),
+            ({"compression": {"format": "residual2", "exact_share": 2.0}}, "exact_share=2.0; expected a share"),
+            ({"compression": "fp16", "k_hat": -1}, "k_hat=-1; expected a positive"),
+            ({"compression": "residual3"}, "compression='residual3'; expected one of"),
+            ({"compression": {"format": "fp16"}, "retriever": {"k_hat": 8, "lam": 2}},
+             r"unknown Fp16Options field\(s\) \['lam'\]")]:
+        with pytest.raises(ValueError, match=f"^{re.escape(str(where))}: {message}"):
+            Manifest.from_dict({**manifest, "settings": settings}, source=where)
 
 
 def test_an_fp16_folder_updates_to_what_a_fresh_build_makes(tmp_path, colbert, tiny_bert_dir):
@@ -296,51 +339,79 @@ def test_an_fp16_folder_updates_to_what_a_fresh_build_makes(tmp_path, colbert, t
         np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=2e-3)
 
 
-#: ``settings`` of manifests written before SearchSettings had one exact_share default (residual2 built from Python,
-#: fp16, and residual2 by ``pfc index``): they must read as they were built and be written back byte for byte
-OLD_SETTINGS = [
-    '{"compression": "residual2", "faiss": "ivf", "fusion": {"depth": 100, "normalise": "zscore", "weight": 0.2}, '
-    '"k_hat": 64, "k_tilde": 2, "ndocs": null, "nscore": null, "refine": 1}',
-    '{"compression": "fp16", "faiss": "ivf", "fusion": {"depth": 100, "normalise": "zscore", "weight": 0.2}, '
-    '"k_hat": 64, "k_tilde": 2, "ndocs": null, "nscore": null, "refine": 1}',
-    '{"compression": "residual2", "exact_share": 0.01, "faiss": "ivf", "fusion": {"depth": 100, "normalise": '
-    '"zscore", "weight": 0.2}, "k_hat": 64, "k_tilde": 2, "ndocs": null, "nscore": null, "refine": 1}',
+#: ``settings`` of manifests written before ``SearchSettings`` held a ``CompressionSpec`` and retriever options:
+#: flat, as ``SearchSettings().to_dict()`` wrote them (residual2 built from Python before the one exact_share
+#: default, fp16, and residual2 by ``pfc index`` or ``build_folder()`` since), with what each reads as
+FLAT_SETTINGS = [
+    ('{"compression": "residual2", "faiss": "ivf", "fusion": {"depth": 100, "normalise": "zscore", "weight": 0.2}, '
+     '"k_hat": 64, "k_tilde": 2, "ndocs": null, "nscore": null, "refine": 1}', ("residual2", 0.0)),
+    ('{"compression": "fp16", "faiss": "ivf", "fusion": {"depth": 100, "normalise": "zscore", "weight": 0.2}, '
+     '"k_hat": 64, "k_tilde": 2, "ndocs": null, "nscore": null, "refine": 1}', ("fp16", None)),
+    ('{"compression": "residual2", "exact_share": 0.01, "faiss": "ivf", "fusion": {"depth": 100, "normalise": '
+     '"zscore", "weight": 0.2}, "k_hat": 64, "k_tilde": 2, "ndocs": null, "nscore": null, "refine": 1}',
+     ("residual2", None)),
 ]
+#: ``SearchSettings().to_dict()`` now: the compression spec and the retriever options, each as its own object
+NEW_DEFAULT = ('{"compression": {"exact_share": 0.01, "format": "residual2", "niter": 4, "num_centroids": null, '
+               '"sample": null, "seed": 0}, "fusion": {"depth": 100, "normalise": "zscore", "weight": 0.2}, '
+               '"k_tilde": 2, "retriever": {"ndocs": null, "nscore": null}}')
 
 
-def test_exact_share_has_one_default_and_old_manifests_keep_their_bytes(tmp_path):
+def test_exact_share_has_one_default_and_flat_manifests_read_as_built(tmp_path):
     from pyterrier_fandom_colbert.app.folder import DEFAULT_EXACT_SHARE, Manifest, SearchSettings
-    from pyterrier_fandom_colbert.storage import write_json
 
     # build_folder() and `pfc index` (which passes the share it resolves) build with the same settings
-    assert SearchSettings() == SearchSettings(exact_share=DEFAULT_EXACT_SHARE)
-    assert SearchSettings().compression_spec().exact_share == DEFAULT_EXACT_SHARE > 0
-    assert SearchSettings(compression="fp16") == SearchSettings(compression="fp16", exact_share=0.0)
+    assert SearchSettings() == SearchSettings.of("residual2", exact_share=DEFAULT_EXACT_SHARE)
+    assert SearchSettings().compression.exact_share == DEFAULT_EXACT_SHARE > 0
+    assert SearchSettings.of("fp16") == SearchSettings.of("fp16", exact_share=0.0) == SearchSettings(compression="fp16")
     with pytest.raises(ValueError, match=r"exact_share=0.01 needs a residual format"):
-        SearchSettings(compression="fp16", exact_share=0.01)
+        SearchSettings.of("fp16", exact_share=0.01)
     with pytest.raises(ValueError, match=r"exact_share=1.5; expected a share"):
-        SearchSettings(exact_share=1.5)
-    shares = []
-    for text in OLD_SETTINGS:
+        SearchSettings.of(exact_share=1.5)
+    for text, (fmt, share) in FLAT_SETTINGS:
         values = json.loads(text)
-        settings = SearchSettings.from_dict(values)
-        shares.append(settings.exact_share)
-        assert json.dumps(settings.to_dict(), sort_keys=True) == text
+        expected = SearchSettings.of(fmt, exact_share=share)  # the format's default options, as built
+        assert SearchSettings.from_dict(values) == expected
         manifest = {"source": "records", "name": "x", "checkpoint": None, "fingerprint": "f", "pages": 1,
                     "articles": 1, "passages": 1, "tokens": 3, "seconds": {"total": 1.0}, "bytes": 10,
                     "settings": values, "skipped": {}, "format": "pfc-search-folder", "version": 3, "reader": None,
                     "files": None, "precision": "float32", "passage_config": None, "codec": None, "update": None}
-        write_json(tmp_path / "old.json", manifest)
-        write_json(tmp_path / "new.json", Manifest.from_dict(manifest).to_dict())
-        assert (tmp_path / "new.json").read_bytes() == (tmp_path / "old.json").read_bytes()
-    assert shares == [0.0, 0.0, 0.01]  # a manifest without the field was built without exact outliers
+        assert Manifest.from_dict(manifest).settings == expected
+        assert Manifest.from_dict(manifest).to_dict()["settings"] == expected.to_dict()  # written in the new shape
+    # main's `SearchSettings().to_dict()` reads as today's default
+    assert SearchSettings.from_dict(json.loads(FLAT_SETTINGS[2][0])) == SearchSettings()
+    # the other format's options, which a flat manifest always carried and its search never read, are dropped
+    flat = {**json.loads(FLAT_SETTINGS[0][0]), "faiss": "flat", "refine": 4}
+    assert SearchSettings.from_dict(flat) == SearchSettings.of(exact_share=0.0)
+
+
+def test_a_folder_with_a_sealed_flat_manifest_opens_verifies_and_searches_as_before(sample_folder, tmp_path,
+                                                                                   colbert):
+    """A folder built before the settings' new shape: its sealed manifest with flat settings is read, verified
+    and searched as the same folder with the new shape."""
+    import shutil
+
+    from pyterrier_fandom_colbert.app.folder import verify_folder
+    from pyterrier_fandom_colbert.storage import read_json, sealed, write_json
+
+    folder = tmp_path / "old"
+    shutil.copytree(sample_folder, folder)
+    values = read_json(folder / "manifest.json")
+    assert values["settings"]["compression"] == {"exact_share": 0.01, "format": "residual2", "niter": 4,
+                                                 "num_centroids": None, "sample": None, "seed": 0}
+    values["settings"] = json.loads(FLAT_SETTINGS[2][0])
+    write_json(folder / "manifest.json", sealed(values))
+    assert load_manifest(folder) == load_manifest(sample_folder)
+    assert verify_folder(folder)["files"] == verify_folder(sample_folder)["files"]
+    assert main(["verify", str(folder)]) == 0
+    assert results(folder, colbert) == results(sample_folder, colbert)
 
 
 def test_a_folder_with_exact_outliers_updates_to_what_a_build_with_its_codec_makes(tmp_path, colbert, tiny_bert_dir,
                                                                                   capsys):
     from pyterrier_fandom_colbert.app.folder import SearchSettings
 
-    settings = SearchSettings(exact_share=0.05)
+    settings = SearchSettings.of(exact_share=0.05)
     (tmp_path / "first").mkdir()
     folder = tmp_path / "wiki"
     build_folder(small_dump(tmp_path / "first" / "small.xml"), folder, colbert=colbert, checkpoint=tiny_bert_dir,
@@ -349,7 +420,7 @@ def test_a_folder_with_exact_outliers_updates_to_what_a_build_with_its_codec_mak
     assert before.meta.exact_rows > 0 and before.codec.exact_above is not None
     dump = edited_dump(tmp_path)
     report = update_folder(dump, folder, colbert=colbert)
-    assert report.manifest.settings.exact_share == 0.05  # kept, as every setting
+    assert report.manifest.settings.compression.exact_share == 0.05  # kept, as every setting
     fresh = tmp_path / "fresh"
     build_folder(dump, fresh, colbert=colbert, checkpoint=tiny_bert_dir, settings=settings,
                  codec_from=tmp_path / "wiki")
@@ -367,7 +438,7 @@ def test_a_folder_with_exact_outliers_updates_to_what_a_build_with_its_codec_mak
         np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=2e-3)
     with pytest.raises(ValueError, match=r"its codec stores exact outliers, but exact_share=0\.0"):
         build_folder(dump, tmp_path / "other", colbert=colbert, codec_from=folder,
-                     settings=SearchSettings(exact_share=0.0))
+                     settings=SearchSettings.of(exact_share=0.0))
     # pfc index: --exact-share checked before any model loads; fp16 has none to store
     assert main(["index", str(SAMPLE), str(tmp_path / "x"), "--exact-share", "1.5", "--quiet"]) == 2
     assert "exact_share=1.5; expected a share of the tokens in [0, 1)" in capsys.readouterr().err

@@ -280,18 +280,11 @@ def _check_index(args: argparse.Namespace) -> None:
     from ..checks import int_in_range
     from ..cli_errors import require_model_path
     from .folder import is_search_folder
-    from .fusion_settings import FusionSettings
 
     int_in_range("--batch-size", args.batch_size, 1, what="passages per batch")
     int_in_range("--depth", args.depth, 1, what="results per system")
     if args.min_words is not None:
         int_in_range("--min-words", args.min_words, 0)
-    FusionSettings(weight=args.weight, normalise=args.normalise, depth=args.depth)
-    _check_source(args.source)
-    require_model_path(args.checkpoint, "--checkpoint", "a ColBERT checkpoint (or backbone) folder, or leave "
-                                                        "--checkpoint out for the package's own")
-    folder = Path(args.folder)
-    _check_ray_and_force(args)
     if args.update:
         given = [name for name, value in (("--overwrite", args.overwrite), ("--checkpoint", args.checkpoint),
                                           ("--compression", args.compression), ("--faiss", args.faiss),
@@ -301,19 +294,23 @@ def _check_index(args: argparse.Namespace) -> None:
         if given:
             raise ValueError(f"--update keeps the folder's own settings; leave out {', '.join(given)} (or rebuild "
                              "with --overwrite)")
+    # the settings, built once by their own rule and checks (with --update, those of its fusion options)
+    args.settings = _search_settings(args)
+    _check_source(args.source)
+    require_model_path(args.checkpoint, "--checkpoint", "a ColBERT checkpoint (or backbone) folder, or leave "
+                                                        "--checkpoint out for the package's own")
+    folder = Path(args.folder)
+    _check_ray_and_force(args)
+    if args.update:
         if not is_search_folder(folder):
             raise FileNotFoundError(f"{folder} is not a search folder to update; build one with `pfc index "
                                     f"{args.source} {folder}`")
         return
-    _search_settings(args)  # the settings' own checks (exact share against the format, ...), before any load
     if args.ray is not None:
         from .sharded import RayBuild
 
-        RayBuild.check_compression(args.compression or "residual2",
+        RayBuild.check_compression(args.settings.compression.format,
                                    remedy="leave out --compression fp16, or leave out --ray for an fp16 folder")
-    if args.faiss is not None and (args.compression or "residual2") != "fp16":
-        raise ValueError(f"--faiss {args.faiss} needs --compression fp16: a {args.compression or 'residual2'} index "
-                         "is searched by its centroids, with no neighbour index")
     if folder.exists() and not (folder.is_dir() and not any(folder.iterdir())):
         if not folder.is_dir():
             raise FileExistsError(f"{folder} is a file; give a folder for the search folder")
@@ -431,14 +428,15 @@ def _verify(args) -> int:
 
 
 def _search_settings(args: argparse.Namespace):
-    """The folder's search settings from ``pfc index``'s options, checked by :class:`SearchSettings` itself (one
-    rule and one default per setting, as ``build_folder()`` from Python applies them)."""
+    """The folder's search settings from ``pfc index``'s options, by :meth:`SearchSettings.of` and its checks
+    (one rule and one default per setting, as ``build_folder()`` from Python applies them)."""
     from .folder import SearchSettings
     from .fusion_settings import FusionSettings
 
-    return SearchSettings(fusion=FusionSettings(weight=args.weight, normalise=args.normalise, depth=args.depth),
-                          compression=args.compression or "residual2", exact_share=args.exact_share,
-                          faiss=args.faiss or "ivf")
+    options = {} if args.faiss is None else {"faiss": args.faiss}
+    return SearchSettings.of(args.compression or "residual2", exact_share=args.exact_share,
+                             fusion=FusionSettings(weight=args.weight, normalise=args.normalise, depth=args.depth),
+                             **options)
 
 
 def _build_ann(args) -> int:
@@ -455,7 +453,7 @@ def _index(args) -> int:
                                restart=args.restart, force=args.force)
         print(report.summary())
         return 0
-    settings = _search_settings(args)
+    settings = args.settings  # (built and checked once, by check_arguments)
     passage_config = None
     if args.min_words is not None:
         from ..data.passages import PassageConfig

@@ -2,7 +2,7 @@
 through Ray shard actors (``pfc serve --ray``) or, without Ray, by merging the shards here.
 
 The sharded ColBERT index is residual-compressed (``residual2``, one codec for all shards) and retrieves by
-centroid search, so the folder's FAISS settings (``k_hat``, ``faiss``, ``refine``) do not apply to it; its
+centroid search with its defaults, so the folder's retriever options do not apply to it; its
 explanations re-encode each result's text (the shards' vectors are compressed).
 """
 from __future__ import annotations
@@ -127,7 +127,7 @@ def dense_retriever(index: Any, settings: "SearchSettings", num_results: int,
         if ray is not None:
             raise ValueError(f"--ray serves a sharded ColBERT index, but {index.path} is a single index; build the "
                              "folder with `pfc index --ray`")
-        return index.retriever(num_results=num_results, **settings.dense_options())
+        return index.retriever(num_results=num_results, **settings.retriever.to_retriever_kwargs())
     if ray is None:
         return index.retriever(num_results=num_results)
     from ..distributed.search import RayShardedRetriever

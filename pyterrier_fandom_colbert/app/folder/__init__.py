@@ -35,20 +35,23 @@ residual codec is the folder's own, so the result is exactly what :func:`build_f
 with ``codec_from=`` the old folder (what the tests compare), not a fresh build that trains a new codec. It is
 written and swapped in like a build: a crash leaves the old folder as it was.
 
-One module per job: :mod:`.manifest` (file names, :class:`SearchSettings`, :class:`Manifest`, opening),
+One module per job: :mod:`.manifest` (file names, :class:`SearchSettings`: a ``CompressionSpec`` and the
+format's retriever options, :class:`Manifest`, opening),
 :mod:`.passages` (:class:`PassageTable`), :mod:`.sources` (dumps, ir_datasets ids, records), :mod:`.build`
 (:func:`build_folder` in its steps), :mod:`.assemble` (the ColBERT index of a build that reuses a codec),
 :mod:`.update` (:func:`update_folder`), :mod:`.verify` (:func:`verify_folder`); every public name is importable
 from here. SIGTERM handling and the removal of stale temporary folders are the storage base's
 (:mod:`~pyterrier_fandom_colbert.storage.builds`).
 """
+from ...index.fp16.options import Fp16Options
+from ...index.residual.compress import DEFAULT_EXACT_SHARE, CompressionSpec
+from ...index.residual.options import ResidualOptions
 from ...storage import remove_stale_builds
 from .build import ADVISE_REBUILD, ANN_MIN_TOKENS, BuildReport, build_folder, folder_bytes
 from .manifest import (
     CHECKED_ON_OPEN,
     COLBERT_DIR,
     COLBERT_META,
-    DEFAULT_EXACT_SHARE,
     FOLDER_FILES,
     FORMAT,
     MANIFEST,
@@ -87,8 +90,11 @@ __all__ = [
     "TFIDF_META",
     "VERSION",
     "BuildReport",
+    "CompressionSpec",
+    "Fp16Options",
     "Manifest",
     "PassageTable",
+    "ResidualOptions",
     "SearchSettings",
     "SourceStats",
     "build_folder",

@@ -31,7 +31,7 @@ def assemble(index, colbert, tfidf, reuse: np.ndarray, settings: "SearchSettings
                          f"as this build would (windows, stride {stride}); rebuild the folder")
     docnos = tfidf.docnos.fwd[np.arange(count)] if count else []
     writer = IndexWriter(index.path, colbert.config, colbert.fingerprint(), long_docs="windows", stride=stride,
-                         compression=settings.compression_spec(), codec=codec)
+                         compression=settings.compression, codec=codec)
     with writer:
         windowed = 0
         fresh = iter(encoded)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional,
 import numpy as np
 
 from ...checks import positive_int
+from ...index.fp16.options import Fp16Options
 from ...progress import progress
 from ...storage import (
     OWNER_FILE,
@@ -157,7 +158,7 @@ def build_folder(source: Union[str, Path, Iterable[Dict[str, Any]]], folder: Uni
     folder = Path(folder)
     positive_int("batch_size", batch_size, what="passages per forward pass")  # before the model loads
     if ray is not None:
-        ray.check_compression(settings.compression)
+        ray.check_compression(settings.compression.format)
     remove_stale_builds(folder)
     codec = None
     if codec_from is not None:
@@ -176,13 +177,14 @@ def _codec_of(folder: Path, settings: SearchSettings):
 
     load_manifest(folder)  # (refuses a folder that is not a search folder of this version)
     index = ColBERTIndex(folder / COLBERT_DIR)
-    if not index.compressed or index.compression != settings.compression:
+    spec = settings.compression
+    if not index.compressed or index.compression != spec.format:
         raise ValueError(f"codec_from={str(folder)!r}: its ColBERT index is {index.compression}, not "
-                         f"{settings.compression}; give a folder built with compression {settings.compression!r}")
-    if (index.codec.exact_above is not None) != (settings.compression_spec().exact_share > 0):
+                         f"{spec.format}; give a folder built with compression {spec.format!r}")
+    if (index.codec.exact_above is not None) != (spec.exact_share > 0):
         has = "stores" if index.codec.exact_above is not None else "does not store"
         raise ValueError(f"codec_from={str(folder)!r}: its codec {has} exact outliers, but exact_share="
-                         f"{settings.exact_share}; give the settings of that folder's manifest")
+                         f"{spec.exact_share}; give the settings of that folder's manifest")
     return index.codec
 
 
@@ -359,7 +361,7 @@ def encode_passages(tmp: Path, read: ReadPassages, colbert, settings: SearchSett
 
         sharded = build_sharded_colbert(tmp / COLBERT_DIR, stored_passages(read.tfidf, read.count), ray,
                                         checkpoint=checkpoint, batch_size=colbert.batch_size, verbose=verbose,
-                                        compression=settings.compression_spec())
+                                        compression=settings.compression)
         return sharded.meta.num_tokens, settings, False
     from ...index.artifact import ColBERTIndex
     from ...model.tokenization import check_long_docs
@@ -389,7 +391,7 @@ def _write_index(index, colbert, docnos, chunks: EncodedChunks, settings: Search
     from ...index.writer import IndexWriter
 
     with IndexWriter(index.path, colbert.config, colbert.fingerprint(), long_docs="windows", stride=stride,
-                     compression=settings.compression_spec(), verbose=verbose) as writer:
+                     compression=settings.compression, verbose=verbose) as writer:
         for docno, (vectors, ids, parts) in zip(docnos, chunks.passages()):
             writer.add(str(docno), vectors, ids, parts)
         writer.truncated_docs, writer.windowed_docs = 0, chunks.long
@@ -399,12 +401,15 @@ def _write_index(index, colbert, docnos, chunks: EncodedChunks, settings: Search
 def _neighbour_index(index, settings: SearchSettings) -> SearchSettings:
     """Build an fp16 index's FAISS neighbour index (IVF-PQ fast-scan above :data:`ANN_MIN_TOKENS`, where IVF
     would double the disk); the settings as built."""
-    if index.meta.num_tokens > ANN_MIN_TOKENS and settings.faiss in ("flat", "ivf"):
-        settings = dataclasses.replace(settings, faiss="ivfpq-fs", refine=4)  # IVF would double the disk
-    if settings.faiss != "flat":
+    options = settings.retriever
+    assert isinstance(options, Fp16Options)  # (the settings of an fp16 index hold its options)
+    if index.meta.num_tokens > ANN_MIN_TOKENS and options.faiss in ("flat", "ivf"):
+        options = dataclasses.replace(options, faiss="ivfpq-fs", refine=4)  # IVF would double the disk
+        settings = dataclasses.replace(settings, retriever=options)
+    if options.faiss != "flat":
         from ...index.ann import FaissSpec
 
-        index.ann(FaissSpec(settings.faiss))
+        index.ann(FaissSpec(options.faiss))
     for lock in (Path(index.path) / "faiss").glob("*.lock"):
         lock.unlink()  # (only serialises concurrent builds of a neighbour index, which this one has done)
     return settings

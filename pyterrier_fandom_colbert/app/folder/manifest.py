@@ -6,14 +6,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Type, Union
 
-from ...checks import positive_int
+from ...index.fp16.options import Fp16Options
+from ...index.layout import FORMATS
+from ...index.residual.compress import CompressionSpec
+from ...index.residual.options import ResidualOptions
 from ...storage import ArtifactIntegrity, JsonConfig, parse_manifest, read_json, unsealed
 from ..fusion_settings import FormerFusionSettings, FusionSettings, check_fusion_shape
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ...index.residual.compress import CompressionSpec
 
 MANIFEST = "manifest.json"
 PASSAGES = "passages.jsonl"
@@ -34,47 +34,62 @@ FOLDER_FILES = (PASSAGES, OFFSETS, TFIDF_META, COLBERT_META)
 CHECKED_ON_OPEN = (OFFSETS, TFIDF_META, COLBERT_META)
 
 
-#: the share of tokens a residual folder also stores exactly unless told otherwise (``SearchSettings.exact_share``,
-#: ``pfc index --exact-share``): the 1% the codec reconstructs worst, which gives the PokéClicker fact questions back
-#: what 2-bit codes lose (docs/app.md)
-DEFAULT_EXACT_SHARE = 0.01
+#: a search folder's ColBERT retriever options: those of its index's format family
+RetrieverOptions = Union[Fp16Options, ResidualOptions]
+#: the fields of the flat ``settings`` that manifests recorded before the compression and the retriever options
+#: were each one object (read, never written: :meth:`SearchSettings.from_dict`)
+FLAT_FIELDS = ("exact_share", "k_hat", "faiss", "refine", "ndocs", "nscore")
+
+
+def retriever_options_of(fmt: str) -> Type[RetrieverOptions]:
+    """The retriever options of an index of format ``fmt``: :class:`Fp16Options` (a FAISS neighbour search) or
+    :class:`ResidualOptions` (centroid search)."""
+    return Fp16Options if fmt == "fp16" else ResidualOptions
+
+
+def _not_applicable(fmt: str, given: Dict[str, Any]) -> ValueError:
+    """The error for retriever options ``given`` (name: value) that an index of format ``fmt`` does not take."""
+    own = retriever_options_of(fmt)
+    names = ", ".join(f"{name}={value!r}" for name, value in given.items())
+    why = ("an fp16 index is searched by its FAISS neighbour index" if fmt == "fp16" else
+           f"a {fmt} index is searched by its centroids, with no neighbour index")
+    needs = "a residual compression" if fmt == "fp16" else "compression 'fp16'"
+    return ValueError(f"{names} {'applies' if len(given) == 1 else 'apply'} only to {needs}: {why} (its retriever "
+                      f"options: {', '.join(f.name for f in dataclasses.fields(own))})")
 
 
 @dataclass(frozen=True)
 class SearchSettings(JsonConfig):
-    """How the folder is searched: results per system before fusion, the ColBERT neighbour search, explanations.
+    """How the folder is searched: how its ColBERT index stores vectors, that index's retriever options, results
+    per system before fusion, explanations.
 
-    ``exact_share`` has one default wherever a folder is built (``build_folder()`` and ``pfc index``): None, the
-    format's (:data:`DEFAULT_EXACT_SHARE` for a residual format, 0 for fp16); a manifest written without the
-    field (0, or a folder from before it existed) reads as 0, and 0 is left out of the JSON, so manifests keep
-    their bytes. It is checked by the rule ``CompressionSpec`` applies (``index.residual.codec.check_exact_share_of``).
+    ``compression`` is a :class:`CompressionSpec` (a format name reads as that format with its default exact
+    share, ``CompressionSpec.of``: ``pfc index`` and ``build_folder()`` build the same folder); ``retriever`` the
+    options of that format's retriever, checked by that format's own code (None: its defaults); the other
+    format's options are refused, naming them.
 
-    >>> SearchSettings().exact_share, SearchSettings(compression="fp16").exact_share
-    (0.01, 0.0)
-    >>> SearchSettings.from_dict({"compression": "residual2"}).exact_share  # a manifest without it
+    >>> SearchSettings().compression.exact_share, SearchSettings(compression="fp16").retriever
+    (0.01, Fp16Options(k_hat=64, faiss='ivf', refine=1))
+    >>> SearchSettings(retriever=Fp16Options(faiss="flat"))
+    Traceback (most recent call last):
+    ...
+    ValueError: k_hat=64, faiss='flat', refine=1 apply only to compression 'fp16': a residual2 index is ...
+
+    A manifest's flat ``settings`` (before these were objects; one without ``exact_share`` was built with none)
+    reads as the settings it was built with:
+
+    >>> SearchSettings.from_dict({"compression": "residual2", "k_hat": 64, "ndocs": 512}).compression.exact_share
     0.0
-    >>> "exact_share" in SearchSettings(exact_share=0.0).to_dict(), SearchSettings().to_dict()["exact_share"]
-    (False, 0.01)
     """
 
     fusion: FusionSettings = field(default_factory=FusionSettings)
-    #: how the ColBERT index stores token vectors: ``residual2`` (a centroid id and 2 bits per dimension, searched
-    #: by its centroids; about a sixth of the fp16 folder on disk at the same search quality, docs/app.md),
-    #: ``residual1``, ``residual4`` or ``fp16`` (exact vectors and a FAISS neighbour index)
-    compression: str = "residual2"
-    #: residual formats only: the share of tokens (those the codec reconstructs worst) also stored exactly
-    #: (``CompressionSpec.exact_share``; None: the format's default, above; 0: none)
-    exact_share: Optional[float] = None
-    #: fp16 only: token neighbours per query vector in ColBERT end-to-end retrieval (None: the retriever's default)
-    k_hat: Optional[int] = 64
-    #: fp16 only: ``flat`` (exact, every token vector read per query) or a FAISS kind (docs/index.md); IVF halves
-    #: the hybrid's latency on a 1,000-page wiki with the same top 10 (docs/app.md)
-    faiss: str = "ivf"
-    refine: int = 1
-    #: compressed only: centroid search's documents kept after the pruned centroid interaction and documents scored
-    #: exactly (None: the retriever's defaults for the depth asked, docs/index.md)
-    ndocs: Optional[int] = None
-    nscore: Optional[int] = None
+    #: how the ColBERT index stores token vectors: format ``residual2`` (a centroid id and 2 bits per dimension,
+    #: searched by its centroids; about a sixth of the fp16 folder on disk at the same search quality, docs/app.md),
+    #: ``residual1``, ``residual4`` or ``fp16`` (exact vectors and a FAISS neighbour index), and for the residual
+    #: formats the share of tokens also stored exactly
+    compression: CompressionSpec = field(default_factory=lambda: CompressionSpec.of("residual2"))
+    #: the options of the format's retriever (:class:`Fp16Options` or :class:`ResidualOptions`; None: its defaults)
+    retriever: RetrieverOptions = None  # type: ignore[assignment]  # (None is resolved on construction)
     #: explanation settings (Explainer): matches per query vector
     k_tilde: int = 2
 
@@ -82,46 +97,69 @@ class SearchSettings(JsonConfig):
         if isinstance(self.fusion, dict):
             check_fusion_shape(self.fusion)
             object.__setattr__(self, "fusion", FusionSettings.from_dict(self.fusion))
-        positive_int("k_hat", self.k_hat, none=True, what="token neighbours")
-        positive_int("ndocs", self.ndocs, none=True, what="documents kept by centroid pruning")
-        positive_int("nscore", self.nscore, none=True, what="documents scored exactly")
-        if self.exact_share is None:
-            object.__setattr__(self, "exact_share", 0.0 if self.compression == "fp16" else DEFAULT_EXACT_SHARE)
-        # the rules CompressionSpec checks, from its light modules (the CLI refuses bad input before pandas loads)
-        from ...index.layout import FORMATS
-        from ...index.residual.codec import check_exact_share_of
+        compression: Any = self.compression
+        if isinstance(compression, str):
+            compression = CompressionSpec.of(compression)
+        elif isinstance(compression, dict):
+            compression = CompressionSpec.from_dict(compression)
+        elif not isinstance(compression, CompressionSpec):
+            raise ValueError(f"compression={compression!r}; expected a CompressionSpec or a format name {FORMATS}")
+        object.__setattr__(self, "compression", compression)
+        fmt, options, given = compression.format, retriever_options_of(compression.format), self.retriever
+        if given is None:
+            given = options()
+        elif isinstance(given, dict):
+            wrong = {name: value for name, value in given.items()
+                     if name not in {f.name for f in dataclasses.fields(options)}}
+            if any(name in {f.name for f in dataclasses.fields(other)} for other in (Fp16Options, ResidualOptions)
+                   for name in wrong):
+                raise _not_applicable(fmt, wrong)
+            given = options.from_dict(given)
+        elif isinstance(given, (Fp16Options, ResidualOptions)) and not isinstance(given, options):
+            raise _not_applicable(fmt, dataclasses.asdict(given))
+        elif not isinstance(given, options):
+            raise ValueError(f"retriever={given!r}; expected {options.__name__} for compression {fmt!r}")
+        object.__setattr__(self, "retriever", given)
 
-        if self.compression not in FORMATS:
-            raise ValueError(f"compression={self.compression!r}; expected one of {FORMATS}")
-        check_exact_share_of(self.compression, self.exact_share)
+    @classmethod
+    def of(cls, compression: str = "residual2", *, exact_share: Optional[float] = None,
+           fusion: Optional[FusionSettings] = None, k_tilde: int = 2, **retriever: Any) -> "SearchSettings":
+        """The settings of an index of format ``compression`` storing ``exact_share`` of its tokens exactly (None:
+        the format's default), whose retriever takes the options ``retriever`` (those of that format; another
+        format's are refused, naming them): what ``pfc index``'s options make.
+
+        >>> SearchSettings.of("fp16", faiss="flat").retriever
+        Fp16Options(k_hat=64, faiss='flat', refine=1)
+        >>> SearchSettings.of("residual4", faiss="flat")
+        Traceback (most recent call last):
+        ...
+        ValueError: faiss='flat' applies only to compression 'fp16': a residual4 index is searched by its \
+centroids, with no neighbour index (its retriever options: ndocs, nscore)
+        """
+        return cls(fusion=fusion or FusionSettings(), compression=CompressionSpec.of(compression, exact_share),
+                   retriever=retriever or None, k_tilde=k_tilde)  # type: ignore[arg-type]  # (a dict: checked)
 
     @classmethod
     def from_dict(cls, values: Dict[str, Any], source=None) -> "SearchSettings":
-        """Settings read from a manifest: a missing ``exact_share`` is 0 (not the default of a new build)."""
-        if isinstance(values, dict) and "exact_share" not in values:
-            values = {**values, "exact_share": 0.0}
+        """Settings read from a manifest, of either shape: ``compression`` and ``retriever`` as objects, or the
+        flat shape of folders built before (its ``compression`` a format name, :data:`FLAT_FIELDS` beside it;
+        a missing ``exact_share`` is 0, and the options of the other format, which its search never read, are
+        dropped)."""
+        if isinstance(values, dict) and (isinstance(values.get("compression"), str)
+                                         or any(name in values for name in FLAT_FIELDS)):
+            flat = dict(values)
+            fmt = flat.pop("compression", "residual2")
+            share = flat.pop("exact_share", 0.0)
+            options = {name: flat.pop(name) for name in FLAT_FIELDS[1:] if name in flat}
+            own = {f.name for f in dataclasses.fields(retriever_options_of(fmt))}
+            values = {**flat, "compression": {"format": fmt, "exact_share": share},
+                      "retriever": {name: value for name, value in options.items() if name in own}}
         return super().from_dict(values, source=source)
 
     def to_dict(self) -> Dict[str, Any]:
         values = super().to_dict()
-        if not values["exact_share"]:  # as written before the option existed
-            del values["exact_share"]
+        values["compression"] = self.compression.to_dict()
         return values
-
-    def compression_spec(self) -> "CompressionSpec":
-        """The ColBERT index's :class:`~pyterrier_fandom_colbert.index.residual.compress.CompressionSpec`: its format
-        and exact share."""
-        from ...index.residual.compress import CompressionSpec
-
-        return CompressionSpec(self.compression, exact_share=float(self.exact_share or 0.0))
-
-    def dense_options(self) -> Dict[str, Any]:
-        """The options of the ColBERT index's retriever that the settings fix (the fp16 neighbour search; a
-        compressed index's centroid search takes its defaults for the depth asked)."""
-        if self.compression == "fp16":
-            return {"k_hat": self.k_hat, "faiss": self.faiss, "refine": self.refine}
-        return {name: value for name, value in (("ndocs", self.ndocs), ("nscore", self.nscore)) if value is not None}
-
 
 
 @dataclass(frozen=True)
