@@ -315,6 +315,7 @@ def test_each_entry_dropped_from_the_manifest_in_turn_is_refused(built, small_co
 SETTINGS = [("pfc", "manifest.json", ("settings", "fusion", "weight"), 0.3),
             ("pfc", "manifest.json", ("settings", "fusion", "depth"), 300),
             ("pfc", "manifest.json", ("settings", "k_tilde"), 3),
+            ("pfc", "manifest.json", ("settings", "retriever", "k_hat"), 32),
             ("fp16", "pt_meta.json", ("fingerprint",), "0" * 16),
             ("r2", "pt_meta.json", ("fingerprint",), "0" * 16),
             ("tfidf", "pt_meta.json", ("config", "k1"), 1.5),
