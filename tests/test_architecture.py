@@ -14,7 +14,7 @@ PACKAGE = Path(pfc.__file__).parent
 #: parts of the system, lowest first: a module may import its own part and the parts below it, never above
 LAYERS = [
     {"checks"},  # the parameter checks, used by every part (the parameter protocol's rank cutoff too)
-    {"progress", "lazy", "ranking", "cli_errors", "display", "params", "caching"},
+    {"progress", "lazy", "ranking", "cli_errors", "display", "params", "caching", "heap"},
     {"frames", "storage"},
     {"model"},
     {"lexical", "data", "index", "fusion", "sparse", "reader"},

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ..checks import positive_int
+from ..heap import HeapTrimmer
 from ..index.residual.compress import CompressionSpec, as_spec
 from ..index.sharded.build import (
     RUNNING_SUFFIX,
@@ -95,6 +96,7 @@ class ShardEncoder:
                              f"{self.colbert.fingerprint()}, not the driver's {fingerprint}: every node needs the same "
                              "checkpoint")
         self.stride = stride
+        self.trimmer = HeapTrimmer()  # the heap the encoder freed goes back to the OS between blocks
         self.load_s = time.perf_counter() - started
 
     def __call__(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -105,6 +107,7 @@ class ShardEncoder:
         encoded = [e for a, b in itertools.pairwise([0, *cuts.tolist(), len(texts)])
                    for e in self.colbert.encode_pieces(pieces[a:b], self.stride)]
         limit = self.colbert.tokenizer.max_doc_pieces
+        self.trimmer.add(len(texts))
         parts = [np.asarray(p, np.int64) for _, _, p in encoded]
         return {"shard": batch["shard"][:1], "chunk": batch["chunk"][:1],
                 "docnos": np.array([json.dumps([str(d) for d in batch["docno"]])], dtype=object),

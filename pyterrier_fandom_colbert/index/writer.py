@@ -22,6 +22,7 @@ import pyterrier as pt
 
 from ..checks import positive_int
 from ..frames import check_record
+from ..heap import HeapTrimmer
 from ..model.config import CONFIG_FILE, ColBERTConfig
 from ..model.tokenization import LONG_DOCS, check_long_docs
 from ..progress import Ticker, progress
@@ -321,6 +322,7 @@ class ColBERTIndexer(pt.Indexer):
             inp = _records(inp)
         bar = progress(total=total, desc="indexing", unit="doc", enabled=self.verbose)
         ticker = Ticker(bar)  # moves after every encoder layer of every model batch
+        trimmer = HeapTrimmer()  # the heap the encoder freed goes back to the OS: a flat RSS however many documents
         long_count = "windowed" if self.long_docs == "windows" else "truncated"
         try:
             with IndexWriter(artifact_path(self.index_ref), self.colbert.config, self.colbert.fingerprint(),
@@ -340,6 +342,7 @@ class ColBERTIndexer(pt.Indexer):
                         writer.add(docno, vecs, ids, parts)
                     ticker.settle(writer.num_docs)
                     bar.set_postfix({long_count: long})
+                    trimmer.add(len(texts))
                 writer.truncated_docs = long if self.long_docs == "truncate" else 0
                 writer.windowed_docs = long if self.long_docs == "windows" else 0
         finally:

@@ -255,6 +255,7 @@ def encode_into(chunks: EncodedChunks, colbert, tfidf, positions: np.ndarray, st
                 verbose: bool) -> None:
     """Encode the passages at ``positions`` of the TF-IDF text store that ``chunks`` does not hold yet, a chunk at
     a time (what the ColBERT indexer does with its read batches), keeping each chunk as it is done."""
+    from ...heap import HeapTrimmer
     from ...progress import Ticker, progress
 
     positions = np.asarray(positions, dtype=np.int64)
@@ -266,6 +267,7 @@ def encode_into(chunks: EncodedChunks, colbert, tfidf, positions: np.ndarray, st
         ticker = Ticker(bar)
         ticker.settle(chunks.passages_done())
         max_pieces = colbert.tokenizer.max_doc_pieces
+        trimmer = HeapTrimmer()  # the heap the encoder freed goes back to the OS: a flat RSS however big the wiki
         for number in todo:
             ids = positions[number * CHUNK_PASSAGES:(number + 1) * CHUNK_PASSAGES]
             pieces = colbert.tokenizer.document_pieces(list(tfidf.texts(ids)))
@@ -273,6 +275,7 @@ def encode_into(chunks: EncodedChunks, colbert, tfidf, positions: np.ndarray, st
             chunks.save(number, [(vecs.astype(np.float16), token_ids, parts) for vecs, token_ids, parts in encoded],
                         long=sum(len(p) > max_pieces for p in pieces))
             ticker.settle(chunks.passages_done())
+            trimmer.add(len(ids))
     finally:
         bar.close()
 

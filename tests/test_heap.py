@@ -1,0 +1,65 @@
+"""The heap given back to the OS during long encoding loops (heap.py): the trim really releases freed memory,
+and every encoding loop of a build calls it."""
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+import pytest
+
+from pyterrier_fandom_colbert import heap
+
+
+def _rss_anon_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no RssAnon in /proc/self/status")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not heap.can_trim(), reason="needs glibc's malloc_trim")
+def test_trim_returns_freed_heap_pages():
+    blocks = [bytearray(64 * 1024) for _ in range(3000)]  # 188 MiB of heap chunks (under the mmap threshold)
+    for block in blocks:
+        block[::4096] = b"x" * len(block[::4096])  # touch every page
+    keep = blocks[-1]  # the heap's top stays in use: only a trim returns the free pages below it
+    del blocks
+    before = _rss_anon_mb()
+    assert heap.trim_heap() is True
+    after = _rss_anon_mb()
+    assert before - after > 100, (before, after)
+    assert keep[0] == ord("x")
+
+
+def test_trimmer_counts_and_refuses_bad_settings():
+    trimmer = heap.HeapTrimmer(every=10)
+    assert [trimmer.add(n) for n in (9, 1, 25, 4, 1)] == [False, True, True, False, True]
+    assert (trimmer.trims, trimmer.passages) == (3, 40)
+    with pytest.raises(ValueError, match="every=0"):
+        heap.HeapTrimmer(every=0)
+
+
+@pytest.fixture
+def trims(monkeypatch):
+    calls = []
+    monkeypatch.setattr(heap, "TRIM_EVERY", 4)
+    monkeypatch.setattr(heap, "trim_heap", lambda: calls.append(1) or True)
+    return calls
+
+
+def test_the_indexer_trims_every_so_many_documents(small_colbert, tmp_path, trims):
+    import pyterrier_fandom_colbert as pfc
+
+    docs = pd.DataFrame({"docno": [f"d{i}" for i in range(10)],
+                         "text": [f"passage {i} about dragons" for i in range(10)]})
+    pfc.ColBERTIndex(tmp_path / "ix").indexer(small_colbert, batch_size=3, ann=None).index(docs)
+    assert len(trims) == 2  # after 6 (passed 4) and 9 (passed 8) of the batches 3, 3, 3, 1
+
+
+def test_a_folder_build_trims_per_chunk(small_colbert, tmp_path, trims):
+    from pyterrier_fandom_colbert.app.folder import build_folder
+
+    docs = [{"docno": f"d{i}", "text": f"passage {i} about dragons and castles"} for i in range(10)]
+    build_folder(docs, tmp_path / "folder", colbert=small_colbert)
+    assert len(trims) == 1  # one chunk of 10 passages (passed 4 and 8: one trim per chunk)
