@@ -58,8 +58,9 @@ _FIXED: Dict[str, Tuple[Any, ...]] = {
     "never_split": (None, []), "extra_special_tokens": ({}, [], None), "additional_special_tokens": ([], None),
 }
 #: options of each class's recipe (:func:`_recipe`), with transformers' defaults
-_RECIPE_OPTIONS = {"bert": {"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None},
-                   "roberta": {"add_prefix_space": False, "trim_offsets": True}}
+_RECIPE_OPTIONS: Dict[str, Dict[str, Any]] = {
+    "bert": {"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None},
+    "roberta": {"add_prefix_space": False, "trim_offsets": True}}
 #: transformers patches the pre-tokeniser of vocabularies this large (Mistral's regex): not reproduced
 _MAX_VOCAB = 100_000
 
@@ -151,6 +152,9 @@ def _recipe(kind: str, options: Dict[str, Any], specials: Dict[str, Optional[str
     from tokenizers.models import BPE, WordPiece
 
     cls, sep = str(specials["cls_token"]), str(specials["sep_token"])
+    cls_id, sep_id = ids["cls_token"], ids["sep_token"]
+    if cls_id is None or sep_id is None:
+        raise ValueError(f"no id for {cls!r} or {sep!r}")
     if kind == "bert":
         tok = Tokenizer(WordPiece({}, unk_token=str(specials["unk_token"])))
         tok.normalizer = normalizers.BertNormalizer(
@@ -160,13 +164,13 @@ def _recipe(kind: str, options: Dict[str, Any], specials: Dict[str, Optional[str
         tok.decoder = decoders.WordPiece(prefix="##")
         tok.post_processor = processors.TemplateProcessing(
             single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
-            special_tokens=[(cls, ids["cls_token"]), (sep, ids["sep_token"])])
+            special_tokens=[(cls, cls_id), (sep, sep_id)])
     else:
         tok = Tokenizer(BPE(vocab={}, merges=[], dropout=None, continuing_subword_prefix="", end_of_word_suffix="",
                             fuse_unk=False))
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=options["add_prefix_space"])
         tok.decoder = decoders.ByteLevel()
-        tok.post_processor = processors.RobertaProcessing((sep, ids["sep_token"]), (cls, ids["cls_token"]),
+        tok.post_processor = processors.RobertaProcessing((sep, sep_id), (cls, cls_id),
                                                           options["trim_offsets"], options["add_prefix_space"])
     return json.loads(tok.to_str())
 
