@@ -215,6 +215,20 @@ def _light_backbone(folder: Path) -> Optional["PreTrainedModel"]:
     return cast("Optional[PreTrainedModel]", light_bert.load(folder))
 
 
+def _light_tokenizer(folder: Path) -> Any:
+    """The tokenizer read with ``tokenizers`` alone, or None where it may differ from transformers'
+    (:mod:`.light_tokenizer`)."""
+    from .light_tokenizer import load_light_tokenizer
+
+    return load_light_tokenizer(folder)
+
+
+def _auto_tokenizer(folder: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder, use_fast=True, local_files_only=True)
+
+
 @contextlib.contextmanager
 def _quiet_transformers():
     """Silence transformers' load report and weight-loading bar for one call, restoring its settings after."""
@@ -368,9 +382,8 @@ def load(folder: Union[str, Path], unchecked: bool = False, *, light: bool = Fal
          ) -> Tuple[ColBERTModel, ColBERTTokenizer]:
     """Load a checkpoint folder, offline only, in fp32. Config/weight mismatches are errors; so is a folder
     without ``manifest.json`` unless ``unchecked``. ``light``: a BERT backbone is read without transformers'
-    model classes (:mod:`.light_bert`; inference only), others as before."""
-    from transformers import AutoTokenizer
-
+    model classes (:mod:`.light_bert`; inference only), others as before, and the tokenizer with ``tokenizers``
+    alone where that gives transformers' ids (:mod:`.light_tokenizer`), else with transformers."""
     folder = Path(folder)
     config = ColBERTConfig.load(folder)
     integrity = _check_files(folder, unchecked)
@@ -378,7 +391,9 @@ def load(folder: Union[str, Path], unchecked: bool = False, *, light: bool = Fal
         integrity.check_whole([n for n in integrity.files if _is_weight_file(n)])
     bb = folder / BACKBONE_DIR
     try:
-        hf_tok = AutoTokenizer.from_pretrained(bb, use_fast=True, local_files_only=True)
+        hf_tok = _light_tokenizer(bb) if light else None
+        if hf_tok is None:
+            hf_tok = _auto_tokenizer(bb)
     except Exception as err:  # tokenizers/transformers raise many kinds on damaged files
         raise DamagedFileError(bb, f"the tokenizer in {bb} cannot be loaded ({type(err).__name__}: {err}); "
                                    f"{_REMEDY}") from None

@@ -47,7 +47,8 @@ def _load_reader(path: str, colbert: Any = None) -> Tuple[Any, Any, Optional[Rea
 
     model = load_reader(path, shared_base=colbert.model.backbone if colbert is not None else None)
     hf = colbert.tokenizer.hf if colbert is not None else None
-    tokenizer = hf if hf is not None and shares_tokenizer(hf, model.config.base) else load_tokenizer(model.config.base)
+    tokenizer = hf if hf is not None and shares_tokenizer(hf, model.config.base) else \
+        load_tokenizer(model.config.base, light=True)
     calibration_path = Path(path) / CALIBRATION_FILE
     calibration = ReaderCalibration.load_json(calibration_path) if calibration_path.is_file() else None
     return model, tokenizer, calibration
