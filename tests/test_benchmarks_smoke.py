@@ -570,6 +570,51 @@ def check_folder_update(tiny: Tiny, stdout: str) -> None:
     assert report["results_equal"] is True and all(report["files_equal"].values())
 
 
+def growth_args(tiny: Tiny) -> List[str]:
+    """A data root holding the three corpora growth.py mixes, each made of CORPUS's sentences."""
+    import bz2
+    import shutil
+
+    root = tiny.out / "data"
+    shutil.copytree(tiny.scifact, root / "scifact")
+    (root / "wikiqa").mkdir()
+    with gzip.open(root / "wikiqa" / "corpus.jsonl.gz", "wt", encoding="utf-8") as f:
+        for i, text in enumerate(CORPUS[:8]):
+            f.write(json.dumps({"_id": f"w{i}", "title": "Wiki", "text": text.upper()}) + "\n")
+    (root / "squad-v1.1-train").mkdir()
+    train = json.loads((tiny.squad / "train-v1.1.json").read_text())
+    with bz2.open(root / "squad-v1.1-train" / "train-v1.1-rebuilt.json.bz2", "wt", encoding="utf-8") as f:
+        json.dump(train, f)
+    return ["--data-root", str(root), "--sizes", "12", "30", "--float32-at", "12", "--one-thread-at", "12",
+            "--queries", "3", "--threads", "1", "--checkpoint", tiny.checkpoint,
+            "--reader", tiny.fixture("tiny_reader_dir"), "--workdir", str(tiny.out / "work"),
+            "--out", str(tiny.out / "growth.json")]
+
+
+def check_growth(tiny: Tiny, stdout: str) -> None:
+    from pyterrier_fandom_colbert.model.colbert import native_bf16
+
+    report = json.loads((tiny.out / "growth.json").read_text())
+    rows = report["builds"]
+    auto = "bfloat16" if native_bf16() else "float32"
+    assert [(r["size"], r["precision"], r["threads"]) for r in rows] == [
+        (12, auto, 1), (30, auto, 1), (12, "float32", 1), (12, auto, 1)]
+    for r in rows:  # every passage of the prefix indexed, the figures consistent with each other
+        assert r["passages"] == r["size"] and r["tokens"] > r["size"] and r["folder_bytes"] > 0
+        assert r["ms_per_passage"] == pytest.approx(1000 * r["total_s"] / r["passages"], abs=0.01)
+        assert len(r["rss_by_tenth_mb"]) == 10 and max(r["rss_by_tenth_mb"]) <= r["peak_rss_mb"] + 1
+        assert len(r["anon_by_tenth_mb"]) == 10 and 0 < r["peak_anon_mb"] <= max(r["rss_by_tenth_mb"])
+        for system in ("default", "colbert"):
+            s = r["search"][system]
+            assert s["queries"] == 3 and 0 < s["p50_ms"] <= s["p95_ms"]
+        assert r["search"]["colbert"]["system"] == "colbert"
+    # the prefixes: one shuffle, so the 12 are the 30's first 12, and all three corpora (8 + 25 + 12) are mixed in
+    work = tiny.out / "work"
+    docnos = {n: [json.loads(line)["docno"] for line in (work / f"passages-{n}.jsonl").open()] for n in (12, 30)}
+    assert docnos[30][:12] == docnos[12] and len(set(docnos[30])) == 30
+    assert {d.split("-")[0] for d in docnos[30]} == {"scifact", "wikiqa", "squad"}
+
+
 def check_index_stages(tiny: Tiny, stdout: str) -> None:
     report = json.loads((tiny.out / "stages.json").read_text())
     assert (report["passages_in_dump"], report["passages"]) == (tiny.sample_passages, 20) and report["tokens"] > 20
@@ -803,6 +848,7 @@ RUNS.update({
                                       "--threads", "1", "--checkpoint", t.checkpoint,
                                       "--out", str(t.out / "precision.json")],
                            check_index_precision, slow=True),  # two builds, each in a process of its own
+    "growth": Run("benchmarks/growth.py", growth_args, check_growth, slow=True),  # eight processes
     "index_stages": Run("benchmarks/index_stages.py",
                         lambda t: ["--dump", str(SAMPLE_DUMP), "--passages", "20", "--threads", "1",
                                    "--checkpoint", t.checkpoint, "--out", str(t.out / "stages.json")],
