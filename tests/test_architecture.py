@@ -116,6 +116,20 @@ def test_the_graph_sees_real_edges():
     assert "storage" in graph or "storage" in {t for ts in graph.values() for t in ts}
 
 
+#: the longest a module may be (CONTRIBUTING.md: "A module stays under about 600 lines")
+MAX_LINES = 600
+
+
+def test_no_module_is_over_600_lines():
+    """The package, and the scripts of benchmarks/ and pipelines/ (split a long one by job into neighbour modules,
+    as benchmarks/folder_bench.py is)."""
+    root = PACKAGE.parent
+    modules = [*PACKAGE.rglob("*.py"), *(root / "benchmarks").glob("*.py"), *(root / "pipelines").glob("*.py")]
+    assert len(modules) > 100 and any(m.parent.name == "benchmarks" for m in modules)
+    long = {str(m.relative_to(root)): n for m in modules if (n := len(m.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
 # -- composition and equality -----------------------------------------------------------------------------
 
 TEXTS = ["The castle of Vel Amara was built in the third age by the river folk.",
