@@ -56,22 +56,47 @@ def test_the_core_alone_runs_tfidf_then_colbert_as_the_full_install_does(tmp_pat
         assert scores == sorted(scores, reverse=True)
 
 
-def one_line_error(code: str, blocked: list) -> str:
-    done = run_python(BLOCK.format(names=blocked) + code)
-    assert done.returncode != 0
-    last = done.stderr.strip().splitlines()[-1]
-    return last
-
-
-@pytest.mark.parametrize("extra, code, what", [
+OPTIONAL_PARTS = [
     ("app", "from pyterrier_fandom_colbert.app.server import create_app\ncreate_app(None)", "pfc serve"),
     ("app", "from pyterrier_fandom_colbert.app.server import make_server\nmake_server(None)", "pfc serve"),
     ("wiki", f"from pyterrier_fandom_colbert.data.passages import dump_passages\nlist(dump_passages({str(SAMPLE)!r}))",
      "reading wikitext"),
     ("plot", "from pyterrier_fandom_colbert.explain.render import heatmap\nheatmap({})", "a heatmap"),
-])
-def test_an_optional_part_without_its_extra_names_the_extra(extra, code, what):
-    last = one_line_error(code, EXTRAS[extra])
+]
+#: each case of OPTIONAL_PARTS in one process (one start, not four): its extra's modules blocked (never imported by
+#: an earlier case, or the block would not be what a fresh process sees), its code run, and the last line the
+#: error would print uncaught (None: no error); then the modules unblocked for the next case
+CASES = """
+import json, sys, traceback
+lines = []
+for names, code in json.loads(sys.argv[1]):
+    assert not set(names) & set(sys.modules), f"an earlier case imported {set(names) & set(sys.modules)}"
+    for name in names:
+        sys.modules[name] = None  # import raises ImportError
+    try:
+        exec(code, {"__name__": "__main__"})
+        lines.append(None)
+    except Exception as err:
+        lines.append(traceback.format_exception_only(err)[-1].strip())
+    for name in names:
+        del sys.modules[name]
+print(json.dumps(lines))
+"""
+
+
+@pytest.fixture(scope="module")
+def optional_part_errors():
+    cases = [(EXTRAS[extra], code) for extra, code, _ in OPTIONAL_PARTS]
+    done = subprocess.run([sys.executable, "-c", CASES, json.dumps(cases)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("extra, code, what", OPTIONAL_PARTS)
+def test_an_optional_part_without_its_extra_names_the_extra(extra, code, what, optional_part_errors):
+    last = optional_part_errors[OPTIONAL_PARTS.index((extra, code, what))]
+    assert last is not None  # the part failed
     module = next(name for name in EXTRAS[extra] if f"needs {name}," in last)
     assert last == (f"pyterrier_fandom_colbert.cli_errors.MissingExtra: {what} needs {module}, which is not "
                     f"installed: pip install 'pyterrier-fandom-colbert[{extra}]'")
