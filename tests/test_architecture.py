@@ -1,6 +1,7 @@
 """The package's shape: parts import only downward, and stages compose through columns so that a pipeline, or
 an experiment over several pipelines, runs each shared stage once."""
 import ast
+import functools
 from pathlib import Path
 
 import pandas as pd
@@ -59,6 +60,7 @@ def _imports(path: Path):
     return found
 
 
+@functools.lru_cache(maxsize=1)  # the three tests below read one parse of the package (it does not change)
 def _graph():
     graph = {}
     for path in PACKAGE.rglob("*.py"):
