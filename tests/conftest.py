@@ -192,3 +192,36 @@ def tiny_reader_dir(tiny_bert_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("reader") / "reader"
     save_reader(model, folder, extra={"calibration.json": ReaderCalibration(slope=0.5, threshold=0.3).to_dict()})
     return str(folder)
+
+
+#: a small wiki of invented facts, one page each, every passage with a distinctive word (no model knows them)
+_WIKI_FACTS = [
+    ("Brannoch", "Brannoch is a river port where the salt barges of Quellmoor unload every spring."),
+    ("Ysolde Varrin", "Ysolde Varrin founded the Lanternwright guild and drew the first tide charts."),
+    ("Tide charts", "The tide charts of Quellmoor were drawn by hand on vellum for forty years."),
+    ("Salt barges", "Salt barges carry grey salt from the marsh pans to the river port of Brannoch."),
+    ("Lanternwright guild", "The Lanternwright guild keeps the harbour lamps burning through the winter."),
+    ("Quellmoor", "Quellmoor is a marsh county known for its salt pans, herons and slow canals."),
+]
+
+
+@pytest.fixture(scope="session")
+def wiki_records():
+    """``wiki_records(first=(), extra=())``: the invented-facts wiki as folder records ``w-0``, ``w-1``, …
+    (title, url, page_id); ``first``: ``(title, text)`` pages put before the facts (so every fact's passage moves
+    to a new offset); ``extra``: records appended as they are."""
+    def make(first=(), extra=()):
+        facts = [*first, *_WIKI_FACTS]
+        out = [{"docno": f"w-{i}", "text": text, "title": title, "url": f"https://example.org/{i}", "section": "",
+                "page_id": i} for i, (title, text) in enumerate(facts)]
+        return out + list(extra)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def wiki_colbert(tiny_bert_dir):
+    """The tiny random BERT as a ColBERT with the default configuration, as the folder and app tests build with."""
+    import pyterrier_fandom_colbert as pfc
+
+    return pfc.ColBERT.from_pretrained(tiny_bert_dir)

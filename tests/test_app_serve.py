@@ -39,28 +39,15 @@ def one_line(capsys, status: int, prog: str = "pfc") -> str:
     return lines[0]
 
 
-def records(extra=()):
-    """Our own small wiki: a few pages of invented facts, each passage with a distinctive word."""
-    facts = [("Brannoch", "Brannoch is a river port where the salt barges of Quellmoor unload every spring."),
-             ("Ysolde Varrin", "Ysolde Varrin founded the Lanternwright guild and drew the first tide charts."),
-             ("Tide charts", "The tide charts of Quellmoor were drawn by hand on vellum for forty years."),
-             ("Salt barges", "Salt barges carry grey salt from the marsh pans to the river port of Brannoch."),
-             ("Lanternwright guild", "The Lanternwright guild keeps the harbour lamps burning through the winter."),
-             ("Quellmoor", "Quellmoor is a marsh county known for its salt pans, herons and slow canals.")]
-    out = [{"docno": f"w-{i}", "text": text, "title": title, "url": f"https://example.org/{i}", "section": "",
-            "page_id": i} for i, (title, text) in enumerate(facts)]
-    return out + list(extra)
+@pytest.fixture(scope="module")
+def colbert(wiki_colbert):
+    return wiki_colbert
 
 
 @pytest.fixture(scope="module")
-def colbert(tiny_bert_dir):
-    return pfc.ColBERT.from_pretrained(tiny_bert_dir)
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory, colbert, tiny_bert_dir):
+def folder(tmp_path_factory, colbert, tiny_bert_dir, wiki_records):
     out = tmp_path_factory.mktemp("serve") / "wiki"
-    build_folder(records(), out, colbert=colbert, checkpoint=tiny_bert_dir)
+    build_folder(wiki_records(), out, colbert=colbert, checkpoint=tiny_bert_dir)
     return out
 
 
@@ -187,12 +174,13 @@ def test_disk_full_during_index_is_one_line_and_leaves_nothing(tmp_path, tiny_be
     assert list(target.parent.iterdir()) == []  # neither the folder nor a temporary one
 
 
-def test_disk_full_while_building_a_neighbour_cache_is_one_line(tmp_path, colbert, capsys, monkeypatch):
+def test_disk_full_while_building_a_neighbour_cache_is_one_line(tmp_path, colbert, capsys, monkeypatch,
+                                                                 wiki_records):
     from pyterrier_fandom_colbert.index.ann.base import AnnKind
 
     index_dir = tmp_path / "idx"
     pfc.ColBERTIndex(index_dir).indexer(colbert).index(
-        [{"docno": r["docno"], "text": r["text"]} for r in records()])
+        [{"docno": r["docno"], "text": r["text"]} for r in wiki_records()])
 
     def full(self, index, path):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
@@ -263,7 +251,7 @@ def test_train_with_something_that_is_not_a_dataset_is_one_line(tmp_path, capsys
 
 # -- a batch with a failing query ------------------------------------------------------------------------------------
 
-def test_a_failing_query_does_not_fail_the_others_of_its_batch(folder, colbert, tmp_path):
+def test_a_failing_query_does_not_fail_the_others_of_its_batch(folder, colbert, tmp_path, wiki_records):
     import shutil
 
     from pyterrier_fandom_colbert.app.batching import Job
@@ -277,7 +265,7 @@ def test_a_failing_query_does_not_fail_the_others_of_its_batch(folder, colbert, 
     before = [searcher.search(q, system=s, k=k) for q, s, k in asks]
     shown = {r["docno"] for b in before for r in b["results"]}
     # damage the passage-table line of a passage the other queries do not show, then ask for it
-    bad = next(r for r in records() if r["docno"] not in shown)
+    bad = next(r for r in wiki_records() if r["docno"] not in shown)
     assert searcher.search(bad["text"], system="tfidf", k=1)["results"][0]["docno"] == bad["docno"]
     table = copy / "passages.jsonl"
     data = table.read_bytes()
@@ -345,7 +333,7 @@ def test_invisible_query_is_a_400_with_a_message(folder, colbert):
             assert response.status_code == 400 and "shows nothing" in response.json()["error"]
 
 
-def test_rebuilding_a_served_folder_never_fails_a_request(tmp_path, colbert, tiny_bert_dir):
+def test_rebuilding_a_served_folder_never_fails_a_request(tmp_path, colbert, tiny_bert_dir, wiki_records):
     """Requests keep coming while the folder is rebuilt in place (``overwrite=True``) with one more page: every
     answer is a 200, and the new page is found once the new version is served. Each asker has answered whole rounds
     before the rebuild starts and after the new version is served (handshakes, not sleeps: a slow machine asks
@@ -355,7 +343,7 @@ def test_rebuilding_a_served_folder_never_fails_a_request(tmp_path, colbert, tin
     from pyterrier_fandom_colbert.app.search import Searcher
 
     target = tmp_path / "wiki"
-    build_folder(records(), target, colbert=colbert, checkpoint=tiny_bert_dir)
+    build_folder(wiki_records(), target, colbert=colbert, checkpoint=tiny_bert_dir)
     served = ServedFolder(target, Searcher(target, colbert=colbert))
     new = {"docno": "w-99", "text": "Orlaith Quenby rebuilt the Brannoch lighthouse with green glass.",
            "title": "Orlaith Quenby", "url": "https://example.org/99", "section": "", "page_id": 99}
@@ -393,11 +381,11 @@ def test_rebuilding_a_served_folder_never_fails_a_request(tmp_path, colbert, tin
             thread.start()
         try:
             more_rounds(1)  # requests are coming before the rebuild starts
-            build_folder(records([new]), target, colbert=colbert, checkpoint=tiny_bert_dir, overwrite=True)
+            build_folder(wiki_records(extra=[new]), target, colbert=colbert, checkpoint=tiny_bert_dir, overwrite=True)
             deadline = time.monotonic() + PATIENCE_S
             while time.monotonic() < deadline:
                 info = httpx.get(url + "/api/info", timeout=PATIENCE_S).json()
-                if info["passages"] == len(records()) + 1:
+                if info["passages"] == len(wiki_records()) + 1:
                     break
                 time.sleep(0.1)
             top = httpx.get(url + "/api/search", params={"q": "Orlaith Quenby lighthouse", "system": "tfidf",
@@ -408,7 +396,7 @@ def test_rebuilding_a_served_folder_never_fails_a_request(tmp_path, colbert, tin
             for thread in askers:
                 thread.join(timeout=PATIENCE_S)
     assert not errors and not any(thread.is_alive() for thread in askers), errors
-    assert info["passages"] == len(records()) + 1
+    assert info["passages"] == len(wiki_records()) + 1
     assert top[0]["docno"] == "w-99"
     assert len(statuses) >= 3 * 4 * len(queries) and set(statuses) == {200}, statuses
 

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 import pytest
 
-import pyterrier_fandom_colbert as pfc
 from pyterrier_fandom_colbert.app.folder import build_folder
 
 QUERIES = ("salt barges of Quellmoor", "who founded the Lanternwright guild")
@@ -18,22 +17,9 @@ SYSTEMS = ("hybrid", "colbert", "tfidf")
 PATIENCE_S = 300.0  # only a hang should fail a test, never a slow (loaded, 2-core) machine
 
 
-def records(texts_first=()):
-    """A small wiki of invented facts; ``texts_first``: passages put before them (so every old passage moves)."""
-    facts = [("Brannoch", "Brannoch is a river port where the salt barges of Quellmoor unload every spring."),
-             ("Ysolde Varrin", "Ysolde Varrin founded the Lanternwright guild and drew the first tide charts."),
-             ("Tide charts", "The tide charts of Quellmoor were drawn by hand on vellum for forty years."),
-             ("Salt barges", "Salt barges carry grey salt from the marsh pans to the river port of Brannoch."),
-             ("Lanternwright guild", "The Lanternwright guild keeps the harbour lamps burning through the winter."),
-             ("Quellmoor", "Quellmoor is a marsh county known for its salt pans, herons and slow canals.")]
-    facts = list(texts_first) + facts
-    return [{"docno": f"w-{i}", "text": text, "title": title, "url": f"https://example.org/{i}", "section": "",
-             "page_id": i} for i, (title, text) in enumerate(facts)]
-
-
 @pytest.fixture(scope="module")
-def colbert(tiny_bert_dir):
-    return pfc.ColBERT.from_pretrained(tiny_bert_dir)
+def colbert(wiki_colbert):
+    return wiki_colbert
 
 
 def flip_bit(path: Path, byte: int = 0) -> None:
@@ -54,7 +40,8 @@ def answers(call):
 
 
 def test_a_swapped_in_folder_that_fails_to_open_leaves_the_previous_version_serving(tmp_path, colbert,
-                                                                                     tiny_bert_dir, caplog):
+                                                                                     tiny_bert_dir, caplog,
+                                                                                     wiki_records):
     """The issue's steps: serve A; copy A to B, rebuild B with other passages (every old one at a new offset),
     flip one bit of B's ColBERT residuals, ``mv A A_old; mv B A``. The new A cannot be opened (the log says so)
     and every request, on every system and over HTTP, answers exactly as before the swap."""
@@ -65,7 +52,7 @@ def test_a_swapped_in_folder_that_fails_to_open_leaves_the_previous_version_serv
     from pyterrier_fandom_colbert.app.server import create_app
 
     a, b = tmp_path / "A", tmp_path / "B"
-    build_folder(records(), a, colbert=colbert, checkpoint=tiny_bert_dir)
+    build_folder(wiki_records(), a, colbert=colbert, checkpoint=tiny_bert_dir)
     served = ServedFolder(a, Searcher(a, colbert=colbert))
     client = TestClient(create_app(served), base_url="http://127.0.0.1")
     before = answers(served.call)
@@ -73,7 +60,7 @@ def test_a_swapped_in_folder_that_fails_to_open_leaves_the_previous_version_serv
 
     shutil.copytree(a, b)
     first = ("Orlaith Quenby", "Orlaith Quenby rebuilt the Brannoch lighthouse with green glass and new lamps.")
-    build_folder(records([first]), b, colbert=colbert, checkpoint=tiny_bert_dir, overwrite=True)
+    build_folder(wiki_records(first=[first]), b, colbert=colbert, checkpoint=tiny_bert_dir, overwrite=True)
     residuals = b / "colbert" / "residuals.u8"
     assert residuals.is_file()
     flip_bit(residuals, residuals.stat().st_size // 2)
@@ -92,7 +79,7 @@ def test_a_swapped_in_folder_that_fails_to_open_leaves_the_previous_version_serv
             assert response.status_code == 200, response.text
             shown = [(r["docno"], r["score"], r["title"], r["text"]) for r in response.json()["results"]]
             assert shown == before[q, system]
-    assert client.get("/api/info").json()["passages"] == len(records())
+    assert client.get("/api/info").json()["passages"] == len(wiki_records())
 
 
 # -- pfc serve against stalled clients, foreign Host headers and bytes that are not UTF-8 ----------------------------

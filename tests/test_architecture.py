@@ -1,6 +1,7 @@
 """The package's shape: parts import only downward, and stages compose through columns so that a pipeline, or
 an experiment over several pipelines, runs each shared stage once."""
 import ast
+import functools
 from pathlib import Path
 
 import pandas as pd
@@ -59,6 +60,7 @@ def _imports(path: Path):
     return found
 
 
+@functools.lru_cache(maxsize=1)  # the three tests below read one parse of the package (it does not change)
 def _graph():
     graph = {}
     for path in PACKAGE.rglob("*.py"):
@@ -114,6 +116,20 @@ def test_the_graph_sees_real_edges():
     assert "model.config" in graph["index.artifact"]
     assert "model.encoders" in graph["index.fp16.search"]
     assert "storage" in graph or "storage" in {t for ts in graph.values() for t in ts}
+
+
+#: the longest a module may be (CONTRIBUTING.md: "A module stays under about 600 lines")
+MAX_LINES = 600
+
+
+def test_no_module_is_over_600_lines():
+    """The package, and the scripts of benchmarks/ and pipelines/ (split a long one by job into neighbour modules,
+    as benchmarks/folder_bench.py is)."""
+    root = PACKAGE.parent
+    modules = [*PACKAGE.rglob("*.py"), *(root / "benchmarks").glob("*.py"), *(root / "pipelines").glob("*.py")]
+    assert len(modules) > 100 and any(m.parent.name == "benchmarks" for m in modules)
+    long = {str(m.relative_to(root)): n for m in modules if (n := len(m.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
 
 
 # -- composition and equality -----------------------------------------------------------------------------

@@ -30,10 +30,15 @@ SAMPLE_DUMP = ROOT / "pyterrier_fandom_colbert" / "data" / "sample" / "samplewik
 #: scripts whose command line is not argparse's: (reason, how they are loaded instead)
 NO_HELP = {
     "bench_io.py": "a helper module of the benchmarks, not a script",
+    "folder_bench_common.py": "a helper module of folder_bench.py, not a script",
+    "folder_bench_variants.py": "a helper module of folder_bench.py (its variants job), not a script",
     "compare.py": "runs pfc-compare with fixed settings at import as __main__ (its options are pfc-compare's)",
     "check_formats_peer.py": "runs inside the peer environment, positional arguments only",
     "plaid_peer.py": "runs inside the peer environment, positional arguments only",
 }
+
+#: the helper modules among them: imported by the scripts beside them, no command line of their own
+HELPERS = {name for name, why in NO_HELP.items() if why.startswith("a helper module")}
 
 pytestmark = [pytest.mark.bench_smoke, pytest.mark.filterwarnings("ignore::UserWarning")]
 
@@ -70,7 +75,7 @@ def call_main(module, argv: List[str], monkeypatch) -> int:
 def test_every_script_loads_and_builds_its_command_line(path, monkeypatch, capsys):
     module = load(path)
     if path.name in NO_HELP:
-        assert path.name == "bench_io.py" or path.name == "compare.py" or callable(module.main)
+        assert path.name in HELPERS or path.name == "compare.py" or callable(module.main)
         return
     assert call_main(module, ["--help"], monkeypatch) == 0
     out = capsys.readouterr().out
