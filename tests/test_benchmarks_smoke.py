@@ -590,7 +590,7 @@ def growth_args(tiny: Tiny) -> List[str]:
     train = json.loads((tiny.squad / "train-v1.1.json").read_text())
     with bz2.open(root / "squad-v1.1-train" / "train-v1.1-rebuilt.json.bz2", "wt", encoding="utf-8") as f:
         json.dump(train, f)
-    return ["--data-root", str(root), "--sizes", "12", "30", "--float32-at", "12", "--one-thread-at", "12",
+    return ["--data-root", str(root), "--sizes", "12", "--float32-at", "30",
             "--queries", "3", "--threads", "1", "--checkpoint", tiny.checkpoint,
             "--reader", tiny.fixture("tiny_reader_dir"), "--workdir", str(tiny.out / "work"),
             "--out", str(tiny.out / "growth.json")]
@@ -602,8 +602,7 @@ def check_growth(tiny: Tiny, stdout: str) -> None:
     report = json.loads((tiny.out / "growth.json").read_text())
     rows = report["builds"]
     auto = "bfloat16" if native_bf16() else "float32"
-    assert [(r["size"], r["precision"], r["threads"]) for r in rows] == [
-        (12, auto, 1), (30, auto, 1), (12, "float32", 1), (12, auto, 1)]
+    assert [(r["size"], r["precision"], r["threads"]) for r in rows] == [(12, auto, 1), (30, "float32", 1)]
     for r in rows:  # every passage of the prefix indexed, the figures consistent with each other
         assert r["passages"] == r["size"] and r["tokens"] > r["size"] and r["folder_bytes"] > 0
         assert r["ms_per_passage"] == pytest.approx(1000 * r["total_s"] / r["passages"], abs=0.01)
@@ -853,7 +852,7 @@ RUNS.update({
                                       "--threads", "1", "--checkpoint", t.checkpoint,
                                       "--out", str(t.out / "precision.json")],
                            check_index_precision, slow=True),  # two builds, each in a process of its own
-    "growth": Run("benchmarks/growth.py", growth_args, check_growth, slow=True),  # eight processes
+    "growth": Run("benchmarks/growth.py", growth_args, check_growth, slow=True),  # four processes
     "index_stages": Run("benchmarks/index_stages.py",
                         lambda t: ["--dump", str(SAMPLE_DUMP), "--passages", "20", "--threads", "1",
                                    "--checkpoint", t.checkpoint, "--out", str(t.out / "stages.json")],
