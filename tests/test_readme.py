@@ -67,7 +67,7 @@ def test_readme_is_a_front_door():
     first_block = text.split("```bash\n", 1)[1].split("```", 1)[0]
     commands = [line.split("#", 1)[0].strip() for line in first_block.splitlines()]
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
-    for command in ("bash scripts/setup.sh", ".venv/bin/pytest"):
+    for command in ("bash scripts/setup.sh", ".venv/bin/pytest -n 2"):
         assert command in commands, f"README.md's first command block lacks {command!r}"
         assert command in ci, f".ci/run no longer runs {command!r}, which README.md gives as the way to test"
     assert "docs/modules.md" in text, "README.md links to the parts table"
