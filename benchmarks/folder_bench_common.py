@@ -20,7 +20,7 @@ def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec:
 
     import numpy as np
 
-    from pyterrier_fandom_colbert.app.folder import COLBERT_DIR, MANIFEST, Manifest, folder_bytes
+    from pyterrier_fandom_colbert.app.folder import COLBERT_DIR, MANIFEST, Manifest, SearchSettings, folder_bytes
     from pyterrier_fandom_colbert.app.folder.assemble import parts_of
     from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
     from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec
@@ -42,9 +42,12 @@ def convert(fp16_folder: Path, out: Path, compression: Any = "residual2", codec:
         writer.truncated_docs, writer.windowed_docs = meta.truncated_docs, meta.windowed_docs
     manifest = Manifest.from_dict(unsealed(read_json(out / MANIFEST), out / MANIFEST))
     spec = CompressionSpec(compression) if isinstance(compression, str) else compression
-    settings = dataclasses.replace(manifest.settings, compression=spec.format, exact_share=spec.exact_share)
-    if vectors_of is not None:  # simulated vectors are searched exhaustively (no neighbour index to train)
-        settings = dataclasses.replace(settings, faiss="flat")
+    before = manifest.settings
+    retriever = before.retriever if before.compression.format == spec.format else \
+        SearchSettings.of(spec.format).retriever  # (another format's options do not apply)
+    if vectors_of is not None and spec.format == "fp16":  # simulated vectors are searched exhaustively (no
+        retriever = dataclasses.replace(retriever, faiss="flat")  # neighbour index to train)
+    settings = dataclasses.replace(before, compression=spec, retriever=retriever)
     manifest = dataclasses.replace(manifest, settings=settings,
                                    codec={"trained_on": manifest.passages, "encoded_since": 0})
     if manifest.files is not None:  # the checksums of the new ColBERT index's pt_meta.json (its own manifest)
