@@ -197,9 +197,9 @@ def worker_serve(args) -> int:
     overrides = json.loads(args.search_params)
     # the timed pipeline encodes in --query-precision; the references and the search-only timing in float32
     timed = pfc.ColBERT(colbert.model, colbert.tokenizer, device="cpu", cpu_precision=args.query_precision)
-    pipeline = index.retriever(timed, num_results=10, **overrides)
+    pipeline = index.retriever(timed, num_results=args.k, **overrides)
     store = index.store.arrays
-    params = cs.SearchParams.for_k(10, **overrides)
+    params = cs.SearchParams.for_k(args.k, **overrides)
     centroids = torch.from_numpy(store.codec.centroids)
     exhaustive = cs.SearchParams(ncells=1 << 30, threshold=0.0, ndocs=None)
     fp16 = pfc.ColBERTIndex(args.fp16_index) if args.fp16_index else None
@@ -220,7 +220,7 @@ def worker_serve(args) -> int:
                 Q, mask = colbert.encode_queries([request["query"]])
                 q = Q[0][mask[0]]
                 start = time.perf_counter()
-                ids, _ = cs.search_one(store, centroids, q, 10, params)
+                ids, _ = cs.search_one(store, centroids, q, args.k, params)
                 search_only = time.perf_counter() - start
                 reply = {"ids": res.sort_values("rank").docno.tolist(), "e2e_ms": 1e3 * e2e,
                          "search_ms": 1e3 * search_only,
@@ -348,6 +348,8 @@ def main(argv=None) -> int:
                          "pfc search encodes questions for a bf16 folder; default float32, as before)")
     ap.add_argument("--search-params", default="{}",
                     help='JSON overrides for this package\'s retriever, e.g. \'{"ncells": 2, "ndocs": 512}\'')
+    ap.add_argument("--k", type=int, default=10,
+                    help="results per query, timed (default 10; e.g. 1000); quality is measured on the first 10")
     ap.add_argument("--isolated", action="store_true",
                     help="send every query to one server, then every query to the other (default: alternate)")
     ap.add_argument("--rebuild", action="store_true", help="rebuild both indexes (the fp16 reference is kept)")
@@ -413,15 +415,15 @@ def main(argv=None) -> int:
 
     # serving, interleaved
     ours = Worker([*me, "--worker", "serve", "--index", str(ours_index), "--fp16-index", str(fp16_index),
-                   "--search-params", args.search_params], out / "serve-ours.log", env)
+                   "--search-params", args.search_params, "--k", str(args.k)], out / "serve-ours.log", env)
     plaid = Worker([str(python), str(PEER_SCRIPT), "serve", str(plaid_root), plaid_name], out / "serve-plaid.log",
                    peer_env)
     docnos = [d["docno"] for d in docs]
     try:
         load_before = os.getloadavg()[0]
-        for _, text in topics[:args.warmup]:
-            ours.ask(cmd="search", query=text)
-            plaid.ask(cmd="search", query=text)
+        for _, text in topics[:args.warmup]:  # at --k: colbert-ai keeps the search settings of its first k
+            ours.ask(cmd="search", query=text, k=args.k)
+            plaid.ask(cmd="search", query=text, k=args.k)
         timings: Dict[str, Dict[str, List[float]]] = {"ours": {"e2e": [], "search": []},
                                                       "plaid": {"e2e": [], "search": []}}
         runs: Dict[str, Dict[str, List[str]]] = {"ours": {}, "plaid": {}}
@@ -434,11 +436,14 @@ def main(argv=None) -> int:
             schedule = [(name, worker, qid, text) for i, (qid, text) in enumerate(topics)
                         for name, worker in (order if i % 2 == 0 else order[::-1])]
         for name, worker, qid, text in schedule:
-            reply = worker.ask(cmd="search", query=text, k=10)
+            reply = worker.ask(cmd="search", query=text, k=args.k)
             timings[name]["e2e"].append(reply["e2e_ms"])
             timings[name]["search"].append(reply["search_ms"])
             same[name] += bool(reply["same"])
-            runs[name][qid] = reply["ids"] if name == "ours" else [docnos[p] for p in reply["ids"]]
+            ids = reply["ids"] if name == "ours" else [docnos[p] for p in reply["ids"]]
+            if len(ids) != min(args.k, len(docs)):
+                raise SystemExit(f"{name} answered {len(ids)} passages for claim {qid}, not --k {args.k}")
+            runs[name][qid] = ids[:10]  # quality: the first 10
         search_wall = time.perf_counter() - started
         load_after = os.getloadavg()[0]
         serve_rss = {"ours": ours.ask(cmd="rss")["peak_rss_mb"], "plaid": plaid.ask(cmd="rss")["peak_rss_mb"]}
@@ -465,7 +470,7 @@ def main(argv=None) -> int:
     plaid_bytes = folder_bytes(plaid_folder)
     result = {
         "machine": machine(), "threads": args.threads, "query_precision": args.query_precision,
-        "queries": len(topics), "query_set": "SciFact train claims",
+        "queries": len(topics), "query_set": "SciFact train claims", "k": args.k,
         "load_avg_1min": {"before": round(load_before, 2), "after": round(load_after, 2)},
         "search_wall_seconds": round(search_wall, 1), "nbits": args.nbits, "search_params": ours.hello["params"],
         "schedule": "isolated" if args.isolated else "alternating",
@@ -487,7 +492,8 @@ def main(argv=None) -> int:
                   "ndcg10_own_exhaustive": round(ndcg10(ref_plaid, qrels), 4),
                   "agreement_own_exhaustive": round(agreement(runs["plaid"], ref_plaid), 4)},
     }
-    (out / ("result-isolated.json" if args.isolated else "result.json")).write_text(json.dumps(result, indent=2))
+    name = "result-isolated" if args.isolated else "result"
+    (out / (name + ("" if args.k == 10 else f"-k{args.k}") + ".json")).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
     print(table(result))
     return 0
