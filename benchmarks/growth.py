@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import bz2
+import functools
 import gzip
 import json
 import os
@@ -49,6 +50,13 @@ DATA = ROOT.parent / "shared" / "data"
 SEED = 41
 
 
+@functools.lru_cache(maxsize=1)
+def squad_train(data: Path) -> Dict[str, Any]:
+    """The SQuAD v1.1 training set (read once: its paragraphs are passages, its questions the queries)."""
+    with bz2.open(data / "squad-v1.1-train" / "train-v1.1-rebuilt.json.bz2", "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
 def corpora(data: Path) -> Iterator[Dict[str, Any]]:
     """Every passage of the shared corpora, as ``build_folder`` takes them (docnos prefixed by the corpus)."""
     for name in ("scifact", "wikiqa"):
@@ -57,8 +65,7 @@ def corpora(data: Path) -> Iterator[Dict[str, Any]]:
                 d = json.loads(line)
                 yield {"docno": f"{name}-{d['_id']}", "text": d["text"], "title": d.get("title") or "",
                        "url": "", "section": "", "page_id": 0}
-    with bz2.open(data / "squad-v1.1-train" / "train-v1.1-rebuilt.json.bz2", "rt", encoding="utf-8") as f:
-        squad = json.load(f)
+    squad = squad_train(data)
     for a, article in enumerate(squad["data"]):
         for p, paragraph in enumerate(article["paragraphs"]):
             yield {"docno": f"squad-{a}-{p}", "text": paragraph["context"],
@@ -67,9 +74,7 @@ def corpora(data: Path) -> Iterator[Dict[str, Any]]:
 
 def questions(data: Path, n: int) -> List[str]:
     """``n`` SQuAD training questions (seeded sample)."""
-    with bz2.open(data / "squad-v1.1-train" / "train-v1.1-rebuilt.json.bz2", "rt", encoding="utf-8") as f:
-        squad = json.load(f)
-    every = [q["question"] for a in squad["data"] for p in a["paragraphs"] for q in p["qas"]]
+    every = [q["question"] for a in squad_train(data)["data"] for p in a["paragraphs"] for q in p["qas"]]
     return random.Random(SEED).sample(every, n)
 
 
@@ -95,10 +100,6 @@ def stream(path: Path) -> Iterator[Dict[str, Any]]:
     with open(path, encoding="utf-8") as lines:
         for line in lines:
             yield json.loads(line)
-
-
-def folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
 # -- the child processes --------------------------------------------------------------------------------------------
@@ -230,6 +231,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     prefixes = write_prefixes(args.data_root, sorted({n for n, _, _ in plan}), args.workdir)
     queries_file = args.workdir / "queries.json"
     queries_file.write_text(json.dumps(questions(args.data_root, args.queries)), encoding="utf-8")
+    from pyterrier_fandom_colbert.app.folder import folder_bytes
+
     me = [sys.executable, str(Path(__file__).resolve())]
     rows = []
     for n, precision, threads in plan:

@@ -117,6 +117,14 @@ def interrupt_after(monkeypatch, owner, name: str, calls: int):
     monkeypatch.setattr(owner, name, hooked)
 
 
+def interrupted_build(source, folder: Path, colbert, checkpoint: str, chunks: int) -> None:
+    """``build_folder(source, folder)`` stopped by Ctrl-C once ``chunks`` chunks of encoded passages are kept."""
+    with pytest.MonkeyPatch.context() as m:
+        interrupt_after(m, resume.EncodedChunks, "save", chunks)
+        with pytest.raises(KeyboardInterrupt):
+            build_folder(source, folder, colbert=colbert, checkpoint=checkpoint)
+
+
 def pending(folder: Path) -> bool:
     """``folder`` is published with its ColBERT part pending, and shows no ColBERT part."""
     return load_manifest(folder).colbert_pending and not (folder / "colbert").exists()
@@ -156,10 +164,7 @@ def test_an_interrupted_build_resumes_and_equals_an_uninterrupted_one(where, tmp
 def test_a_damaged_chunk_is_named_and_encoded_again(tmp_path, colbert, dump, whole, tiny_bert_dir, count_calls,
                                                     capsys):
     folder = tmp_path / "wiki"
-    with pytest.MonkeyPatch.context() as m:
-        interrupt_after(m, resume.EncodedChunks, "save", 3)
-        with pytest.raises(KeyboardInterrupt):
-            build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    interrupted_build(dump, folder, colbert, tiny_bert_dir, 3)
     chunk = resume.store_path(folder) / "chunk-000001.npz"
     data = bytearray(chunk.read_bytes())
     data[len(data) // 2] ^= 0x01
@@ -196,10 +201,7 @@ def test_a_chunk_damaged_after_the_check_is_refused_naming_it_and_encoded_by_the
 def test_other_passages_or_restart_discard_what_was_kept(tmp_path, colbert, dump, whole, tiny_bert_dir, count_calls,
                                                          capsys):
     folder = tmp_path / "wiki"
-    with pytest.MonkeyPatch.context() as m:
-        interrupt_after(m, resume.EncodedChunks, "save", 2)
-        with pytest.raises(KeyboardInterrupt):
-            build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    interrupted_build(dump, folder, colbert, tiny_bert_dir, 2)
     encoded = count_calls(type(colbert), "encode_pieces")
     build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir, verbose=True, restart=True)
     assert f"discarding {2 * CHUNK:,} passages encoded by an earlier build" in capsys.readouterr().err
@@ -210,10 +212,7 @@ def test_other_passages_or_restart_discard_what_was_kept(tmp_path, colbert, dump
     other = tmp_path / "other"
     edited = tmp_path / "edited_pages_current.xml"
     edited.write_text(dump.read_text(encoding="utf-8").replace("Cinderhound", "Emberhound"), encoding="utf-8")
-    with pytest.MonkeyPatch.context() as m:
-        interrupt_after(m, resume.EncodedChunks, "save", 2)
-        with pytest.raises(KeyboardInterrupt):
-            build_folder(dump, other, colbert=colbert, checkpoint=tiny_bert_dir)
+    interrupted_build(dump, other, colbert, tiny_bert_dir, 2)
     build_folder(edited, other, colbert=colbert, checkpoint=tiny_bert_dir, verbose=True)
     err = capsys.readouterr().err
     assert re.search(r"discarding \d+ passages encoded by an earlier build in \S+ \(passages: '[0-9a-f]+' then, "
@@ -440,9 +439,6 @@ def test_an_error_after_the_early_publish_leaves_nothing(tmp_path, colbert, dump
 def test_an_update_of_a_pending_folder_is_refused_saying_how_to_complete_it(tmp_path, colbert, dump,
                                                                             tiny_bert_dir):
     folder = tmp_path / "wiki"
-    with pytest.MonkeyPatch.context() as m:
-        interrupt_after(m, resume.EncodedChunks, "save", 1)
-        with pytest.raises(KeyboardInterrupt):
-            build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    interrupted_build(dump, folder, colbert, tiny_bert_dir, 1)
     with pytest.raises(ValueError, match=f"ColBERT part is not built yet.*`pfc index .*{folder}`"):
         update_folder(dump, folder, colbert=colbert)

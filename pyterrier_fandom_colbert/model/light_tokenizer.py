@@ -297,3 +297,15 @@ def load_light_tokenizer(folder: Union[str, Path]) -> Optional[LightTokenizer]:
     if why is not None or specials is None:
         return None
     return LightTokenizer(Tokenizer.from_file(str(folder / TOKENIZER_JSON)), specials, str(folder))
+
+
+def load_tokenizer(folder: Union[str, Path], light: bool = False) -> Any:
+    """The folder's fast tokenizer: with ``light`` (inference), :func:`load_light_tokenizer`'s where it stands in
+    for transformers', else (and without ``light``) ``AutoTokenizer``'s. The one rule the ColBERT encoder and the
+    reader load their tokenizers by."""
+    tokenizer = load_light_tokenizer(folder) if light else None
+    if tokenizer is not None:
+        return tokenizer
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder, use_fast=True, local_files_only=True)

@@ -39,6 +39,7 @@ from ..storage import (
 )
 from . import fast_bert
 from .config import CONFIG_FILE, ColBERTConfig, default_backbone
+from .light_tokenizer import load_tokenizer
 from .tokenization import ColBERTTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -215,20 +216,6 @@ def _light_backbone(folder: Path) -> Optional["PreTrainedModel"]:
     return cast("Optional[PreTrainedModel]", light_bert.load(folder))
 
 
-def _light_tokenizer(folder: Path) -> Any:
-    """The tokenizer read with ``tokenizers`` alone, or None where it may differ from transformers'
-    (:mod:`.light_tokenizer`)."""
-    from .light_tokenizer import load_light_tokenizer
-
-    return load_light_tokenizer(folder)
-
-
-def _auto_tokenizer(folder: Path) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(folder, use_fast=True, local_files_only=True)
-
-
 @contextlib.contextmanager
 def _quiet_transformers():
     """Silence transformers' load report and weight-loading bar for one call, restoring its settings after."""
@@ -391,9 +378,7 @@ def load(folder: Union[str, Path], unchecked: bool = False, *, light: bool = Fal
         integrity.check_whole([n for n in integrity.files if _is_weight_file(n)])
     bb = folder / BACKBONE_DIR
     try:
-        hf_tok = _light_tokenizer(bb) if light else None
-        if hf_tok is None:
-            hf_tok = _auto_tokenizer(bb)
+        hf_tok = load_tokenizer(bb, light=light)
     except Exception as err:  # tokenizers/transformers raise many kinds on damaged files
         raise DamagedFileError(bb, f"the tokenizer in {bb} cannot be loaded ({type(err).__name__}: {err}); "
                                    f"{_REMEDY}") from None

@@ -63,15 +63,9 @@ def base_folder(base: str) -> Path:
 def load_tokenizer(base: str, light: bool = False) -> Any:
     """The base backbone's fast tokenizer (what a loaded reader needs besides its model); ``light`` (inference):
     read with ``tokenizers`` alone where that gives transformers' ids (:mod:`..model.light_tokenizer`)."""
-    if light:
-        from ..model.light_tokenizer import load_light_tokenizer
+    from ..model.light_tokenizer import load_tokenizer as folder_tokenizer
 
-        tokenizer = load_light_tokenizer(base_folder(base))
-        if tokenizer is not None:
-            return tokenizer
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(base_folder(base), use_fast=True, local_files_only=True)
+    return folder_tokenizer(base_folder(base), light=light)
 
 
 def load_base(base: str) -> Tuple[nn.Module, Any]:
