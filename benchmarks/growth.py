@@ -11,8 +11,11 @@ fresh process of its own, so the build's memory is its own: its peak RSS (``os.w
 half second, summarised as the highest RSS in each tenth of the build's wall time (a streamed build's curve is
 flat after the model loads; one that holds the corpus climbs), and the same for its anonymous memory alone
 (``RssAnon``: the file pages of memory-mapped index files, which the kernel reclaims at will, left out). Per
-build: passages, tokens, the manifest's ColBERT and total seconds, passages per second, milliseconds per passage,
-the folder's bytes on disk.
+build: passages, tokens, the manifest's ColBERT and total seconds, the seconds after encoding (from the last
+chunk encoded to the folder complete: training the codec, writing the index), passages per second, milliseconds per
+passage, the folder's bytes on disk, and the peak disk used under the folder's parent during the build beyond what
+was there before it (``peak_disk_mb``, allocated blocks as ``du`` counts them, sampled every half second: the
+kept encoded chunks and, before issue 41 item 5, the index's fp16 spill). ``--builds-only`` skips the searches.
 
 Then, per folder, one process opens it as ``pfc search`` does (``Searcher``, reader on, warmed up) and times
 ``--queries`` SQuAD training questions (the corpus holds their paragraphs) one at a time, k = 10: the default
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import bz2
+import contextlib
 import functools
 import gzip
 import json
@@ -112,13 +116,24 @@ def build_worker(args) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    from pyterrier_fandom_colbert.app.folder import build as building
+
+    encode_into, encoded = building.encode_into, []
+
+    def timed(*a, **k):  # (when the last passage is encoded: what follows is training and writing the index)
+        encode_into(*a, **k)
+        encoded.append(time.perf_counter())
+
+    building.encode_into = timed
     started = time.perf_counter()
     report = build_folder(stream(args.passages), args.folder, overwrite=True, checkpoint=args.checkpoint,
                           cpu_precision=args.precision)
+    ended = time.perf_counter()
     m = report.manifest
     print(json.dumps({"passages": m.passages, "tokens": m.tokens, "precision": m.precision,
                       "colbert_s": m.seconds["colbert"], "total_s": m.seconds["total"],
-                      "wall_s": round(time.perf_counter() - started, 3), "threads": torch.get_num_threads()}))
+                      "after_encoding_s": round(ended - encoded[-1], 3) if encoded else None,
+                      "wall_s": round(ended - started, 3), "threads": torch.get_num_threads()}))
     return 0
 
 
@@ -154,10 +169,23 @@ def search_worker(args) -> int:
 # -- the driver -----------------------------------------------------------------------------------------------------
 
 
-def run_child(command: List[str]) -> Dict[str, Any]:
-    """Run one child: its last stdout line as JSON, its peak RSS, its RSS every half second."""
+def disk_used(folder: Path) -> int:
+    """Bytes allocated to the files under ``folder`` (as ``du`` counts them; files vanishing meanwhile skipped)."""
+    total = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+def run_child(command: List[str], disk: Optional[Path] = None) -> Dict[str, Any]:
+    """Run one child: its last stdout line as JSON, its peak RSS, its RSS every half second; ``disk``: also the
+    peak bytes used under that folder beyond those used before the child started, sampled as often."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     samples: List[tuple] = []
+    disk_before = disk_used(disk) if disk is not None else 0
+    disk_peak = [disk_before]
     with subprocess.Popen(command, stdout=subprocess.PIPE, env=env, text=True) as child:
         done = threading.Event()
 
@@ -171,6 +199,8 @@ def run_child(command: List[str]) -> Dict[str, Any]:
                 except (OSError, KeyError, ValueError):
                     break
                 samples.append((time.perf_counter() - t0, rss, anon))
+                if disk is not None:
+                    disk_peak.append(disk_used(disk))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -189,6 +219,8 @@ def run_child(command: List[str]) -> Dict[str, Any]:
             row[key] = [round(max((s[column] for s in samples if i / 10 * end <= s[0] <= (i + 1) / 10 * end),
                                   default=0.0), 1) for i in range(10)]
         row["peak_anon_mb"] = round(max(s[2] for s in samples), 1)
+    if disk is not None:
+        row["peak_disk_mb"] = round((max(disk_peak) - disk_before) / 1e6, 1)
     return row
 
 
@@ -208,6 +240,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON summary here")
     ap.add_argument("--search-only", action="store_true",
                     help="time the searches of the folders an earlier run built (same arguments), build nothing")
+    ap.add_argument("--builds-only", action="store_true", help="build the folders, time no searches")
     ap.add_argument("--worker", choices=("build", "search"), help=argparse.SUPPRESS)
     ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--passages", type=Path, help=argparse.SUPPRESS)
@@ -253,11 +286,18 @@ def main(argv: Optional[List[str]] = None) -> int:
             continue
         checkpoint = ["--checkpoint", args.checkpoint] if args.checkpoint else []
         build = run_child([*me, "--worker", "build", "--folder", str(folder), "--passages", str(prefixes[n]),
-                           "--precision", precision, *with_threads, *checkpoint])
+                           "--precision", precision, *with_threads, *checkpoint], disk=folder.parent)
         build.update(size=n, requested_precision=precision, folder_bytes=folder_bytes(folder),
                      passages_per_s=round(build["passages"] / build["total_s"], 3),
                      ms_per_passage=round(1000 * build["total_s"] / build["passages"], 2),
                      load_before=round(load_before, 2), load_after=round(os.getloadavg()[0], 2))
+        if args.builds_only:
+            rows.append(build)
+            print(f"{n:>7,} passages {build['precision']:8}: {build['total_s']:.1f} s, {build['after_encoding_s']} s "
+                  f"after encoding; peak disk {build.get('peak_disk_mb')} MB beyond the start, folder "
+                  f"{build['folder_bytes'] / 1e6:.1f} MB; load {build['load_before']}-{build['load_after']}",
+                  flush=True)
+            continue
         reader = ["--reader", args.reader] if args.reader else []
         search = run_child([*me, "--worker", "search", "--folder", str(folder), "--queries-file", str(queries_file),
                             *with_threads, *checkpoint, *reader])

@@ -606,6 +606,7 @@ def check_growth(tiny: Tiny, stdout: str) -> None:
     for r in rows:  # every passage of the prefix indexed, the figures consistent with each other
         assert r["passages"] == r["size"] and r["tokens"] > r["size"] and r["folder_bytes"] > 0
         assert r["ms_per_passage"] == pytest.approx(1000 * r["total_s"] / r["passages"], abs=0.01)
+        assert 0 < r["after_encoding_s"] < r["wall_s"] and r["peak_disk_mb"] >= 0
         assert len(r["rss_by_tenth_mb"]) == 10 and max(r["rss_by_tenth_mb"]) <= r["peak_rss_mb"] + 1
         assert len(r["anon_by_tenth_mb"]) == 10 and 0 < r["peak_anon_mb"] <= max(r["rss_by_tenth_mb"])
         for system in ("default", "colbert"):

@@ -306,6 +306,35 @@ def test_chunks_hold_each_passage_as_encoded(tmp_path):
 
 
 
+def test_a_fresh_build_writes_no_fp16_spill_and_the_index_the_spill_writes(tmp_path, colbert, dump,
+                                                                          tiny_bert_dir):
+    """The codec is trained from the kept chunks before the index is written: no fp16 copy of the corpus, and the
+    ColBERT index that streaming the same passages into the spill path (``IndexWriter(compression=...)``) makes."""
+    from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
+    from pyterrier_fandom_colbert.index.writer import IndexWriter
+
+    def no_spill(*args, **kwargs):
+        raise AssertionError("a fresh build wrote an fp16 spill")
+
+    folder, kept = tmp_path / "wiki", []
+    with pytest.MonkeyPatch.context() as m:
+        # the chunks kept, to write the index again below
+        m.setattr(resume.EncodedChunks, "discard", lambda chunks: kept.append(chunks))
+        m.setattr(compressed, "compress_spill", no_spill)
+        build_folder(dump, folder, colbert=colbert, checkpoint=tiny_bert_dir)
+    meta = ColBERTIndex(folder / "colbert").meta
+    docnos = [json.loads(line)["docno"] for line in (folder / "passages.jsonl").read_text().splitlines()]
+    with IndexWriter(tmp_path / "spilled" / "colbert", colbert.config, colbert.fingerprint(), long_docs="windows",
+                     stride=meta.stride, compression=load_manifest(folder).settings.compression) as writer:
+        for docno, (vectors, ids, parts) in zip(docnos, kept[0].passages(), strict=True):
+            writer.add(docno, vectors, ids, parts)
+        writer.truncated_docs, writer.windowed_docs = meta.truncated_docs, meta.windowed_docs
+    got = {name: data for name, data in files(folder).items() if name.startswith("colbert/")}
+    expected = files(tmp_path / "spilled")
+    assert sorted(got) == sorted(expected) and "colbert/exact_rows.u32" in got
+    assert [name for name in expected if got[name] != expected[name]] == []
+
+
 def test_pfc_index_passes_restart_and_says_the_folder_was_not_written(monkeypatch, tmp_path, capsys):
     from pyterrier_fandom_colbert.app import folder as folder_module
     from pyterrier_fandom_colbert.app.cli import main

@@ -45,7 +45,7 @@ from .layout import (
     IndexMeta,
     is_index_folder,
 )
-from .residual.compress import CodedLists, CompressionSpec, as_spec, compressed_files
+from .residual.compress import CHUNK_TOKENS, CodedLists, CompressionSpec, TrainedCodec, as_spec, compressed_files
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.colbert import ColBERT
@@ -61,7 +61,10 @@ class IndexWriter:
 
     Memory stays constant: vectors go straight to disk. With a residual ``compression`` (a format name or a
     :class:`~pyterrier_fandom_colbert.index.residual.compress.CompressionSpec`) the fp16 vectors are a temporary spill
-    that :meth:`close` compresses in chunks and deletes. Nothing appears at ``path`` until :meth:`close`
+    that :meth:`close` compresses in chunks and deletes; with a known ``codec`` each document is coded as it comes
+    instead, and with a :class:`~.residual.compress.TrainedCodec` (trained on this corpus's sample beforehand, by a
+    caller that can read the corpus twice) the documents are coded in the spill's chunks and ``codec.json`` records
+    the training: the index the spill makes, without the spill. Nothing appears at ``path`` until :meth:`close`
     succeeds; :meth:`abort` (or leaving the ``with`` block by an exception) deletes the partial build.
 
     >>> import tempfile; from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
@@ -75,20 +78,23 @@ class IndexWriter:
 
     def __init__(self, path: Union[str, Path], config: ColBERTConfig, fingerprint: str, *, overwrite: bool = False,
                  long_docs: str = "truncate", stride: Optional[int] = None,
-                 compression: Union[str, CompressionSpec] = "fp16", codec: Optional["ResidualCodec"] = None,
-                 verbose: bool = False):
+                 compression: Union[str, CompressionSpec] = "fp16",
+                 codec: Union["ResidualCodec", TrainedCodec, None] = None, verbose: bool = False):
+        #: a codec trained on this corpus's sample (codec.json records its training, as the spill's does)
+        self.trained = codec if isinstance(codec, TrainedCodec) else None
+        known: Optional["ResidualCodec"] = codec.codec if isinstance(codec, TrainedCodec) else codec
         if long_docs not in LONG_DOCS:
             raise ValueError(f"long_docs={long_docs!r}; expected one of {LONG_DOCS}")
         self.compression = as_spec(compression)
         #: the storage format's part: what close() makes of the streamed vectors (chosen once; refuses, before any
         #: work, a spec the dimension cannot take)
         self.format_writer = store_class(self.compression.format).writer(self.compression, config.dim)
-        if codec is not None and (not self.compression.compressed or codec.nbits != self.compression.nbits
-                                  or codec.dim != config.dim):
-            raise ValueError(f"a {codec.nbits}-bit codec of dimension {codec.dim} cannot write a "
+        if known is not None and (not self.compression.compressed or known.nbits != self.compression.nbits
+                                  or known.dim != config.dim):
+            raise ValueError(f"a {known.nbits}-bit codec of dimension {known.dim} cannot write a "
                              f"{self.compression.format} index of dimension {config.dim}")
         #: a known codec: each document is compressed as it is added (no fp16 spill, no codec training)
-        self.codec = codec
+        self.codec = known
         self.verbose = verbose
         self.path = Path(path)
         self.config = config
@@ -101,8 +107,9 @@ class IndexWriter:
         self.windowed_docs: Optional[int] = None
         self._folder = AtomicFolder(self.path, overwrite=overwrite, replaceable=is_index_folder, what="ColBERT index")
         self._tmp = self._folder.path
-        self._coded = None if codec is None else CodedLists(self._tmp, codec)
-        self._vectors = None if codec is not None else HashingFile(self._tmp / VECTORS_FILE)
+        self._coded = None if known is None else CodedLists(
+            self._tmp, known, chunk_tokens=CHUNK_TOKENS if self.trained is not None else None)
+        self._vectors = None if known is not None else HashingFile(self._tmp / VECTORS_FILE)
         self._token_ids = HashingFile(self._tmp / TOKEN_IDS_FILE)
         self._offsets = HashingFile(self._tmp / OFFSETS_FILE)
         self._docnos = open(self._tmp / _DOCNOS_TEXT, "w", encoding="utf-8")  # noqa: SIM115 (close/abort close it)
@@ -176,6 +183,8 @@ class IndexWriter:
     def close(self) -> Path:
         """Finish the build (docno lookup, duplicate check, config, metadata) and move it to ``path``."""
         try:
+            if self._coded is not None:
+                self._coded.flush()  # (the documents it holds, before its files close)
             self._close_files()
             if self.num_docs == 0:
                 raise ValueError(f"no documents were given, so no index was written to {self.path}")
@@ -190,8 +199,12 @@ class IndexWriter:
             streamed = {f.path.name: f.entry() for f in (self._vectors, self._token_ids, self._offsets)
                         if f is not None}
             if self._coded is not None:
-                info = self._coded.finish(self.compression, self.num_tokens, TOKEN_IDS_FILE,
-                                          extra={"codec": "given"})
+                trained = self.trained
+                info = self._coded.finish(
+                    self.compression, self.num_tokens, TOKEN_IDS_FILE,
+                    **({"extra": {"codec": "given"}} if trained is None else  # (as the spill's, timings aside)
+                       {"sample": trained.sample,
+                        "seconds": {"train": trained.seconds, "quantise": round(self._coded.seconds, 3)}}))
                 names = compressed_files(info)
                 exact_rows = info.get("exact_rows")
             else:

@@ -387,11 +387,22 @@ def encode_passages(tmp: Path, read: ReadPassages, colbert, settings: SearchSett
 def _write_index(index, colbert, docnos, chunks: EncodedChunks, settings: SearchSettings, stride: Optional[int],
                  verbose: bool) -> None:
     """Write the ColBERT index of a fresh build from its encoded passages: the codec's k-means (seeded: the same
-    passages give the same codec), then the codes and inverted lists (what the ColBERT indexer writes)."""
+    passages give the same codec), then the codes and inverted lists (what the ColBERT indexer writes).
+
+    A residual codec is trained first, on the rows the writer's fp16 spill would sample (a pass counting the
+    tokens, a pass gathering the sample: :class:`~...index.residual.compress.TrainedCodec`), so the writer codes
+    the passages as they come: the same index without a second full copy of the vectors on disk, and only the
+    sample in memory. The kept chunks are read three times; reading them is cheap next to encoding them."""
+    from ...index.residual.compress import TrainedCodec
     from ...index.writer import IndexWriter
 
+    spec, codec = settings.compression, None
+    if spec.compressed:
+        num_tokens = sum(len(vectors) for vectors, _, _ in chunks.passages())
+        if num_tokens:  # (no passages: the writer says so)
+            codec = TrainedCodec.train((vectors for vectors, _, _ in chunks.passages()), num_tokens, spec)
     with IndexWriter(index.path, colbert.config, colbert.fingerprint(), long_docs="windows", stride=stride,
-                     compression=settings.compression, verbose=verbose) as writer:
+                     compression=spec, codec=codec, verbose=verbose) as writer:
         for docno, (vectors, ids, parts) in zip(docnos, chunks.passages()):
             writer.add(str(docno), vectors, ids, parts)
         writer.truncated_docs, writer.windowed_docs = 0, chunks.long

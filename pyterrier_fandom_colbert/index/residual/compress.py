@@ -5,13 +5,16 @@ Building (:func:`compress_spill`) starts from the writer's temporary folder, who
 by the single encoding pass: a sample of rows trains the codec, the vectors are quantised ``chunk_tokens`` rows
 at a time (whole documents), the (centroid, document) pairs are spilled and then scattered into the inverted
 lists, and the vector spill is deleted. Memory is bounded by the chunk and the training sample, not by the corpus.
+A corpus that can be read twice (a search folder's kept encoded passages) skips the spill: the same sample trains
+the same codec first (:class:`TrainedCodec`), and a writer given it codes the documents as they come, in the same
+chunks (:class:`CodedLists` with ``chunk_tokens``): the same files.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -230,6 +233,60 @@ def doc_chunks(offsets: np.ndarray, chunk_tokens: int) -> Iterator[Tuple[int, in
         start = end
 
 
+def sample_rows(arrays: Iterable[np.ndarray], num_tokens: int, spec: CompressionSpec) -> np.ndarray:
+    """The codec's training sample (float32, in corpus order) of a corpus of ``num_tokens`` vectors read in order
+    as ``arrays`` (``[n_i, d]`` each, e.g. one per document, or the whole corpus as one): ``spec.resolve``'s sample
+    size of rows drawn without replacement with ``spec.seed``. Only the sample is held, never the corpus; the
+    arrays' rows must add up to ``num_tokens``.
+
+    >>> spec = CompressionSpec("residual2", num_centroids=2, sample=3)
+    >>> corpus = np.arange(12, dtype=np.float16).reshape(6, 2)
+    >>> sample_rows([corpus[:1], corpus[1:4], corpus[4:]], 6, spec).tolist()
+    [[6.0, 7.0], [8.0, 9.0], [10.0, 11.0]]
+    >>> np.array_equal(sample_rows([corpus], 6, spec), sample_rows(iter(corpus[:, None]), 6, spec))
+    True
+    >>> sample_rows([corpus[:4]], 6, spec)
+    Traceback (most recent call last):
+    ...
+    ValueError: the arrays hold 4 token vectors, not the 6 the sample was drawn from
+    """
+    _, size = spec.resolve(num_tokens)
+    rows = np.sort(np.random.default_rng(spec.seed).choice(num_tokens, size=size, replace=False))
+    sample: Optional[np.ndarray] = None
+    start = 0
+    for array in arrays:
+        end = start + len(array)
+        lo, hi = np.searchsorted(rows, [start, min(end, num_tokens)])
+        if sample is None:
+            sample = np.empty((size, array.shape[1]), dtype=np.float32)
+        if hi > lo:
+            sample[lo:hi] = array[rows[lo:hi] - start]
+        start = end
+    if start != num_tokens or sample is None:
+        raise ValueError(f"the arrays hold {start} token vectors, not the {num_tokens} the sample was drawn from")
+    return sample
+
+
+@dataclass(frozen=True, eq=False)
+class TrainedCodec:
+    """A codec trained on a corpus's sample (:meth:`train`: what :func:`compress_spill` trains on the same corpus)
+    and what ``codec.json`` records of it: the sample size and the training seconds. An ``IndexWriter`` given one
+    writes the index :func:`compress_spill` writes, without the fp16 spill."""
+
+    codec: ResidualCodec
+    sample: int
+    seconds: float
+
+    @classmethod
+    def train(cls, arrays: Iterable[np.ndarray], num_tokens: int, spec: CompressionSpec) -> "TrainedCodec":
+        """The codec of ``spec`` trained on :func:`sample_rows` of the corpus ``arrays`` (``num_tokens`` rows)."""
+        started = time.perf_counter()
+        num_centroids, _ = spec.resolve(num_tokens)
+        sample = sample_rows(arrays, num_tokens, spec)
+        codec = spec.train_codec(sample, num_centroids)
+        return cls(codec, len(sample), round(time.perf_counter() - started, 3))
+
+
 def compress_spill(folder: Path, num_tokens: int, dim: int, spec: CompressionSpec, *, vectors_file: str,
                    token_ids_file_i32: str, offsets_file: str, verbose: bool = False,
                    chunk_tokens: int = CHUNK_TOKENS) -> Dict[str, Any]:
@@ -239,18 +296,12 @@ def compress_spill(folder: Path, num_tokens: int, dim: int, spec: CompressionSpe
     nbits = spec.nbits
     check_nbits(nbits, dim)
     folder = Path(folder)
-    started = time.perf_counter()
     vectors = np.memmap(folder / vectors_file, dtype=np.float16, mode="r", shape=(num_tokens, dim))
     offsets = np.fromfile(folder / offsets_file, dtype=np.int64)
-    num_centroids, sample_size = spec.resolve(num_tokens)
-    rng = np.random.default_rng(spec.seed)
-    rows = np.sort(rng.choice(num_tokens, size=sample_size, replace=False))
-    sample = np.asarray(vectors[rows], dtype=np.float32)
-    codec = spec.train_codec(sample, num_centroids)
-    del sample
-    trained = time.perf_counter()
+    trained = TrainedCodec.train([vectors], num_tokens, spec)
+    started = time.perf_counter()
 
-    lists = CodedLists(folder, codec)
+    lists = CodedLists(folder, trained.codec)
     bar = progress(total=num_tokens, desc=f"compressing ({spec.format})", unit="tok", enabled=verbose)
     try:
         for first, end in doc_chunks(offsets, chunk_tokens):
@@ -264,9 +315,8 @@ def compress_spill(folder: Path, num_tokens: int, dim: int, spec: CompressionSpe
         bar.close()
     del vectors
     (folder / vectors_file).unlink()
-    quantised = time.perf_counter()
-    return lists.finish(spec, num_tokens, token_ids_file_i32, chunk_tokens, sample=sample_size,
-                        seconds={"train": round(trained - started, 3), "quantise": round(quantised - trained, 3)})
+    return lists.finish(spec, num_tokens, token_ids_file_i32, chunk_tokens, sample=trained.sample,
+                        seconds={"train": trained.seconds, "quantise": round(time.perf_counter() - started, 3)})
 
 
 class CodedLists:
@@ -278,11 +328,20 @@ class CodedLists:
     (fp16), to the exact outliers' files.
 
     Documents must arrive in document-id order (the inverted lists come out ascending).
+
+    ``chunk_tokens``: the documents given one at a time to :meth:`add_vectors` are held and coded together, whole
+    documents of at most ``chunk_tokens`` rows at a time (one longer alone): the chunks :func:`doc_chunks` makes of
+    the same documents, so the same calls (and files) as :func:`compress_spill`'s, and fewer, larger products.
     """
 
-    def __init__(self, folder: Path, codec: ResidualCodec):
+    def __init__(self, folder: Path, codec: ResidualCodec, chunk_tokens: Optional[int] = None):
         self.folder = Path(folder)
         self.codec = codec
+        self.chunk_tokens = chunk_tokens
+        self._held: List[Tuple[int, np.ndarray]] = []  # (document id, fp16 vectors) not coded yet
+        self._held_rows = 0
+        #: seconds spent coding vectors (add_vectors)
+        self.seconds = 0.0
         self.code_dtype = code_dtype(codec.num_centroids)
         self.counts = np.zeros(codec.num_centroids, dtype=np.int64)
         self.num_tokens = 0
@@ -298,6 +357,28 @@ class CodedLists:
     def add_vectors(self, doc_id: Union[int, np.ndarray], vectors: np.ndarray) -> None:
         """Compress vectors ``[n, d]`` (fp16 values) with the codec and append them: one document's (``doc_id``
         an int) or whole documents' (``doc_id``: the document of each row, ascending)."""
+        if self.chunk_tokens is not None and np.ndim(doc_id) == 0:
+            if self._held and self._held_rows + len(vectors) > self.chunk_tokens:
+                self.flush()
+            self._held.append((int(doc_id), np.array(vectors)))  # (a copy: the caller may reuse its array)
+            self._held_rows += len(vectors)
+            return
+        self.flush()
+        started = time.perf_counter()
+        self._code(doc_id, vectors)
+        self.seconds += time.perf_counter() - started
+
+    def flush(self) -> None:
+        """Code the documents held (``chunk_tokens``), if any."""
+        if not self._held:
+            return
+        held, self._held, self._held_rows = self._held, [], 0
+        started = time.perf_counter()
+        self._code(np.repeat([doc for doc, _ in held], [len(v) for _, v in held]),
+                   np.concatenate([v for _, v in held]))
+        self.seconds += time.perf_counter() - started
+
+    def _code(self, doc_id: Union[int, np.ndarray], vectors: np.ndarray) -> None:
         vectors = np.asarray(vectors)
         as_float = vectors.astype(np.float32)
         codes, packed = self.codec.compress(as_float)
@@ -322,6 +403,7 @@ class CodedLists:
             raise ValueError(f"centroid ids outside 0..{self.codec.num_centroids - 1}: the codes were not made by "
                              "this codec")
         rows, vectors = self._check_exact(exact, len(codes))
+        self.flush()  # (the documents held come first)
         self._codes.write(codes.astype(self.code_dtype).tobytes())
         self._residuals.write(packed.tobytes())
         from .search import doc_code_pairs  # (it loads PyTerrier: pfc's checks read a CompressionSpec before any)
@@ -363,6 +445,7 @@ class CodedLists:
         """Write the inverted lists, the narrowed token ids, the exact outliers' row ids, the codec and
         ``codec.json`` (returned)."""
         started = time.perf_counter()
+        self.flush()
         self.close()
         if self.num_tokens != num_tokens:
             raise ValueError(f"{self.num_tokens} coded token rows for an index of {num_tokens} tokens")
