@@ -17,8 +17,9 @@ script, run from the package's environment, drives both. It
    (float32, as exported and after ``onnxruntime.transformers.optimizer``'s fusions) and OpenVINO
    (``INFERENCE_PRECISION_HINT`` bf16, which uses AMX where the CPU has it, and f32), each on ``--threads``
    threads, and warms each up;
-4. times one pass over all the batches per runtime, round after round, interleaved (torch bf16, torch float32,
-   then the worker's runtimes, in the same order every round) so that a drifting load hits all alike; torch runs
+4. after an untimed pass each (warm-up over every batch shape; the vectors compared in 5), times a pass over all
+   the batches per runtime, round after round, interleaved batch by batch (each batch by every runtime in turn,
+   the order rotated from batch to batch) so that a drifting load hits all alike; torch runs
    through the package's own ``ColBERT._forward`` (``--no-torch-fp32`` leaves float32 untimed: its vectors,
    from step 1, stay the reference);
 5. reports passages/s per runtime (median over rounds) and its speed over torch bfloat16, and how close each one's
@@ -108,7 +109,8 @@ def _reply(obj) -> None:
 
 def worker(args) -> None:
     """Answer the driver on stdin/stdout: ``<runtime>`` → one timed pass over all batches (``{"seconds"}``; the
-    first pass of each runtime also writes its scored-token vectors to ``<work>/<runtime>.npy``); ``quit``."""
+    first pass of each runtime also writes its scored-token vectors to ``<work>/<runtime>.npy``); ``<runtime>|<i>``
+    → batch ``i`` alone, timed; ``quit``."""
     import importlib.util
 
     import numpy as np
@@ -122,14 +124,15 @@ def worker(args) -> None:
     _reply({"ready": list(runs), "missing": missing})
     written = set()
     for line in sys.stdin:
-        name = line.strip()
+        name, _, index = line.strip().partition("|")
         if name == "quit":
             break
         fn = runs[name]
+        chosen = batches if not index else [batches[int(index)]]
         began = time.perf_counter()
-        outs = [fn(ids, mask) for ids, mask, _ in batches]
+        outs = [fn(ids, mask) for ids, mask, _ in chosen]
         seconds = time.perf_counter() - began
-        if name not in written:
+        if name not in written and not index:
             np.save(args.work / f"{name.replace(' ', '_')}.npy",
                     np.concatenate([o[s] for o, (_, _, s) in zip(outs, batches)]).astype(np.float32))
             written.add(name)
@@ -253,9 +256,10 @@ class Worker:
         raise SystemExit(f"encode_runtimes: the worker stopped (exit status {self.proc.wait()}); its errors are "
                          f"above")
 
-    def time(self, name: str) -> float:
+    def time(self, name: str, batch: int | None = None) -> float:
+        """Seconds of a pass over all the batches, or over batch ``batch`` alone."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(name + "\n")
+        self.proc.stdin.write(name + ("" if batch is None else f"|{batch}") + "\n")
         self.proc.stdin.flush()
         return float(self.read()["seconds"])
 
@@ -304,27 +308,34 @@ def drive(args) -> dict:
         def __init__(self, ids, mask):
             self.input_ids, self.attention_mask = ids, mask
 
-    def run_torch(name):
+    def run_torch(name, batch=None):
         encoder = encoders[name]
+        chosen = batches if batch is None else [batches[batch]]
         began = time.perf_counter()
-        outs = [encoder._forward(Packed(ids, mask)) for ids, mask, _ in batches]
+        outs = [encoder._forward(Packed(ids, mask)) for ids, mask, _ in chosen]
         seconds = time.perf_counter() - began
-        if name != "torch fp32":
+        if name != "torch fp32" and batch is None:
             vectors.setdefault(name, np.concatenate([o.float().numpy()[s] for o, (_, _, s) in zip(outs, batches)]))
         return seconds
 
     timed = ["torch bf16", *(["torch fp32"] if not args.no_torch_fp32 else [])]
-    for name in timed:  # warm-up (the bf16 copy of the weights is made on first use)
-        encoders[name]._forward(Packed(*batches[0][:2]))
     pool = Worker(args.ox_python, args)
     seconds = {name: [] for name in (*timed, *pool.hello["ready"])}
     try:
+        # an untimed pass each: warm-up over every batch shape (the bf16 copy of the weights is made on first use,
+        # OpenVINO compiles per shape on first sight), and the vectors compared below
+        for name in seconds:
+            run_torch(name) if name in TORCH else pool.time(name)
+        names = list(seconds)
         for r in range(args.rounds):
-            for name in seconds:
-                took = run_torch(name) if name in TORCH else pool.time(name)
-                seconds[name].append(took)
-                print(f"round {r + 1} {name:17s} {len(texts) / took:6.1f} passages/s ({took:5.1f} s), load "
-                      f"average {os.getloadavg()[0]:.2f}", flush=True)
+            took = dict.fromkeys(names, 0.0)
+            for b in range(len(batches)):  # each batch by every runtime in turn, starting one further each time
+                for name in names[b % len(names):] + names[:b % len(names)]:
+                    took[name] += run_torch(name, b) if name in TORCH else pool.time(name, b)
+            for name in names:
+                seconds[name].append(took[name])
+                print(f"round {r + 1} {name:22s} {len(texts) / took[name]:6.1f} passages/s ({took[name]:5.1f} s), "
+                      f"load average {os.getloadavg()[0]:.2f}", flush=True)
     finally:
         pool.close()
     for name in pool.hello["ready"]:
