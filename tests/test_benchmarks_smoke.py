@@ -924,3 +924,19 @@ def test_plaid_compare_refuses_builds_that_measured_nothing():
         module.check_builds(dict(ours, passages_encoded=0), plaid, 5)
     with pytest.raises(SystemExit, match="PLAID's build encoded 4 passages"):
         module.check_builds(ours, dict(plaid, passages_encoded=4), 5)
+
+
+def test_encode_runtimes_says_how_to_get_the_runtimes(tmp_path):
+    """Without ONNX Runtime and OpenVINO (they are no dependency), the runtime comparison stops before loading a
+    model, with a message naming what is missing and how to make the environment that has them."""
+    import importlib.util
+
+    module = load(ROOT / "benchmarks" / "encode_runtimes.py")
+    with pytest.raises(SystemExit, match=r"onnxruntime, openvino not found \(no --ox-python was given\).*pip install"):
+        module.main(["--work", str(tmp_path)])
+    with pytest.raises(SystemExit, match=r"cannot run --ox-python '/no/such/python'.*/tmp/ox-venv"):
+        module.main(["--ox-python", "/no/such/python", "--work", str(tmp_path)])
+    if importlib.util.find_spec("onnxruntime") is None:  # the package's own environment, as it normally is
+        with pytest.raises(SystemExit, match=rf"onnxruntime not found \(--ox-python {re.escape(sys.executable)}\)"):
+            module.main(["--ox-python", sys.executable, "--runtimes", "onnxruntime fp32", "--work", str(tmp_path)])
+    assert not list(tmp_path.iterdir())  # stopped before writing anything
