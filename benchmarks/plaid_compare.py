@@ -25,10 +25,7 @@ What it does:
    of ``--block`` (25): a block to one server, then the same block to the other, the first server alternating
    per block, so that drift in the machine's speed hits both alike (``--block 1``: alternate per query;
    ``--isolated``: one block of all the queries, which drift can bias: measured once at 0.67x where repeated
-   blocks of 25 gave 0.85-0.88x), after ``--warmup`` untimed queries. Not one query at
-   a time: a server that has just answered keeps its OpenMP threads spinning for a while, and the other server's
-   next query then shares the 2 cores with them (alternating per query, ``--block 1``, timed this package's
-   queries 26 -> 35 ms p50 and PLAID's hardly at all). Each worker times end to end
+   blocks of 25 gave 0.85-0.88x), after ``--warmup`` untimed queries. Each worker times end to end
    (text in, top 10 out: this package's ``index.retriever(colbert, num_results=10)`` pipeline; colbert-ai's
    ``Searcher.search``) and search only (query vectors given).
 5. Exhaustive references, cached: each system's own exhaustive MaxSim over its stored (decompressed) vectors,
