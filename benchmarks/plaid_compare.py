@@ -498,7 +498,8 @@ def main(argv=None) -> int:
                   "ndcg10_own_exhaustive": round(ndcg10(ref_plaid, qrels), 4),
                   "agreement_own_exhaustive": round(agreement(runs["plaid"], ref_plaid), 4)},
     }
-    name = "result-isolated" if args.isolated else "result" if args.block == 25 else f"result-block{args.block}"
+    name = ("result-isolated" if args.isolated else "result" if args.block == ap.get_default("block")
+            else f"result-block{args.block}")
     (out / (name + ("" if args.k == 10 else f"-k{args.k}") + ".json")).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
     print(table(result))

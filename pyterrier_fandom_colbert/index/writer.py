@@ -335,7 +335,7 @@ class ColBERTIndexer(pt.Indexer):
             inp = _records(inp)
         bar = progress(total=total, desc="indexing", unit="doc", enabled=self.verbose)
         ticker = Ticker(bar)  # moves after every encoder layer of every model batch
-        trimmer = HeapTrimmer()  # the heap the encoder freed goes back to the OS: a flat RSS however many documents
+        trimmer = HeapTrimmer()  # the heap the encoder freed goes back to the OS (docs/results.md: RSS not yet flat)
         long_count = "windowed" if self.long_docs == "windows" else "truncated"
         try:
             with IndexWriter(artifact_path(self.index_ref), self.colbert.config, self.colbert.fingerprint(),

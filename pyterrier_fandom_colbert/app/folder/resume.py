@@ -267,7 +267,7 @@ def encode_into(chunks: EncodedChunks, colbert, tfidf, positions: np.ndarray, st
         ticker = Ticker(bar)
         ticker.settle(chunks.passages_done())
         max_pieces = colbert.tokenizer.max_doc_pieces
-        trimmer = HeapTrimmer()  # the heap the encoder freed goes back to the OS: a flat RSS however big the wiki
+        trimmer = HeapTrimmer()  # the heap the encoder freed goes back to the OS (docs/results.md: RSS not yet flat)
         for number in todo:
             ids = positions[number * CHUNK_PASSAGES:(number + 1) * CHUNK_PASSAGES]
             pieces = colbert.tokenizer.document_pieces(list(tfidf.texts(ids)))
