@@ -97,6 +97,25 @@ def check_queries(frame: pd.DataFrame) -> List[str]:
     return queries
 
 
+def check_query_text(query: Any) -> str:
+    """One query's text as :func:`check_queries` accepts it, else its ``ValueError`` (the query shown).
+
+    >>> check_query_text("dragons")
+    'dragons'
+    >>> check_query_text("  ")
+    Traceback (most recent call last):
+    ...
+    ValueError: empty or non-text query '  ': ColBERT needs at least one word per query (zero-width, bidi-control, \
+other format and control characters do not count)
+    """
+    if not isinstance(query, str) or is_blank(query):
+        raise ValueError(f"empty or non-text query {query!r}: ColBERT needs at least one word per query (zero-width, "
+                         "bidi-control, other format and control characters do not count)")
+    if _SURROGATE_RE.search(query):
+        raise _surrogate_error("the query holds")
+    return query
+
+
 def usable_query_rows(frame: pd.DataFrame, *, strict: bool = False, context: Any = None) -> pd.DataFrame:
     """The rows of ``frame`` whose query :func:`check_queries` accepts: the one policy of every retriever and
     scorer for messy topics. Rows of unusable queries (empty, whitespace-only or non-text) are left out, so those

@@ -754,6 +754,8 @@ def check_plaid_compare(tiny: Tiny, stdout: str) -> None:
         assert build["passages_encoded"] == round(passes * tiny.num_docs)
         assert build["passages_encoded"] >= tiny.num_docs and build["encode_seconds"] > 0
         assert row["e2e_ms"]["p50"] > 0 and unit(row["ndcg10"]) and unit(row["agreement_own_exhaustive"])
+    # the frame-free searcher answered too, with the pipeline's passages (the worker's "same" needs all three)
+    assert result["ours"]["e2e_arrays_ms"]["p50"] > 0 and result["ours"]["search_only_same_top10"] == 1.0
 
 
 def check_formats_peer(tiny: Tiny, stdout: str) -> None:

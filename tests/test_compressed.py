@@ -585,3 +585,25 @@ def test_a_writer_with_a_known_codec_codes_each_document_alone_and_copies_coded_
     with pytest.raises(ValueError, match="cannot write a residual4 index"):
         IndexWriter(tmp_path / "y", config, "synthetic", compression="residual4", codec=codec)
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["fp16", "residual2"])
+def test_text_searcher_answers_as_the_retriever_pipeline(both, colbert, which):
+    """``index.searcher(colbert)``: the same passages and scores, best first, as ``index.retriever(colbert)`` with
+    the same options, without a frame; bad queries are refused by name."""
+    index = both[which]
+    options = {"num_results": 7} if which else {"num_results": 7, "faiss": "exact"}
+    pipeline = index.retriever(colbert, **options)
+    searcher = index.searcher(colbert, **options)
+    assert searcher.num_results == 7
+    for query in QUERIES:
+        docnos, scores = searcher.search(query)
+        expected = pipeline.search(query).sort_values("rank")
+        assert docnos.tolist() == expected["docno"].tolist()
+        np.testing.assert_allclose(scores, expected["score"].to_numpy(), rtol=0, atol=1e-9)
+        assert scores.dtype == np.float64 and np.all(np.diff(scores) <= 0)
+    for bad in ("", "   ", None):
+        with pytest.raises(ValueError, match="empty or non-text query"):
+            searcher.search(bad)
+    with pytest.raises(TypeError, match="nscore"):  # another format's option, named
+        index.searcher(colbert, **({"nscore": 5} if not which else {"k_hat": 5}))

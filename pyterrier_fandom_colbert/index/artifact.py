@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
 
 import numpy as np
 import pyterrier as pt
@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .formats import IndexStore
     from .residual.codec import ResidualCodec
     from .residual.compress import CompressionSpec
+    from .text_search import TextSearcher
     from .writer import ColBERTIndexer, IndexWriter
 
 S = TypeVar("S", bound="IndexStore")
@@ -359,6 +360,19 @@ class ColBERTIndex(pt.Artifact):
         store = self.store
         check_retriever_options(store, options)
         return self._with_encoder(colbert, store.retriever(**options), bool(options.get("strict", False)))
+
+    def searcher(self, colbert: "ColBERT", **options: Any) -> "TextSearcher":
+        """One query's text → ``(docnos, scores)``, best first, with no DataFrame around it
+        (:class:`~.text_search.TextSearcher`): the same answer as ``index.retriever(colbert, **options)`` (the
+        same options), for callers that ask one question at a time and want arrays back."""
+        from .formats import check_retriever_options
+        from .text_search import TextSearcher, VectorSearch
+
+        self.check()
+        store = self.store
+        check_retriever_options(store, options)
+        self.check_encoder(colbert)
+        return TextSearcher(self, colbert, cast(VectorSearch, store.retriever(**options)))
 
     def scorer(self, colbert: Optional["ColBERT"] = None, *, strict: bool = False,
                verbose: bool = False) -> pt.Transformer:

@@ -280,18 +280,22 @@ class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
             return Hits.none(inp)
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
-        ann = self.index.ann(self.spec)
         found: List[Tuple[np.ndarray, np.ndarray]] = []
         bar = progress(total=len(unique), desc="ColBERT retrieval", unit="query", enabled=self.verbose)
         try:
             for start in range(0, len(unique), QUERY_BATCH):
                 queries = unique[start:start + QUERY_BATCH]
-                found.extend(search(self.index, ann, queries, self.num_results, self.k_hat, self.nprobe,
-                                    self.refine))
+                found.extend(self.search_vectors(queries))
                 bar.update(len(queries))
         finally:
             bar.close()
         return Hits(inp, *found_hits(codes, found, self.index.docnos_of))
+
+    def search_vectors(self, queries: Sequence["torch.Tensor"]) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """Per query (its scoring vectors ``[n, d]`` float32): the top ``num_results`` (document ids, exact scores),
+        best first; what :meth:`hits` and ``index.searcher()`` ask."""
+        return search(self.index, self.index.ann(self.spec), list(queries), self.num_results, self.k_hat,
+                      self.nprobe, self.refine)
 
     def __repr__(self) -> str:
         neighbours = f"lam={self.lam}" if self.lam is not None else f"k_hat={self.k_hat}"

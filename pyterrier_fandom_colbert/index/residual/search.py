@@ -23,7 +23,7 @@ at the end does the DataFrame plumbing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import pandas as pd
@@ -535,16 +535,21 @@ class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
             return Hits.none(inp)
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
-        store = cast("ResidualStore", self.index.store).arrays  # a compressed index's store (its retriever)
         found: List[Tuple[np.ndarray, np.ndarray]] = []
         bar = progress(total=len(unique), desc="ColBERT retrieval (compressed)", unit="query", enabled=self.verbose)
         try:
             for q in unique:
-                found.extend(search(store, [q], self.num_results, self.params))
+                found.extend(self.search_vectors([q]))
                 bar.update(1)
         finally:
             bar.close()
         return Hits(inp, *found_hits(codes, found, self.index.docnos_of))
+
+    def search_vectors(self, queries: Sequence["torch.Tensor"]) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """Per query (its scoring vectors ``[n, d]`` float32): the top ``num_results`` (document ids, scores), best
+        first; what :meth:`hits` and ``index.searcher()`` ask."""
+        store = cast("ResidualStore", self.index.store).arrays
+        return search(store, list(queries), self.num_results, self.params)
 
     def __repr__(self) -> str:
         p = self.params
