@@ -11,8 +11,9 @@
   ``report``: the 1,512 dev questions) read from its gold paragraph: exact match and F1 (official normalisation,
   best over the gold answers); with ``--kde`` also the study's KDE short answer over the same paragraph.
 * ``fit`` (selection questions only): the logistic calibration of "the shown answer is right" (exact match) on the
-  reader's margin of the answer ``pfc search`` shows (folder of all 1,393 protocol paragraphs), and the threshold:
-  the highest whose false "nothing relevant" on those answerable questions stays within ``--max-false-nothing``;
+  reader's margin and the passage's rank (``--features``; fitted on each question's answer of largest margin,
+  folder of all 1,393 protocol paragraphs), and the threshold: the highest whose false "nothing relevant" on those
+  answerable questions (the threshold or the folder's relevance rule) stays within ``--max-false-nothing``;
   the unanswerable side is the same questions asked of the dev-only folder (no passage of their articles).
   Writes ``calibration.json`` into the reader folder (``--write``).
 * ``e2e`` (report questions): the first answer shown (the response's ``answer``) and the first result's KDE short
@@ -43,10 +44,15 @@ import evaluate as ev  # noqa: E402  (pipelines/evaluate.py: data loading, threa
 import short_answer_eval as sae  # noqa: E402  (the SQuAD protocol's questions and folders)
 
 
-def reader_digest(reader: Path) -> str:
+def reader_digest(reader: Path, calibrated: bool = True) -> str:
+    """The reader's weights checksum, and its calibration's where it has one and ``calibrated`` (a response's answer
+    and "nothing relevant" depend on it; the results' spans and margins do not)."""
+    from pyterrier_fandom_colbert.reader.network import CALIBRATION_FILE
     from pyterrier_fandom_colbert.storage import file_checksum
 
-    return file_checksum(reader / "reader.safetensors")[:12]
+    calibration = reader / CALIBRATION_FILE
+    return file_checksum(reader / "reader.safetensors")[:12] + \
+        (f"-{file_checksum(calibration)[:6]}" if calibrated and calibration.is_file() else "")
 
 
 def gold_texts(question: Dict[str, Any], text_of: Dict[str, str]) -> List[str]:
@@ -141,39 +147,90 @@ def cmd_gold(args, docs, parts) -> Dict[str, Any]:
     return out
 
 
+def read_candidates(response: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The read results of a response: ``{margin, rank (0-based), text}`` each."""
+    out = []
+    for r in response["results"]:
+        if r.get("short_answer") and r.get("answer_score") is not None:
+            start, end = r["short_answer"]
+            out.append({"margin": float(r["answer_score"]), "rank": int(r["rank"]) - 1, "text": r["text"][start:end]})
+    return out
+
+
+def shown_under(candidates: List[Dict[str, Any]], calibration) -> Optional[Dict[str, Any]]:
+    """The answer ``Searcher.search`` would show under ``calibration`` (``best_answer``: most confident, then larger
+    margin, then higher ranked), with its ``confidence``; None when nothing was read."""
+    import numpy as np
+
+    if not candidates:
+        return None
+    p = calibration.probability(np.array([c["margin"] for c in candidates]), np.array([c["rank"] for c in candidates]))
+    best = max(range(len(candidates)), key=lambda i: (round(float(p[i]), 3), candidates[i]["margin"],
+                                                       -candidates[i]["rank"]))
+    return {**candidates[best], "confidence": round(float(p[best]), 3)}
+
+
 def cmd_fit(args, docs, parts) -> Dict[str, Any]:
+    """The reader's calibration on the selection questions: a logistic of "the shown answer is right" (exact match)
+    on its margin and its passage's rank, fitted on the answer of largest margin; then the threshold, the highest
+    whose false "nothing relevant" (together with the search folder's relevance rule, as ``pfc search`` says it)
+    stays within ``--max-false-nothing``."""
     import numpy as np
 
     from pyterrier_fandom_colbert.app.search import Searcher
-    from pyterrier_fandom_colbert.reader.calibration import ReaderCalibration, fit_logistic
+    from pyterrier_fandom_colbert.reader.calibration import ReaderCalibration, fit_logistic_features
 
     folders = build(args, docs)
     text_of = {d["docno"]: d["text"] for d in docs}
     selection = parts["selection"]
-    digest = reader_digest(args.reader)
+    digest = reader_digest(args.reader, calibrated=False)  # fit reads the margins only
     full = Searcher(folders["full"], warm=False, reader=args.reader, read_top=args.read_top)
     dev = Searcher(folders["dev"], warm=False, colbert=full.colbert, reader=args.reader, read_top=args.read_top)
     on_full = responses(full, selection, args.out / "answers" / f"sel-full-{digest}-top{args.read_top}.json.gz")
     on_dev = responses(dev, selection, args.out / "answers" / f"sel-dev-{digest}-top{args.read_top}.json.gz")
-    margins = np.array([margin_of(on_full[q["qid"]]) for q in selection])
-    right = np.array([scores(shown(on_full[q["qid"]]), gold_texts(q, text_of))["em"] for q in selection])
-    finite = np.isfinite(margins)
-    slope, intercept = fit_logistic(margins[finite], right[finite])
-    fitted = ReaderCalibration(slope=round(slope, 4), intercept=round(intercept, 4))
-    p_ans = fitted.probability(np.where(finite, margins, -1e9))
-    dev_margins = np.array([margin_of(on_dev[q["qid"]]) for q in selection])
-    p_unans = fitted.probability(np.where(np.isfinite(dev_margins), dev_margins, -1e9))
+    candidates = {q["qid"]: read_candidates(on_full[q["qid"]]) for q in selection}
+    largest = [(max(candidates[q["qid"]], key=lambda c: (c["margin"], -c["rank"])), q) for q in selection
+               if candidates[q["qid"]]]
+    X = np.array([[c["margin"], c["rank"]] for c, _ in largest])
+    y = np.array([scores(c["text"], gold_texts(q, text_of))["em"] for c, q in largest])
+    features = args.features.split("+")
+    w, intercept = fit_logistic_features(X[:, :len(features)], y)
+    rank_slope = float(w[1]) if len(features) > 1 else 0.0
+    if rank_slope > 0:  # a lower rank would raise the confidence: the map keeps the margin alone
+        features = ["margin"]
+        w, intercept = fit_logistic_features(X[:, :1], y)
+        rank_slope = 0.0
+    fitted = ReaderCalibration(slope=round(float(w[0]), 4), intercept=round(intercept, 4),
+                               rank_slope=round(rank_slope, 4))
+
+    def shown_probability(response: Dict[str, Any]) -> float:
+        answer = shown_under(read_candidates(response), fitted)
+        return answer["confidence"] if answer else 0.0
+
+    p_ans = np.array([shown_probability(on_full[q["qid"]]) for q in selection])
+    p_unans = np.array([shown_probability(on_dev[q["qid"]]) for q in selection])
+    # the folder's relevance rule (no result matches well enough), which pfc search applies besides the threshold
+    gate_ans = np.array([full.calibration.nothing_relevant(full._relevance(on_full[q["qid"]]["results"]))
+                         for q in selection])
+    gate_unans = np.array([dev.calibration.nothing_relevant(dev._relevance(on_dev[q["qid"]]["results"]))
+                           for q in selection])
     grid = np.round(np.arange(0.01, 0.99, 0.01), 2)
-    allowed = [t for t in grid if (p_ans < t).mean() <= args.max_false_nothing]
+    allowed = [t for t in grid if ((p_ans < t) | gate_ans).mean() <= args.max_false_nothing]
     threshold = float(max(allowed)) if allowed else float(grid[0])
-    fitted = ReaderCalibration(slope=fitted.slope, intercept=fitted.intercept, threshold=threshold,
+    fitted = ReaderCalibration(slope=fitted.slope, intercept=fitted.intercept, rank_slope=fitted.rank_slope,
+                               threshold=threshold,
                                fitted_on=f"SQuAD protocol selection part ({len(selection)} questions, "
-                                         f"top {args.read_top} results read)",
-                               command="python benchmarks/reader_eval.py fit --write")
+                                         f"top {args.read_top} results read; features: {'+'.join(features)}; "
+                                         "threshold with the search folder's relevance rule)",
+                               command=f"python benchmarks/reader_eval.py fit --features {'+'.join(features)} "
+                                       "--write")
+    shown_right = [scores((shown_under(candidates[q["qid"]], fitted) or {}).get("text"),
+                          gold_texts(q, text_of))["em"] for q in selection]
     out = {"questions": len(selection), "calibration": fitted.to_dict(),
-           "selection_em_of_shown": round(100 * float(right.mean()), 2),
-           "false_nothing_selection": round(float((p_ans < threshold).mean()), 4),
-           "nothing_on_dev_only_folder": round(float((p_unans < threshold).mean()), 4)}
+           "selection_em_of_shown": round(100 * float(np.mean(shown_right)), 2),
+           "false_nothing_selection": round(float(((p_ans < threshold) | gate_ans).mean()), 4),
+           "false_nothing_selection_relevance_rule_alone": round(float(gate_ans.mean()), 4),
+           "nothing_on_dev_only_folder": round(float(((p_unans < threshold) | gate_unans).mean()), 4)}
     if args.write:
         from pyterrier_fandom_colbert.reader.network import set_calibration
 
@@ -312,6 +369,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--kde", action="store_true", help="gold: also the study's KDE short answer")
     ap.add_argument("--read-top", type=int, default=3, help="results the reader reads per question")
     ap.add_argument("--max-false-nothing", type=float, default=0.03)
+    ap.add_argument("--features", choices=["margin", "margin+rank"], default="margin+rank",
+                    help="fit: what the confidence is fitted on (the answer's margin, and its passage's rank)")
     ap.add_argument("--write", action="store_true", help="fit: write calibration.json into the reader folder")
     ap.add_argument("--plot", type=Path, default=None, help="e2e: reliability plot (PNG)")
     ap.add_argument("--limit", type=int, default=0, help="the first N questions only (smoke runs)")

@@ -2,6 +2,7 @@
 the hybrid against a hand-made fusion, the JSON API over HTTP on 127.0.0.1, escaping of hostile text, and the
 page in a real headless Chromium (skipped when none is installed)."""
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -464,12 +465,17 @@ def test_the_reader_answers_the_top_results_and_the_best_answer_leads(reading_se
         assert start <= row["answer_start"] and row["answer_end"] <= end  # widened to whole words only
         assert r["confidence"] == pytest.approx(row["answer_confidence"], abs=1e-3)
         assert r["kde_answer"] is None or r["answer"][0] <= r["kde_answer"][0]  # the study's span is kept
-    best = max(read, key=lambda r: (r["answer_score"], -r["rank"]))  # the largest margin: the most confident
+    best = max(read, key=lambda r: (r["confidence"], r["answer_score"], -r["rank"]))  # the most confident
     answer = response["answer"]
     assert (answer["rank"], answer["confidence"]) == (best["rank"], best["confidence"])
     assert answer["text"] == best["text"][answer["span"][0]:answer["span"][1]]
     calibration = reading_searcher.reader.calibration
-    assert response["nothing_relevant"] == (answer["confidence"] < calibration.threshold)
+    assert all(r["confidence"] == pytest.approx(float(calibration.probability(
+        np.array([r["answer_score"]]), np.array([r["rank"] - 1]))[0]), abs=2e-3) for r in read)
+    best_similarity = max(r["similarity"] for r in results)
+    no_match = not any(reading_searcher.calibration.confidence(r["similarity"], best_similarity)
+                       >= reading_searcher.calibration.threshold for r in results)
+    assert response["nothing_relevant"] == (answer["confidence"] < calibration.threshold or no_match)
     text = format_results(response)
     if not response["nothing_relevant"]:
         shown = f"answer: {terminal_text(answer['text'])}  {answer['confidence']:.0%} sure"
@@ -483,12 +489,18 @@ def test_the_readers_threshold_decides_nothing_relevant(folder, searcher, tiny_r
     from pyterrier_fandom_colbert.reader.calibration import ReaderCalibration
     from pyterrier_fandom_colbert.reader.network import set_calibration
 
-    for threshold, nothing in ((1.0, True), (0.0, False)):
+    # the reader's threshold, and the folder's relevance rule (no result matches well enough): either says nothing
+    matches = dataclasses.replace(searcher.calibration, intercept=50.0)   # every result relevant
+    no_match = dataclasses.replace(searcher.calibration, intercept=-50.0)  # none
+    for threshold, relevance, nothing in ((1.0, matches, True), (0.0, matches, False), (0.0, no_match, True)):
         reader = tmp_path / f"reader-{threshold}"
-        shutil.copytree(tiny_reader_dir, reader)
-        set_calibration(reader, ReaderCalibration(slope=0.5, threshold=threshold))
-        response = Searcher(folder, colbert=searcher.colbert, warm=False, reader=reader).search(QUESTION, k=4)
+        if not reader.exists():
+            shutil.copytree(tiny_reader_dir, reader)
+            set_calibration(reader, ReaderCalibration(slope=0.5, threshold=threshold))
+        response = Searcher(folder, colbert=searcher.colbert, warm=False, reader=reader,
+                            calibration=relevance).search(QUESTION, k=4)
         assert response["nothing_relevant"] is nothing and len(response["results"]) == 4
+        assert response["answer"] is not None  # the answer is kept; the page and terminal say nothing relevant
         assert (NOTHING_RELEVANT in format_results(response)) is nothing
 
 

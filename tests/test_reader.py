@@ -14,6 +14,7 @@ from pyterrier_fandom_colbert.reader.calibration import (
     ReaderCalibration,
     expected_calibration_error,
     fit_logistic,
+    fit_logistic_features,
     reliability,
 )
 from pyterrier_fandom_colbert.reader.config import ReaderConfig
@@ -97,6 +98,40 @@ def test_fitted_logistic_is_calibrated_on_its_own_distribution():
     assert not ReaderCalibration(threshold=0.5).nothing_relevant(0.5)
     assert ReaderCalibration(threshold=0.5).nothing_relevant(0.49)
 
+
+
+def test_two_feature_fit_recovers_the_weights_and_the_rank_lowers_confidence():
+    rng = np.random.default_rng(3)
+    margin = rng.normal(4.0, 4.0, size=60000)
+    rank = rng.integers(0, 3, size=60000)
+    truth = ReaderCalibration(slope=0.3, intercept=-1.0, rank_slope=-0.8)
+    y = rng.random(60000) < truth.probability(margin, rank)
+    w, b = fit_logistic_features(np.stack([margin, rank], axis=1)[:30000], y[:30000])
+    assert w == pytest.approx([0.3, -0.8], abs=0.05) and b == pytest.approx(-1.0, abs=0.08)
+    fitted = ReaderCalibration(slope=float(w[0]), intercept=b, rank_slope=float(w[1]))
+    assert expected_calibration_error(fitted.probability(margin[30000:], rank[30000:]), y[30000:]) < 0.02
+    # the margin alone, on the same answers, is miscalibrated per rank: rank 2 said too sure
+    a, b1 = fit_logistic(margin[:30000], y[:30000])
+    alone = ReaderCalibration(slope=a, intercept=b1).probability(margin[30000:])
+    low = rank[30000:] == 2
+    assert alone[low].mean() - y[30000:][low].mean() > 0.05
+    assert abs(fitted.probability(margin[30000:], rank[30000:])[low].mean() - y[30000:][low].mean()) < 0.02
+    # equal margins: a lower passage is never more confident; None ranks are the first's
+    p = fitted.probability(np.array([5.0, 5.0, 5.0]), np.array([0, 1, 2]))
+    assert p[0] > p[1] > p[2] and fitted.probability(np.array([5.0]))[0] == p[0]
+
+
+def test_calibration_rejects_a_rising_rank_slope_and_reads_files_without_one(tmp_path):
+    with pytest.raises(ValueError, match=r"rank_slope=0\.5"):
+        ReaderCalibration(rank_slope=0.5)
+    with pytest.raises(ValueError, match="one rank >= 0 per margin"):
+        ReaderCalibration().probability(np.array([1.0, 2.0]), np.array([0]))
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"slope": 0.2, "intercept": -1.0, "threshold": 0.3}))  # written before ranks
+    old = ReaderCalibration.load_json(path)
+    assert old.rank_slope == 0.0
+    assert old.probability(np.array([2.0, 2.0]), np.array([0, 5])).tolist() == \
+        pytest.approx([1 / (1 + np.exp(0.6))] * 2)
 
 # -- the network ----------------------------------------------------------------------------------------------------
 def test_reader_network_equals_transformers_bert_with_token_types(tiny_bert_dir):
@@ -220,6 +255,25 @@ def test_reader_transformer_adds_spans_and_keeps_columns(tiny_reader_dir):
     empty = reader(_frame().iloc[:0])
     assert len(empty) == 0 and "answer" in empty.columns
 
+
+
+def test_confidence_takes_the_rank_column_or_the_row_order(tiny_reader_dir):
+    import pyterrier_fandom_colbert as pfc
+
+    cal = ReaderCalibration(slope=0.5, rank_slope=-1.0, threshold=0.3)
+    reader = pfc.Reader(tiny_reader_dir, calibration=cal)
+    by_order = reader(_frame())  # no rank column: the position among the query's rows
+    assert by_order["answer_confidence"].to_numpy() == pytest.approx(
+        cal.probability(by_order["answer_score"].to_numpy(), np.array([0, 1, 0])))
+    ranked = reader(_frame().assign(rank=[2, 0, 1]))
+    assert ranked["answer_score"].tolist() == pytest.approx(by_order["answer_score"].tolist())
+    assert ranked["answer_confidence"].to_numpy() == pytest.approx(
+        cal.probability(ranked["answer_score"].to_numpy(), np.array([2, 0, 1])))
+    per_query = pfc.Reader(tiny_reader_dir, calibration=cal, per_query=True)(_frame().assign(rank=[2, 0, 1]))
+    mine = ranked[ranked["qid"] == "1"]
+    assert per_query["docno"].iloc[0] == mine.loc[mine["answer_confidence"].idxmax(), "docno"]
+    with pytest.raises(ValueError, match="rank column: -1"):
+        reader(_frame().assign(rank=[0, -1, 0]))
 
 def test_per_query_rows_take_the_most_confident_passage(tiny_reader_dir):
     import pyterrier_fandom_colbert as pfc

@@ -8,9 +8,10 @@ query vectors the ColBERT stage computed,
 and, for the top ``read_top`` results, the reader's answer (:class:`~pyterrier_fandom_colbert.Reader`: a span
 trained to be the answer, with the calibrated probability that it is right). A response leads with the question's
 best answer (``answer``: the read result whose answer is most probably right, wherever it ranks) and says
-``nothing_relevant`` when that probability is below the reader calibration's threshold. Each result also keeps
-the study's densest-evidence window (``kde_answer``, :mod:`~pyterrier_fandom_colbert.explain.answer`); with
-``reader=None`` the short answer and confidence are those of the study, as before the reader.
+``nothing_relevant`` when that probability is below the reader calibration's threshold or when no result matches
+the question well enough to answer it (the study's relevance calibration, as without the reader). Each result
+also keeps the study's densest-evidence window (``kde_answer``, :mod:`~pyterrier_fandom_colbert.explain.answer`);
+with ``reader=None`` the short answer and confidence are those of the study, as before the reader.
 
 A :class:`Searcher` is safe to share between threads: the model work runs under a lock (the tokenizer and the
 lazily loaded index structures are not thread-safe, and on a few CPU cores parallel queries would only compete
@@ -236,13 +237,15 @@ class Searcher:
         job = self._batcher.submit(Job(check_query(query), self._check_available(system), check_k(k), bool(explain)))
         answer, nothing = None, None
         if job.explain and self.reader_path is not None:
+            # nothing relevant: no answer reaches the reader's threshold, or no passage matches the question well
+            # enough (the study's relevance calibration, as without the reader)
             answer = best_answer(job.results)
             nothing = answer is None or self.reader.calibration is None \
-                or self.reader.calibration.nothing_relevant(float(answer["confidence"]))
+                or self.reader.calibration.nothing_relevant(float(answer["confidence"])) \
+                or self.calibration.nothing_relevant(self._relevance(job.results))
         elif job.explain:  # the study's confidence of each result given the question's best-matching result
-            best = max((r["similarity"] for r in job.results), default=math.nan)
-            for r in job.results:
-                r["confidence"] = round(self.calibration.confidence(r["similarity"], best), 3)
+            for r, confidence in zip(job.results, self._relevance(job.results)):
+                r["confidence"] = round(confidence, 3)
             nothing = self.calibration.nothing_relevant([r["confidence"] for r in job.results])
         response = {"query": job.query, "system": job.system, "k": job.k, "nothing_relevant": nothing,
                     "answer": answer, "results": job.results,
@@ -250,6 +253,12 @@ class Searcher:
         if self.pending:
             response["notice"] = self.notice
         return response
+
+    def _relevance(self, results: List[Dict[str, Any]]) -> List[float]:
+        """The study's calibrated probability that each explained result answers the question, given the question's
+        best-matching result (:class:`~pyterrier_fandom_colbert.explain.answer.AnswerCalibration`)."""
+        best = max((r["similarity"] for r in results), default=math.nan)
+        return [self.calibration.confidence(r["similarity"], best) for r in results]
 
     def _run(self, jobs: List[Job]) -> None:
         """Answer ``jobs`` (under the batch lock), one pipeline call per (system, explain) group."""
@@ -339,7 +348,8 @@ class Searcher:
         if read.any():
             rows = np.flatnonzero(read)
             spans, confidence = self.reader.read(ranked["query"].to_numpy()[rows].tolist(),
-                                                 ranked["text"].to_numpy()[rows].tolist())
+                                                 ranked["text"].to_numpy()[rows].tolist(),
+                                                 ranked["rank"].to_numpy()[rows].astype(np.int64))
             columns["answer_start"][rows] = spans.start
             columns["answer_end"][rows] = spans.end
             columns["answer_score"][rows] = spans.margin
@@ -380,12 +390,13 @@ def snap_to_words(span: List[int], word_spans: np.ndarray) -> List[int]:
 
 
 def best_answer(results: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """The question's best answer among explained results: the reader's answer of largest margin over "no answer"
-    (``answer_score``; the calibration is increasing in it, so this is the most confident answer; the higher ranked
-    among equals), as ``{text, rank, docno, title, span, confidence}``; None when no result was read.
+    """The question's best answer among explained results: the reader's most confident answer (``confidence``, the
+    calibrated probability that it is right, from its margin and its passage's rank; then the larger margin over
+    "no answer", ``answer_score``; then the higher ranked), as ``{text, rank, docno, title, span, confidence}``; None
+    when no result was read.
 
     >>> best_answer([{"rank": 1, "docno": "a", "title": "A", "text": "xy", "short_answer": [0, 1],
-    ...               "answer_score": -1.0, "confidence": 0.2},
+    ...               "answer_score": 4.0, "confidence": 0.2},
     ...              {"rank": 2, "docno": "b", "title": "B", "text": "zw", "short_answer": [1, 2],
     ...               "answer_score": 3.0, "confidence": 0.9}])
     {'text': 'w', 'rank': 2, 'docno': 'b', 'title': 'B', 'span': [1, 2], 'confidence': 0.9}
@@ -393,7 +404,8 @@ def best_answer(results: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     read = [r for r in results if r.get("short_answer") and r.get("answer_score") is not None]
     if not read:
         return None
-    best = max(read, key=lambda r: (r["answer_score"], -r["rank"]))
+    best = max(read, key=lambda r: (-1.0 if r["confidence"] is None else r["confidence"], r["answer_score"],
+                                    -r["rank"]))
     start, end = best["short_answer"]
     return {"text": best["text"][start:end], "rank": best["rank"], "docno": best["docno"], "title": best["title"],
             "span": [start, end], "confidence": best["confidence"]}

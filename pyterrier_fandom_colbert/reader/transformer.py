@@ -6,9 +6,11 @@
 Per passage (the default), each row ``qid, query, docno, text`` gets ``answer`` (the best span's text),
 ``answer_start``/``answer_end`` (its character offsets; ``-1`` for a passage with no text), ``answer_score`` (the
 reader's margin over "no answer") and ``answer_confidence`` (the calibrated probability that the answer is
-right, :mod:`.calibration`). With ``per_query=True`` each query gives one row: the answer of highest confidence
-among its passages as ``qanswer`` (the column pyterrier-rag's readers and measures use), the ``docno`` it comes
-from, its offsets, score and confidence, and ``nothing_relevant`` (confidence below the calibration's threshold).
+right, :mod:`.calibration`, from the margin and the passage's rank: the ``rank`` column where the frame has
+one, else its position among its query's rows). With ``per_query=True`` each query gives one row: the answer of
+highest confidence among its passages as ``qanswer`` (the column pyterrier-rag's readers and measures use), the
+``docno`` it comes from, its offsets, score and confidence, and ``nothing_relevant`` (confidence below the
+calibration's threshold).
 """
 from __future__ import annotations
 
@@ -65,6 +67,26 @@ def shares_tokenizer(hf_tokenizer: Any, base: str) -> bool:
     except (OSError, RuntimeError, TypeError):
         return False
     return same and len(hf_tokenizer) == hf_tokenizer.vocab_size
+
+
+def passage_ranks(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's 0-based rank among its query's rows: the ``rank`` column where there is one (PyTerrier's,
+    0-based), else the row's position among its query's rows in frame order.
+
+    >>> passage_ranks(pd.DataFrame({"qid": ["a", "b", "a"], "docno": ["x", "y", "z"]})).tolist()
+    [0, 0, 1]
+    >>> passage_ranks(pd.DataFrame({"qid": ["a", "a"], "rank": [4, 2]})).tolist()
+    [4, 2]
+    """
+    if "rank" in frame.columns:
+        ranks = pd.to_numeric(frame["rank"], errors="coerce").to_numpy(dtype=np.float64)
+        good = np.isfinite(ranks) & (ranks >= 0) & (ranks == np.floor(ranks))
+        if not good.all():
+            bad = frame["rank"].tolist()[int(np.flatnonzero(~good)[0])]
+            raise ValueError(f"rank column: {bad!r} is not a rank (expected whole numbers >= 0, 0 for a query's "
+                             "first result)")
+        return ranks.astype(np.int64)
+    return frame.groupby("qid", sort=False).cumcount().to_numpy(dtype=np.int64)
 
 
 class Reader(EqualByKey, Parameters, pt.Transformer):
@@ -146,14 +168,16 @@ class Reader(EqualByKey, Parameters, pt.Transformer):
                 return pd.DataFrame({c: [] for c in QUERY_COLUMNS})
             return empty_output(inp, PASSAGE_COLUMNS)
         texts = check_texts(inp, self.text_field)
-        spans, confidence = self.read(inp["query"].tolist(), texts)
+        spans, confidence = self.read(inp["query"].tolist(), texts, passage_ranks(inp))
         answers = [t[s:e] if s >= 0 else "" for t, s, e in zip(texts, spans.start, spans.end)]
         out = with_columns(inp, {"answer": answers, "answer_start": spans.start, "answer_end": spans.end,
                                  "answer_score": spans.margin, "answer_confidence": confidence})
         return self._per_query(out) if self.per_query else out
 
-    def read(self, queries: List[str], texts: List[str]) -> Tuple[Any, np.ndarray]:
-        """The reader's spans (:class:`.reading.ReadSpans`) and confidences for aligned queries and texts."""
+    def read(self, queries: List[str], texts: List[str],
+             ranks: Optional[np.ndarray] = None) -> Tuple[Any, np.ndarray]:
+        """The reader's spans (:class:`.reading.ReadSpans`) and confidences for aligned queries and texts, each text
+        at ``ranks`` (0-based) among its question's results (None: each its question's first)."""
         import torch
 
         from .reading import read_pairs
@@ -166,17 +190,18 @@ class Reader(EqualByKey, Parameters, pt.Transformer):
                                on_batch=bar.update)
         finally:
             bar.close()
-        return spans, self.confidence(spans.margin)
+        return spans, self.confidence(spans.margin, ranks)
 
-    def confidence(self, margin: np.ndarray) -> np.ndarray:
-        """Calibrated probabilities for reader margins; NaN (with a warning) for an uncalibrated reader."""
+    def confidence(self, margin: np.ndarray, ranks: Optional[np.ndarray] = None) -> np.ndarray:
+        """Calibrated probabilities for reader margins of passages at ``ranks`` (0-based; None: each its question's
+        first); NaN (with a warning) for an uncalibrated reader."""
         calibration = self.calibration
         margin = np.asarray(margin, dtype=np.float64)
         if calibration is None:
             warnings.warn(f"the reader at {self.reader} has no calibration.json: answer_confidence is NaN; fit "
                           "one with benchmarks/reader_eval.py or pass calibration=", stacklevel=3)
             return np.full(len(margin), np.nan)
-        out = calibration.probability(np.where(np.isfinite(margin), margin, -1e9))
+        out = calibration.probability(np.where(np.isfinite(margin), margin, -1e9), ranks)
         return np.where(np.isfinite(margin), out, 0.0)
 
     def _per_query(self, rows: pd.DataFrame) -> pd.DataFrame:
