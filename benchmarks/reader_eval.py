@@ -210,9 +210,9 @@ def cmd_fit(args, docs, parts) -> Dict[str, Any]:
     p_ans = np.array([shown_probability(on_full[q["qid"]]) for q in selection])
     p_unans = np.array([shown_probability(on_dev[q["qid"]]) for q in selection])
     # the folder's relevance rule (no result matches well enough), which pfc search applies besides the threshold
-    gate_ans = np.array([full.calibration.nothing_relevant(full._relevance(on_full[q["qid"]]["results"]))
+    gate_ans = np.array([full.calibration.nothing_relevant(full.relevance(on_full[q["qid"]]["results"]))
                          for q in selection])
-    gate_unans = np.array([dev.calibration.nothing_relevant(dev._relevance(on_dev[q["qid"]]["results"]))
+    gate_unans = np.array([dev.calibration.nothing_relevant(dev.relevance(on_dev[q["qid"]]["results"]))
                            for q in selection])
     grid = np.round(np.arange(0.01, 0.99, 0.01), 2)
     allowed = [t for t in grid if ((p_ans < t) | gate_ans).mean() <= args.max_false_nothing]

@@ -242,9 +242,9 @@ class Searcher:
             answer = best_answer(job.results)
             nothing = answer is None or self.reader.calibration is None \
                 or self.reader.calibration.nothing_relevant(float(answer["confidence"])) \
-                or self.calibration.nothing_relevant(self._relevance(job.results))
+                or self.calibration.nothing_relevant(self.relevance(job.results))
         elif job.explain:  # the study's confidence of each result given the question's best-matching result
-            for r, confidence in zip(job.results, self._relevance(job.results)):
+            for r, confidence in zip(job.results, self.relevance(job.results)):
                 r["confidence"] = round(confidence, 3)
             nothing = self.calibration.nothing_relevant([r["confidence"] for r in job.results])
         response = {"query": job.query, "system": job.system, "k": job.k, "nothing_relevant": nothing,
@@ -254,7 +254,7 @@ class Searcher:
             response["notice"] = self.notice
         return response
 
-    def _relevance(self, results: List[Dict[str, Any]]) -> List[float]:
+    def relevance(self, results: List[Dict[str, Any]]) -> List[float]:
         """The study's calibrated probability that each explained result answers the question, given the question's
         best-matching result (:class:`~pyterrier_fandom_colbert.explain.answer.AnswerCalibration`)."""
         best = max((r["similarity"] for r in results), default=math.nan)
