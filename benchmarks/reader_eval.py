@@ -170,6 +170,62 @@ def shown_under(candidates: List[Dict[str, Any]], calibration) -> Optional[Dict[
     return {**candidates[best], "confidence": round(float(p[best]), 3)}
 
 
+def fit_confidence(X: Any, y: Any, features: List[str]) -> Any:
+    """``(ReaderCalibration without a threshold, features used)``: the logistic of ``y`` (1: the answer is right)
+    on ``X [n, 2]`` (margin, 0-based rank) of each question's answer of largest margin, on ``features``
+    (``["margin"]`` or ``["margin", "rank"]``; the rank is dropped when its weight comes out positive). Refuses
+    (``SystemExit``, saying why) when the answers are all right or all wrong, or the margin does not raise the
+    chance of being right: no confidence can be fitted on them.
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0); X = np.stack([rng.normal(4, 4, 4000), rng.integers(0, 3, 4000)], 1)
+    >>> y = rng.random(4000) < 1 / (1 + np.exp(-(0.3 * X[:, 0] - 0.8 * X[:, 1] - 1)))
+    >>> cal, used = fit_confidence(X, y, ["margin", "rank"]); round(cal.slope, 1), round(cal.rank_slope, 1), used
+    (0.3, -0.8, ['margin', 'rank'])
+    >>> fit_confidence(X, np.zeros(4000), ["margin"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: fit: the 4000 answers shown are all wrong: nothing to fit a confidence on (a reader that is never \
+right needs training, not calibration)
+    """
+    import numpy as np
+
+    from pyterrier_fandom_colbert.reader.calibration import ReaderCalibration, fit_logistic_features
+
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if len(y) == 0 or y.min() == y.max():
+        what = "no answer was shown" if len(y) == 0 else f"the {len(y)} answers shown are all " + \
+            ("right" if len(y) and y[0] else "wrong")
+        raise SystemExit(f"fit: {what}: nothing to fit a confidence on (a reader that is never right needs "
+                         "training, not calibration)")
+    w, intercept = fit_logistic_features(X[:, :len(features)], y)
+    if len(features) > 1 and w[1] > 0:  # a lower rank would raise the confidence: the margin alone
+        features = ["margin"]
+        w, intercept = fit_logistic_features(X[:, :1], y)
+    if not round(float(w[0]), 4) > 0:
+        raise SystemExit(f"fit: the fitted weight of the reader's margin is {w[0]:.4g}: a larger margin is not more "
+                         f"often right on these {len(y)} questions, so no confidence is fitted")
+    return ReaderCalibration(slope=round(float(w[0]), 4), intercept=round(intercept, 4),
+                             rank_slope=round(float(w[1]), 4) if len(features) > 1 else 0.0), features
+
+
+def choose_threshold(p_answerable: Any, gate: Any, max_false_nothing: float) -> float:
+    """The highest threshold (0.01 to 0.98) whose false "nothing relevant" on answerable questions (confidence
+    ``p_answerable`` below it, or the relevance rule, ``gate``, says nothing) stays within ``max_false_nothing``;
+    0.01 when none does.
+
+    >>> import numpy as np
+    >>> choose_threshold(np.array([0.1, 0.5, 0.9, 0.95]), np.array([False, False, False, True]), 0.5)
+    0.5
+    """
+    import numpy as np
+
+    grid = np.round(np.arange(0.01, 0.99, 0.01), 2)
+    p, gate = np.asarray(p_answerable), np.asarray(gate, dtype=bool)
+    allowed = [t for t in grid if ((p < t) | gate).mean() <= max_false_nothing]
+    return float(max(allowed)) if allowed else float(grid[0])
+
+
 def cmd_fit(args, docs, parts) -> Dict[str, Any]:
     """The reader's calibration on the selection questions: a logistic of "the shown answer is right" (exact match)
     on its margin and its passage's rank, fitted on the answer of largest margin; then the threshold, the highest
@@ -178,7 +234,7 @@ def cmd_fit(args, docs, parts) -> Dict[str, Any]:
     import numpy as np
 
     from pyterrier_fandom_colbert.app.search import Searcher
-    from pyterrier_fandom_colbert.reader.calibration import ReaderCalibration, fit_logistic_features
+    from pyterrier_fandom_colbert.reader.calibration import ReaderCalibration
 
     folders = build(args, docs)
     text_of = {d["docno"]: d["text"] for d in docs}
@@ -191,17 +247,9 @@ def cmd_fit(args, docs, parts) -> Dict[str, Any]:
     candidates = {q["qid"]: read_candidates(on_full[q["qid"]]) for q in selection}
     largest = [(max(candidates[q["qid"]], key=lambda c: (c["margin"], -c["rank"])), q) for q in selection
                if candidates[q["qid"]]]
-    X = np.array([[c["margin"], c["rank"]] for c, _ in largest])
+    X = np.array([[c["margin"], c["rank"]] for c, _ in largest]).reshape(-1, 2)
     y = np.array([scores(c["text"], gold_texts(q, text_of))["em"] for c, q in largest])
-    features = args.features.split("+")
-    w, intercept = fit_logistic_features(X[:, :len(features)], y)
-    rank_slope = float(w[1]) if len(features) > 1 else 0.0
-    if rank_slope > 0:  # a lower rank would raise the confidence: the map keeps the margin alone
-        features = ["margin"]
-        w, intercept = fit_logistic_features(X[:, :1], y)
-        rank_slope = 0.0
-    fitted = ReaderCalibration(slope=round(float(w[0]), 4), intercept=round(intercept, 4),
-                               rank_slope=round(rank_slope, 4))
+    fitted, features = fit_confidence(X, y, args.features.split("+"))
 
     def shown_probability(response: Dict[str, Any]) -> float:
         answer = shown_under(read_candidates(response), fitted)
@@ -214,9 +262,7 @@ def cmd_fit(args, docs, parts) -> Dict[str, Any]:
                          for q in selection])
     gate_unans = np.array([dev.calibration.nothing_relevant(dev.relevance(on_dev[q["qid"]]["results"]))
                            for q in selection])
-    grid = np.round(np.arange(0.01, 0.99, 0.01), 2)
-    allowed = [t for t in grid if ((p_ans < t) | gate_ans).mean() <= args.max_false_nothing]
-    threshold = float(max(allowed)) if allowed else float(grid[0])
+    threshold = choose_threshold(p_ans, gate_ans, args.max_false_nothing)
     fitted = ReaderCalibration(slope=fitted.slope, intercept=fitted.intercept, rank_slope=fitted.rank_slope,
                                threshold=threshold,
                                fitted_on=f"SQuAD protocol selection part ({len(selection)} questions, "

@@ -942,3 +942,20 @@ def test_encode_runtimes_says_how_to_get_the_runtimes(tmp_path):
         with pytest.raises(SystemExit, match=rf"onnxruntime not found \(--ox-python {re.escape(sys.executable)}\)"):
             module.main(["--ox-python", sys.executable, "--runtimes", "onnxruntime fp32", "--work", str(tmp_path)])
     assert not list(tmp_path.iterdir())  # stopped before writing anything
+
+
+@pytest.mark.slow
+def test_reader_fit_refuses_a_reader_that_is_never_right(tiny, tmp_path, monkeypatch, capsys):
+    """``reader_eval.py fit`` end to end on the tiny data: the selection questions are asked of both folders and
+    the answers gathered; the tiny random reader is never right, so the fit says why it fits nothing and writes
+    nothing (the fit itself is checked on synthetic answers in its doctests)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds-home"))
+    module = load(ROOT / "benchmarks" / "reader_eval.py")
+    reader = Path(tiny.fixture("tiny_reader_dir"))
+    before = (reader / "manifest.json").read_bytes()
+    with pytest.raises(SystemExit, match=r"fit: the \d+ answers shown are all wrong: nothing to fit"):
+        module.main(["fit", "--data-root", str(tiny.root), "--reader", str(reader), "--checkpoint",
+                     tiny.checkpoint, "--out", str(tmp_path), "--threads", "1", "--quiet", "--write"])
+    assert (reader / "manifest.json").read_bytes() == before
+    assert len(list((tmp_path / "answers").glob("sel-*.json.gz"))) == 2  # both folders were asked
