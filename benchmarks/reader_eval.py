@@ -29,6 +29,7 @@ are absent.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -147,27 +148,19 @@ def cmd_gold(args, docs, parts) -> Dict[str, Any]:
     return out
 
 
-def read_candidates(response: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The read results of a response: ``{margin, rank (0-based), text}`` each."""
-    out = []
-    for r in response["results"]:
-        if r.get("short_answer") and r.get("answer_score") is not None:
-            start, end = r["short_answer"]
-            out.append({"margin": float(r["answer_score"]), "rank": int(r["rank"]) - 1, "text": r["text"][start:end]})
-    return out
-
-
-def shown_under(candidates: List[Dict[str, Any]], calibration) -> Optional[Dict[str, Any]]:
-    """The answer ``Searcher.search`` would show under ``calibration`` (``best_answer``: most confident, then larger
-    margin, then higher ranked), with its ``confidence``; None when nothing was read."""
+def shown_under(response: Dict[str, Any], calibration) -> Optional[Dict[str, Any]]:
+    """The answer ``Searcher.search`` would show in ``response`` under ``calibration``: its read results'
+    confidences recomputed, then its own rule (``best_answer``); None when nothing was read."""
     import numpy as np
 
-    if not candidates:
+    from pyterrier_fandom_colbert.app.search import best_answer, read_results
+
+    read = read_results(response["results"])
+    if not read:
         return None
-    p = calibration.probability(np.array([c["margin"] for c in candidates]), np.array([c["rank"] for c in candidates]))
-    best = max(range(len(candidates)), key=lambda i: (round(float(p[i]), 3), candidates[i]["margin"],
-                                                       -candidates[i]["rank"]))
-    return {**candidates[best], "confidence": round(float(p[best]), 3)}
+    p = calibration.probability(np.array([r["answer_score"] for r in read], dtype=np.float64),
+                                np.array([r["rank"] - 1 for r in read]))
+    return best_answer([{**r, "confidence": round(float(c), 3)} for r, c in zip(read, p)])
 
 
 def fit_confidence(X: Any, y: Any, features: List[str]) -> Any:
@@ -233,8 +226,7 @@ def cmd_fit(args, docs, parts) -> Dict[str, Any]:
     stays within ``--max-false-nothing``."""
     import numpy as np
 
-    from pyterrier_fandom_colbert.app.search import Searcher
-    from pyterrier_fandom_colbert.reader.calibration import ReaderCalibration
+    from pyterrier_fandom_colbert.app.search import Searcher, read_results
 
     folders = build(args, docs)
     text_of = {d["docno"]: d["text"] for d in docs}
@@ -244,34 +236,31 @@ def cmd_fit(args, docs, parts) -> Dict[str, Any]:
     dev = Searcher(folders["dev"], warm=False, colbert=full.colbert, reader=args.reader, read_top=args.read_top)
     on_full = responses(full, selection, args.out / "answers" / f"sel-full-{digest}-top{args.read_top}.json.gz")
     on_dev = responses(dev, selection, args.out / "answers" / f"sel-dev-{digest}-top{args.read_top}.json.gz")
-    candidates = {q["qid"]: read_candidates(on_full[q["qid"]]) for q in selection}
-    largest = [(max(candidates[q["qid"]], key=lambda c: (c["margin"], -c["rank"])), q) for q in selection
-               if candidates[q["qid"]]]
-    X = np.array([[c["margin"], c["rank"]] for c, _ in largest]).reshape(-1, 2)
-    y = np.array([scores(c["text"], gold_texts(q, text_of))["em"] for c, q in largest])
+    read = {q["qid"]: read_results(on_full[q["qid"]]["results"]) for q in selection}
+    largest = [(max(read[q["qid"]], key=lambda r: (r["answer_score"], -r["rank"])), q) for q in selection
+               if read[q["qid"]]]
+    X = np.array([[r["answer_score"], r["rank"] - 1] for r, _ in largest], dtype=np.float64).reshape(-1, 2)
+    y = np.array([scores(r["text"][r["short_answer"][0]:r["short_answer"][1]], gold_texts(q, text_of))["em"]
+                  for r, q in largest])
     fitted, features = fit_confidence(X, y, args.features.split("+"))
-
-    def shown_probability(response: Dict[str, Any]) -> float:
-        answer = shown_under(read_candidates(response), fitted)
-        return answer["confidence"] if answer else 0.0
-
-    p_ans = np.array([shown_probability(on_full[q["qid"]]) for q in selection])
-    p_unans = np.array([shown_probability(on_dev[q["qid"]]) for q in selection])
+    # the answers pfc search would show under the fitted map (the threshold decides "nothing relevant" only)
+    shown = [shown_under(on_full[q["qid"]], fitted) for q in selection]
+    p_ans = np.array([a["confidence"] if a else 0.0 for a in shown])
+    p_unans = np.array([a["confidence"] if a else 0.0 for a in (shown_under(on_dev[q["qid"]], fitted)
+                                                                 for q in selection)])
     # the folder's relevance rule (no result matches well enough), which pfc search applies besides the threshold
     gate_ans = np.array([full.calibration.nothing_relevant(full.relevance(on_full[q["qid"]]["results"]))
                          for q in selection])
     gate_unans = np.array([dev.calibration.nothing_relevant(dev.relevance(on_dev[q["qid"]]["results"]))
                            for q in selection])
     threshold = choose_threshold(p_ans, gate_ans, args.max_false_nothing)
-    fitted = ReaderCalibration(slope=fitted.slope, intercept=fitted.intercept, rank_slope=fitted.rank_slope,
-                               threshold=threshold,
-                               fitted_on=f"SQuAD protocol selection part ({len(selection)} questions, "
-                                         f"top {args.read_top} results read; features: {'+'.join(features)}; "
-                                         "threshold with the search folder's relevance rule)",
-                               command=f"python benchmarks/reader_eval.py fit --features {'+'.join(features)} "
-                                       "--write")
-    shown_right = [scores((shown_under(candidates[q["qid"]], fitted) or {}).get("text"),
-                          gold_texts(q, text_of))["em"] for q in selection]
+    fitted = dataclasses.replace(fitted, threshold=threshold,
+                                 fitted_on=f"SQuAD protocol selection part ({len(selection)} questions, "
+                                           f"top {args.read_top} results read; features: {'+'.join(features)}; "
+                                           "threshold with the search folder's relevance rule)",
+                                 command=f"python benchmarks/reader_eval.py fit --features {'+'.join(features)} "
+                                         "--write")
+    shown_right = [scores((a or {}).get("text"), gold_texts(q, text_of))["em"] for a, q in zip(shown, selection)]
     out = {"questions": len(selection), "calibration": fitted.to_dict(),
            "selection_em_of_shown": round(100 * float(np.mean(shown_right)), 2),
            "false_nothing_selection": round(float(((p_ans < threshold) | gate_ans).mean()), 4),

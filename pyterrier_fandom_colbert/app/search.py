@@ -389,6 +389,11 @@ def snap_to_words(span: List[int], word_spans: np.ndarray) -> List[int]:
     return [int(min(span[0], spans[overlap[0], 0])), int(max(span[1], spans[overlap[-1], 1]))]
 
 
+def read_results(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The explained results the reader read and found a span in (``short_answer`` and ``answer_score`` set)."""
+    return [r for r in results if r.get("short_answer") and r.get("answer_score") is not None]
+
+
 def best_answer(results: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """The question's best answer among explained results: the reader's most confident answer (``confidence``, the
     calibrated probability that it is right, from its margin and its passage's rank; then the larger margin over
@@ -401,7 +406,7 @@ def best_answer(results: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     ...               "answer_score": 3.0, "confidence": 0.9}])
     {'text': 'w', 'rank': 2, 'docno': 'b', 'title': 'B', 'span': [1, 2], 'confidence': 0.9}
     """
-    read = [r for r in results if r.get("short_answer") and r.get("answer_score") is not None]
+    read = read_results(results)
     if not read:
         return None
     best = max(read, key=lambda r: (-1.0 if r["confidence"] is None else r["confidence"], r["answer_score"],
