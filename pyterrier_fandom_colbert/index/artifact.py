@@ -365,14 +365,11 @@ class ColBERTIndex(pt.Artifact):
         """One query's text → ``(docnos, scores)``, best first, with no DataFrame around it
         (:class:`~.text_search.TextSearcher`): the same answer as ``index.retriever(colbert, **options)`` (the
         same options), for callers that ask one question at a time and want arrays back."""
-        from .formats import check_retriever_options
         from .text_search import TextSearcher, VectorSearch
 
-        self.check()
-        store = self.store
-        check_retriever_options(store, options)
+        retriever = self.retriever(**options)  # (checks the index and the options, as for the pipeline)
         self.check_encoder(colbert)
-        return TextSearcher(self, colbert, cast(VectorSearch, store.retriever(**options)))
+        return TextSearcher(self, colbert, cast(VectorSearch, retriever))
 
     def scorer(self, colbert: Optional["ColBERT"] = None, *, strict: bool = False,
                verbose: bool = False) -> pt.Transformer:
