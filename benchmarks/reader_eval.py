@@ -8,8 +8,9 @@
     python benchmarks/reader_eval.py speed --threads 2                  # what the reader adds per question
 
 * ``gold``: each question of a part (``selection``: the protocol's 4 selection articles of the SQuAD train file;
-  ``report``: the 1,512 dev questions) read from its gold paragraph: exact match and F1 (official normalisation,
-  best over the gold answers); with ``--kde`` also the study's KDE short answer over the same paragraph.
+  ``report``: the 1,512 dev questions; ``selection-facts``: 600 made-up "key: value" questions built from the
+  selection articles, ``training/fact_lines.py``) read from its gold paragraph: exact match and F1 (official
+  normalisation, best over the gold answers); with ``--kde`` also the study's KDE short answer over the same paragraph.
 * ``fit`` (selection questions only): the logistic calibration of "the shown answer is right" (exact match) on the
   reader's margin and the passage's rank (``--features``; fitted on each question's answer of largest margin,
   folder of all 1,393 protocol paragraphs), and the threshold: the highest whose false "nothing relevant" on those
@@ -120,8 +121,10 @@ def cmd_gold(args, docs, parts) -> Dict[str, Any]:
 
     import pyterrier_fandom_colbert as pfc
 
-    questions = parts[args.part][:args.limit] if args.limit else parts[args.part]
     text_of = {d["docno"]: d["text"] for d in docs}
+    if args.part == "selection-facts":
+        parts = {**parts, args.part: fact_line_part(parts["selection"], text_of, docs)}
+    questions = parts[args.part][:args.limit] if args.limit else parts[args.part]
     frame = pd.DataFrame({"qid": [q["qid"] for q in questions], "query": [q["query"] for q in questions],
                           "docno": [q["docno"] for q in questions],
                           "text": [text_of[q["docno"]] for q in questions]})
@@ -145,6 +148,25 @@ def cmd_gold(args, docs, parts) -> Dict[str, Any]:
             span = result["short_answer"] if searcher.reader_path is None else result.get("kde_answer")
             kde.append(scores(text_of[q["docno"]][span[0]:span[1]] if span else "", gold_texts(q, text_of)))
         out["kde"] = mean_scores(kde)
+    return out
+
+
+def fact_line_part(selection: List[Dict[str, Any]], text_of: Dict[str, str], docs: List[Dict[str, Any]],
+                   n: int = 600, seed: int = 1000) -> List[Dict[str, Any]]:
+    """Made-up "key: value" questions (``training/fact_lines.py``) from the selection part's articles, which no
+    reader trained on: a selection signal for facts passages and table rows (their passages join ``text_of``)."""
+    from pyterrier_fandom_colbert.reader.squad import SquadQuestion
+    from pyterrier_fandom_colbert.training.fact_lines import fact_line_questions
+
+    title_of = {d["docno"]: d["title"] for d in docs}
+    base = [SquadQuestion(q["qid"], title_of[q["docno"]], 0, text_of[q["docno"]], q["query"],
+                          tuple((text_of[q["docno"]][s:e], s) for s, e in q["gold"])) for q in selection]
+    out = []
+    for i, q in enumerate(fact_line_questions(base, n, seed=seed)):
+        docno = f"facts-{q.title}-{q.paragraph}"
+        text_of[docno] = q.context
+        out.append({"qid": f"facts-{i}", "query": q.question, "docno": docno,
+                    "gold": [(s, s + len(t)) for t, s in q.answers]})
     return out
 
 
@@ -400,7 +422,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("command", choices=["build", "gold", "fit", "e2e", "facts", "speed"])
     ap.add_argument("--reader", type=Path, default=DEFAULT_READER, help="reader folder (default: the shipped one)")
-    ap.add_argument("--part", choices=["selection", "report"], default="report")
+    ap.add_argument("--part", choices=["selection", "report", "selection-facts"], default="report",
+                    help="gold: selection-facts is made-up key: value questions from the selection articles")
     ap.add_argument("--kde", action="store_true", help="gold: also the study's KDE short answer")
     ap.add_argument("--read-top", type=int, default=3, help="results the reader reads per question")
     ap.add_argument("--max-false-nothing", type=float, default=0.03)

@@ -31,6 +31,7 @@ from ..reader.network import ReaderModel, base_digest, load_base, save_reader
 from ..reader.spans import token_span
 from ..reader.squad import SquadQuestion, read_squad_questions
 from ..storage import JsonConfig, atomic_path, write_json
+from .fact_lines import fact_line_questions
 from .trainer import lr_factor
 
 STATE_FILE = "state.pt"
@@ -53,6 +54,7 @@ class ReaderTrainConfig(JsonConfig):
     max_grad_norm: float = 1.0
     checkpoint_every: int = 100
     seed: int = 0
+    fact_lines: int = 0
     amp_dtype: Optional[str] = "bfloat16"
 
 
@@ -209,6 +211,8 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
     questions = read_squad_questions(train_file)
     if max_questions is not None:
         questions = questions[:max_questions]
+    if train.fact_lines:
+        questions += fact_line_questions(questions, train.fact_lines, seed=train.seed)
     data = tokenize_questions(questions, tokenizer, config)
     per_epoch = len(epoch_batches(epoch_examples(data, config, train, 0), data, train.batch_size, train.seed, 0))
     total = max(1, math.ceil(per_epoch * train.epochs))

@@ -53,6 +53,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: (padded) token rows per block of exact scoring (as the fp16 scorer's blocks on CPU)
 BLOCK_TOKENS = 8192
+#: token rows per chunk of the centroid interaction (stage 4): the gathered ``[rows, n]`` scores stay in cache
+INTERACTION_TOKENS = 65536
 
 
 @dataclass(frozen=True)
@@ -341,9 +343,20 @@ def pruned_interaction(scores: "torch.Tensor", threshold: float, candidates: np.
     return candidates[touched], approx[touched]
 
 
-def interaction(scores: "torch.Tensor", doc_ids: np.ndarray, store: CompressedStore) -> np.ndarray:
+def interaction(scores: "torch.Tensor", doc_ids: np.ndarray, store: CompressedStore,
+                chunk_tokens: Optional[int] = None) -> np.ndarray:
     """Stage 4: ``Σ_i max_{c ∈ codes(d)} S[c, i]`` for each of ``doc_ids`` (over the tokens' centroid ids): the
-    ``S`` rows of all their tokens' codes, max-scattered into ``[documents, n]`` by document."""
+    ``S`` rows of their tokens' codes, max-scattered into ``[documents, n]`` by document, a chunk of documents of
+    about ``chunk_tokens`` tokens (default :data:`INTERACTION_TOKENS`) at a time, so that the gathered rows stay
+    in cache (4,096 SciFact passages at once: 2.7x slower than in chunks of 65,536 tokens).
+
+    >>> import torch
+    >>> store = CompressedStore(None, np.array([0, 1, 1, 0, 2]), np.zeros((5, 1), np.uint8), np.array([0, 2, 3, 5]),
+    ...                         np.zeros(4, np.int64), np.zeros(0, np.int64), "dot", "sum")
+    >>> S = torch.tensor([[1., 0.], [0., 2.], [3., 1.]])   # centroid x query vector
+    >>> interaction(S, np.array([2, 0, 1]), store, chunk_tokens=2).tolist()   # docs {0, 2}, {0, 1}, {1}
+    [4.0, 3.0, 2.0]
+    """
     import torch
 
     if len(doc_ids) == 0:
@@ -351,7 +364,17 @@ def interaction(scores: "torch.Tensor", doc_ids: np.ndarray, store: CompressedSt
     store.reading(doc_ids, residuals=False)
     starts, lengths = doc_spans(store.offsets, doc_ids)
     codes = torch.from_numpy(np.asarray(store.codes[concat_slices(starts, starts + lengths)[0]], dtype=np.int64))
-    return max_by_owner(scores.index_select(0, codes), lengths).sum(1).numpy()
+    ends = np.cumsum(lengths)
+    chunk = chunk_tokens or INTERACTION_TOKENS
+    out = np.empty(len(doc_ids), dtype=np.float32)
+    lo = 0
+    while lo < len(doc_ids):
+        done = int(ends[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, done + chunk, side="right")))
+        rows = scores.index_select(0, codes[done:int(ends[hi - 1])])
+        out[lo:hi] = max_by_owner(rows, lengths[lo:hi]).sum(1).numpy()
+        lo = hi
+    return out
 
 
 def scatter_max(rows: "torch.Tensor", owner: np.ndarray, size: int) -> "torch.Tensor":
