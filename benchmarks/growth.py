@@ -48,6 +48,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as pfc sets it
+os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "32")  # as pfc sets it (app/cli.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

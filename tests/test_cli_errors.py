@@ -1,6 +1,7 @@
 """Command-line tools: a user error is one line on stderr and exit status 2, no traceback (``--debug`` shows it).
 The tools run in-process (``main(argv)``); every case fails before any data or model is loaded, or, for the
 missing dump, while only the dump is looked for (no network: the dump is named by its environment variable)."""
+import os
 import subprocess
 import sys
 
@@ -163,3 +164,15 @@ def test_cli_errors_imports_nothing_heavy():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     # (the package may load it already: its optional parts name their extra through require_extra)
     assert done.stdout in ("['pyterrier_fandom_colbert.cli_errors'] []\n", "[] []\n")
+
+
+@pytest.mark.parametrize("given", [None, "64"])
+def test_pfc_bounds_onednns_kernel_cache_unless_told_otherwise(folder, capsys, monkeypatch, given):
+    """``pfc`` sets oneDNN's cache capacity (build memory, docs/folder.md) only where the user has not."""
+    from pyterrier_fandom_colbert.app.cli import ONEDNN_CACHE_CAPACITY, main
+
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", given or "")  # restored after the test
+    if given is None:
+        monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
+    one_line_error(capsys, "pfc search", main(["search", str(folder / "no-such-folder"), "a question"]))
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == (given or str(ONEDNN_CACHE_CAPACITY))
