@@ -1,5 +1,5 @@
 """Helpers shared by exact search over fp16 vectors (:mod:`.fp16.search`) and over compressed codes
-(:mod:`.residual.search`): grouping documents into padded blocks, and refusing non-finite query vectors."""
+(:mod:`.residual.search`): grouping documents into (padded) blocks, and refusing non-finite query vectors."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, List, Sequence, Tuple
@@ -25,6 +25,23 @@ def padded_blocks(lengths: np.ndarray, max_tokens: int) -> List[Tuple[int, int]]
     while start < n:
         padded = (np.arange(start + 1, n + 1) - start) * lengths[start:]
         end = start + max(1, int(np.searchsorted(padded, max_tokens, side="right")))
+        blocks.append((start, end))
+        start = end
+    return blocks
+
+
+def token_blocks(lengths: np.ndarray, max_tokens: int) -> List[Tuple[int, int]]:
+    """Consecutive ``(start, end)`` ranges of documents (in the given order, unpadded) holding at most
+    ``max_tokens`` token rows together (a longer document gets a range of its own).
+
+    >>> token_blocks(np.array([3, 2, 4, 9, 1]), 5)
+    [(0, 2), (2, 3), (3, 4), (4, 5)]
+    """
+    ends = np.cumsum(lengths)
+    blocks, start, n = [], 0, len(lengths)
+    while start < n:
+        done = int(ends[start - 1]) if start else 0
+        end = max(start + 1, int(np.searchsorted(ends, done + max_tokens, side="right")))
         blocks.append((start, end))
         start = end
     return blocks

@@ -41,7 +41,7 @@ from ...model.encoders import query_tensors
 from ...params import Parameters
 from ...progress import progress
 from ...ranking import Hits, concat_slices, found_hits, top_k
-from ..doc_blocks import doc_spans, refuse_non_finite_queries
+from ..doc_blocks import doc_spans, refuse_non_finite_queries, token_blocks
 from .codec import ResidualCodec
 from .options import check_pruning
 
@@ -365,15 +365,10 @@ def interaction(scores: "torch.Tensor", doc_ids: np.ndarray, store: CompressedSt
     starts, lengths = doc_spans(store.offsets, doc_ids)
     codes = torch.from_numpy(np.asarray(store.codes[concat_slices(starts, starts + lengths)[0]], dtype=np.int64))
     ends = np.cumsum(lengths)
-    chunk = chunk_tokens or INTERACTION_TOKENS
     out = np.empty(len(doc_ids), dtype=np.float32)
-    lo = 0
-    while lo < len(doc_ids):
-        done = int(ends[lo - 1]) if lo else 0
-        hi = max(lo + 1, int(np.searchsorted(ends, done + chunk, side="right")))
-        rows = scores.index_select(0, codes[done:int(ends[hi - 1])])
+    for lo, hi in token_blocks(lengths, chunk_tokens or INTERACTION_TOKENS):
+        rows = scores.index_select(0, codes[int(ends[lo] - lengths[lo]):int(ends[hi - 1])])
         out[lo:hi] = max_by_owner(rows, lengths[lo:hi]).sum(1).numpy()
-        lo = hi
     return out
 
 
@@ -422,15 +417,10 @@ def exact_scores(store: CompressedStore, q: "torch.Tensor", doc_ids: np.ndarray,
     store.reading(doc_ids, residuals=True)
     block_tokens = block_tokens or BLOCK_TOKENS
     starts, lengths = doc_spans(store.offsets, doc_ids)
-    ends = np.cumsum(lengths)
     q = q.float()
-    buffer = torch.empty(2, min(block_tokens, int(ends[-1])), store.codec.dim)  # decompressed; gathered residuals
-    lo = 0
-    while lo < len(doc_ids):
-        done = int(ends[lo - 1]) if lo else 0
-        hi = max(lo + 1, int(np.searchsorted(ends, done + 8 * block_tokens, side="right")))
+    buffer = torch.empty(2, min(block_tokens, int(lengths.sum())), store.codec.dim)  # decompressed; residuals
+    for lo, hi in token_blocks(lengths, 8 * block_tokens):
         scores[lo:hi] = _exact_chunk(store, q, starts[lo:hi], lengths[lo:hi], block_tokens, buffer)
-        lo = hi
     return scores
 
 
