@@ -162,29 +162,36 @@ def _question(rng: Rng, key: str, phrasings: Tuple[str, ...], entity: str) -> st
     return template.format(e=entity, k=key.lower())
 
 
-def _fields(rng: Rng, pools: _Pools, n: int) -> List[Tuple[str, str, Tuple[str, ...]]]:
-    """``n`` distinct keys with a value each: (label, value, phrasings)."""
+Field = Tuple[str, str, Tuple[str, ...], Values]
+
+
+def _fields(rng: Rng, pools: _Pools, n: int) -> List[Field]:
+    """``n`` distinct keys with a value each: (label, value, phrasings, value maker)."""
     out, seen = [], set()
     for keys, make, phrasings in rng.sample(KEYS, n):
         label = rng.choice(keys)
         if label.lower() in seen:
             continue
         seen.add(label.lower())
-        out.append((label, make(rng, pools).replace(";", ","), phrasings))
+        out.append((label, _value(rng, pools, make), phrasings, make))
     return out
+
+
+def _value(rng: Rng, pools: _Pools, make: Values) -> str:
+    return make(rng, pools).replace(";", ",")
 
 
 def _infobox(rng: Rng, pools: _Pools, title: str) -> Tuple[str, List[Tuple[str, str, int]]]:
     """A facts passage (optionally followed by prose) and its (question, answer, start) triples."""
     fields = _fields(rng, pools, rng.randint(2, 9))
-    text = facts_text(title, [(k, v) for k, v, _ in fields])
+    text = facts_text(title, [(k, v) for k, v, _, _ in fields])
     starts, at = [], len(title) + 3
-    for k, v, _ in fields:
+    for k, v, _, _ in fields:
         starts.append(at + len(k) + 2)
         at += len(k) + 2 + len(v) + 2
     if pools.prose and rng.random() < 0.6:
         text += ". " + rng.choice(pools.prose)
-    qas = [(_question(rng, k, ph, title), v, s) for (k, v, ph), s in zip(fields, starts)]
+    qas = [(_question(rng, k, ph, title), v, s) for (k, v, ph, _), s in zip(fields, starts)]
     return text, qas
 
 
@@ -192,12 +199,13 @@ def _table(rng: Rng, pools: _Pools) -> Tuple[str, List[Tuple[str, str, int]]]:
     """Rows of ``"header: cell; ..."`` under a heading (the first column names the row) and questions on cells."""
     name_header = rng.choice(["Name", "Item", "Location", "Character", "Trainer", "Area", "Stage", ""])
     fields = _fields(rng, pools, rng.randint(2, 5))
-    headers = [k for k, _, _ in fields]
+    headers = [k for k, _, _, _ in fields]
     names = list(dict.fromkeys(pools.name(rng) for _ in range(rng.randint(2, 8))))
     heading = rng.choice(["Details", "Table", "Overview", "Stats", "List", pools.name(rng)]) + ". "
     text, qas = heading, []
     for name in names:
-        values = [_value(rng, pools, k) for k in headers]
+        values = [_value(rng, pools, make) for _, _, _, make in fields]  # (fields' own values unused,
+        # but drawn: a seed keeps giving the same questions)
         labelled = rng.random() < 0.3 or not name_header
         line = f"{name} \u2014 " if labelled else f"{name_header}: {name}; "
         name_at = len(text) + (0 if labelled else len(name_header) + 2)
@@ -206,19 +214,12 @@ def _table(rng: Rng, pools: _Pools) -> Tuple[str, List[Tuple[str, str, int]]]:
             starts.append(at + len(h) + 2)
             at += len(h) + 2 + len(v) + 2
         text += line + "; ".join(f"{h}: {v}" for h, v in zip(headers, values)) + ". "
-        for (h, _, ph), v, s in zip(fields, values, starts):
+        for (h, _, ph, _), v, s in zip(fields, values, starts):
             qas.append((_question(rng, h, ph, name), v, s))
         if rng.random() < 0.3 and text.count(values[0]) == 1:
             noun = rng.choice(["one", "item", "place", "character", name_header.lower() or "entry"])
             qas.append((rng.choice(_REVERSE).format(noun=noun, k=headers[0].lower(), v=values[0]), name, name_at))
     return text.rstrip(), qas
-
-
-def _value(rng: Rng, pools: _Pools, label: str) -> str:
-    for keys, make, _ in KEYS:
-        if label in keys:
-            return make(rng, pools).replace(";", ",")
-    raise KeyError(label)
 
 
 def fact_line_questions(questions: Sequence[SquadQuestion], n: int, seed: int = 0) -> List[SquadQuestion]:
