@@ -8,8 +8,9 @@ names from its article titles and capitalised answers, text values from its answ
 numbers, dates and durations drawn at random, and keys from a small generic bank (:data:`KEYS`) with a few
 phrasings each. The gold answer is always a whole value (or, for "which ... has ...", a whole row's name).
 
-Nothing here comes from any evaluation wiki: the key bank is generic encyclopedic and game vocabulary. Seeded:
-the same questions and seed give the same records.
+No text of any evaluation wiki goes in; the key bank is encyclopedic and game vocabulary, some of it written
+after reading the PokéClicker fact questions' passages (docs/experiments/reader.md says which). Seeded: the
+same questions and seed give the same records.
 
 >>> from pyterrier_fandom_colbert.reader.squad import SquadQuestion
 >>> base = [SquadQuestion("q1", "Ember Hall", 0, "Ember Hall is a castle. It was built by Ada Lind in 1902.",
