@@ -194,6 +194,51 @@ def test_shipped_default_checkpoint_loads_offline_and_ranks_answers_first():
     assert [top[str(i)] for i in range(len(QA))] == [f"d{a}" for _, a in QA]
 
 
+def test_packed_bf16_pass_equals_the_autocast_pass(tiny):
+    """The bf16 copy of a BERT backbone runs the packed pass (one joined Q/K/V product, weights packed once); its
+    hidden states are the autocast pass's on every real token, padded or not, layer callbacks included; a
+    ColBERT that has used it still pickles, and encodes the same after. RoBERTa keeps the plain pass."""
+    import pickle
+
+    import torch
+
+    from pyterrier_fandom_colbert.model import fast_bert
+    from pyterrier_fandom_colbert.model.network import bf16_copy
+
+    if not fast_bert.packing_available():
+        pytest.skip("this torch build has no packed oneDNN bf16 Linear")
+    clone = bf16_copy(tiny.model)
+    is_bert = type(tiny.model.backbone).__name__ == "BertModel"
+    assert (clone.packed is not None) == is_bert and tiny.model.packed is None
+    if not is_bert:
+        return
+    docs = tiny.tokenizer.documents(PASSAGES)
+    assert not bool(torch.as_tensor(docs.attention_mask).all())
+    layers: list = []
+
+    def tick() -> None:
+        layers.append(1)
+
+    for batch in (tiny.tokenizer.queries(["who forged the blade", "when"]), docs):
+        ids, attn = torch.as_tensor(batch.input_ids), torch.as_tensor(batch.attention_mask)
+        layers.clear()
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            want = fast_bert.forward(clone.backbone, ids, attn)
+            got = clone.hidden(ids, attn, tick)
+        real = attn.bool()
+        assert got.dtype == torch.float32 and len(layers) == tiny.model.num_layers()
+        torch.testing.assert_close(got[real], want[real].float(), atol=1e-2, rtol=1e-2)
+        assert float((got[real] - want[real].float()).abs().mean()) < 1e-3
+    encoder = pfc.ColBERT(tiny.model, tiny.tokenizer, device="cpu", cpu_precision="bfloat16")
+    before = encoder.encode_queries(["who forged the blade"])[0]
+    assert encoder._bf16_model is not None
+    again = pickle.loads(pickle.dumps(encoder))
+    assert again._bf16_model is None
+    torch.testing.assert_close(again.encode_queries(["who forged the blade"])[0], before, atol=0, rtol=0)
+    with pytest.raises(TypeError, match="not picklable"):
+        pickle.dumps(clone.packed)
+
+
 def test_fast_bert_inference_equals_transformers(tiny, monkeypatch):
     """The BERT inference path (model/fast_bert.py) gives transformers' hidden states on every real token, with
     and without padding; RoBERTa, and training passes, go through transformers."""

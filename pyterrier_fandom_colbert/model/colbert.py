@@ -518,6 +518,11 @@ class ColBERT:
 
         return EmbeddingScorer(self.config)
 
+    def __getstate__(self) -> Dict[str, Any]:
+        """Pickled and copied without the inference copies (derived from the weights, made again on first use; the
+        bf16 copy's packed weights cannot be pickled)."""
+        return {**self.__dict__, "_int8_model": None, "_bf16_model": None}
+
     def __repr__(self) -> str:
         precision = f", cpu_precision={self.cpu_precision!r}" if self.cpu_precision != "float32" else ""
         return (f"ColBERT(dim={self.config.dim}, similarity={self.config.similarity!r}, device={self.device.type!r}"

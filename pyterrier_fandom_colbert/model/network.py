@@ -67,6 +67,8 @@ class ColBERTModel(nn.Module):
         self.projection = nn.Linear(backbone.config.hidden_size, config.dim, bias=False)
         #: whether evaluation passes skip transformers' module overhead (:mod:`.fast_bert`; BERT backbones only)
         self.fast_inference = fast_bert.supports(backbone)
+        #: the packed bfloat16 pass (:class:`~.fast_bert.PackedBert`) of an inference copy (:func:`bf16_copy`)
+        self.packed: Optional[fast_bert.PackedBert] = None
 
     def init_projection(self, seed: int = 0) -> None:
         """A fresh projection: orthonormal rows keep the backbone's angles (as far as ``dim`` allows)."""
@@ -89,6 +91,8 @@ class ColBERTModel(nn.Module):
                on_layer: Optional[Callable[[], None]] = None) -> torch.Tensor:
         """The backbone's last hidden states ``[B, L, hidden]``; ``on_layer()`` is called after each encoder layer
         (transformers backbones: through forward hooks on ``encoder.layer``, removed after the pass)."""
+        if self.packed is not None and not self.training:
+            return self.packed(input_ids, attention_mask, on_layer)
         if self.fast_inference and not self.training:
             return fast_bert.forward(self.backbone, input_ids, attention_mask, on_layer)
         hooks = []
@@ -169,8 +173,10 @@ def bf16_copy(model: ColBERTModel) -> ColBERTModel:
     tensor (embeddings, layer norms, the projection) is ``model``'s own, shared, not copied. Under CPU bfloat16
     autocast it computes exactly what ``model`` does there (autocast rounds each weight to bfloat16 the same way),
     without rounding all the weights again on every forward pass: for one short query that rounding made bf16
-    slower than float32 (docs/app.md, "Query latency"). ``model`` is not changed; a change to its Linear weights
-    (their ``_version``, :func:`bf16_linears`) calls for a new copy."""
+    slower than float32 (docs/app.md, "Query latency"). A BERT backbone's copy also runs the packed pass
+    (:class:`~.fast_bert.PackedBert`: the same vectors, weights laid out once) where this torch build has it.
+    ``model`` is not changed; a change to its Linear weights (their ``_version``, :func:`bf16_linears`) calls for a
+    new copy."""
     import copy
 
     own = {id(p) for p in bf16_linears(model)}
@@ -179,6 +185,7 @@ def bf16_copy(model: ColBERTModel) -> ColBERTModel:
     for m in clone.backbone.modules():
         if type(m) is nn.Linear:
             m.to(torch.bfloat16)
+    clone.packed = fast_bert.pack(clone.backbone) if clone.fast_inference else None
     return clone
 
 
