@@ -280,7 +280,8 @@ def check_scale_bench(tiny: Tiny, stdout: str) -> None:
     (row,) = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     assert (row["bench"], row["passages"], row["shards"]) == ("build", 200, 2)
     assert row["tokens"] > 200 and row["seconds"] > 0 and row["cpu_s"] > 0
-    assert row["passages_per_s"] == pytest.approx(200 / row["seconds"], rel=0.02)
+    # (seconds are rounded to 0.01: the rate is checked against the range that rounding leaves)
+    assert 200 / (row["seconds"] + 0.005) - 0.05 <= row["passages_per_s"] <= 200 / (row["seconds"] - 0.005) + 0.05
 
 
 def check_evaluate(tiny: Tiny, stdout: str) -> None:

@@ -59,6 +59,10 @@ def test_nearest_centroids_is_the_l2_nearest():
     c = rng.normal(size=(40, DIM)).astype(np.float32)
     expected = ((x[:, None, :] - c[None]) ** 2).sum(-1).argmin(1)
     np.testing.assert_array_equal(rc.nearest_centroids(x, c, block=64), expected)
+    # every centroid twice, the copies after the originals: equal scores go to the lower id (the original)
+    twice = np.concatenate([c, c])
+    np.testing.assert_array_equal(rc.nearest_centroids(x, twice, block=64), expected)
+    np.testing.assert_array_equal(rc.nearest_centroids(x, twice[::-1].copy(), block=64), len(c) - 1 - expected)
 
 
 @pytest.mark.parametrize("nbits", [1, 2, 4])

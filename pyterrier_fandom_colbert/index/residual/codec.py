@@ -114,25 +114,63 @@ def code_dtype(num_centroids: int) -> np.dtype:
 
 def train_centroids(sample: np.ndarray, num_centroids: int, *, niter: int = 4, seed: int = 0,
                     spherical: bool = True) -> np.ndarray:
-    """k-means centroids ``[num_centroids, d]`` float32 of ``sample [n, d]`` (FAISS; unit length when
-    ``spherical``), rounded to float16 precision, which is how they are stored.
+    """k-means centroids ``[num_centroids, d]`` float32 of ``sample [n, d]`` (unit length when ``spherical``),
+    rounded to float16 precision, which is how they are stored.
+
+    Lloyd's rounds as FAISS's k-means runs them: a seeded start at ``num_centroids`` distinct sample rows, then
+    ``niter`` rounds of assignment to the nearest centroid and update to the mean (:func:`update_centroids`),
+    normalised when ``spherical``. The assignment is :func:`nearest_centroids`, the index's own: on a 2-core CPU
+    it runs 3.5x faster than FAISS's flat search, which FAISS's k-means spends nearly all its time in.
 
     >>> rng = np.random.default_rng(0)
     >>> blobs = np.concatenate([rng.normal(m, 0.01, (50, 2)) for m in ([1, 0], [0, 1])]).astype(np.float32)
     >>> sorted(np.abs(train_centroids(blobs, 2, niter=10)).astype(np.float64).round(2).tolist())
     [[0.0, 1.0], [1.0, 0.0]]
     """
-    import faiss
-
     sample = np.ascontiguousarray(sample, dtype=np.float32)
     if sample.ndim != 2 or len(sample) < num_centroids:
         raise ValueError(f"sample of shape {sample.shape}; expected [n, d] with n >= num_centroids={num_centroids}")
-    kmeans = faiss.Kmeans(sample.shape[1], num_centroids, niter=niter, seed=seed, spherical=spherical,
-                          max_points_per_centroid=1 << 30, min_points_per_centroid=1, verbose=False)
-    kmeans.train(sample)
-    if kmeans.centroids is None:  # typed optional (unset before training); training sets it
-        raise RuntimeError("faiss k-means left no centroids after training")
-    return kmeans.centroids.astype(np.float16).astype(np.float32)
+    positive_int("num_centroids", num_centroids, what="centroids to train")
+    rng = np.random.default_rng(seed)
+    centroids = sample[np.sort(rng.choice(len(sample), num_centroids, replace=False))]
+    for _ in range(niter):
+        centroids = update_centroids(sample, nearest_centroids(sample, centroids), centroids)
+        if spherical:
+            centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), np.float32(1e-12))
+    return centroids.astype(np.float16).astype(np.float32)
+
+
+#: how far apart the two halves of a split cluster start (FAISS's ``EPS`` of the same rule)
+SPLIT_EPS = 1.0 / 1024
+
+
+def update_centroids(sample: np.ndarray, assign: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    """The mean of each centroid's rows of ``sample [n, d]`` (``assign [n]``: the centroid of each row). A
+    centroid left with no row takes half of the largest cluster, as in FAISS: a copy of its centroid, the two
+    moved apart by a factor ``1 ± SPLIT_EPS`` (alternating signs by dimension), its rows counted half each for
+    further splits in the same round.
+
+    >>> x = np.array([[0., 0.], [2., 0.], [0., 4.]], np.float32)
+    >>> update_centroids(x, np.array([0, 0, 2]), np.zeros((3, 2), np.float32)).tolist()   # centroid 1: empty
+    [[0.9990234375, 0.0], [1.0009765625, 0.0], [0.0, 4.0]]
+    """
+    import torch
+
+    k, d = previous.shape
+    counts = np.bincount(assign, minlength=k)
+    sums = torch.zeros(k, d, dtype=torch.float32)
+    sums.index_add_(0, torch.from_numpy(np.asarray(assign, dtype=np.int64)), torch.from_numpy(sample))
+    centroids = np.asarray(previous, dtype=np.float32).copy()
+    full = counts > 0
+    centroids[full] = sums.numpy()[full] / counts[full, None].astype(np.float32)
+    factor = np.where(np.arange(d) % 2 == 0, SPLIT_EPS, -SPLIT_EPS).astype(np.float32)
+    for empty in np.flatnonzero(~full):
+        largest = int(np.argmax(counts))
+        centroids[empty] = centroids[largest] * (1 + factor)
+        centroids[largest] = centroids[largest] * (1 - factor)
+        counts[empty] = counts[largest] // 2
+        counts[largest] -= counts[empty]
+    return centroids
 
 
 def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray, block: int = ASSIGN_BLOCK) -> np.ndarray:
@@ -142,6 +180,8 @@ def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray, block: int = A
 
     >>> nearest_centroids(np.array([[1., 0.], [0.1, 0.9], [0.6, -0.8]]), np.array([[1., 0.], [0., 1.]])).tolist()
     [0, 1, 0]
+    >>> nearest_centroids(np.array([[0., 1.], [1., 1.]]), np.array([[1., 0.], [0., 1.], [0., 1.]]), block=1).tolist()
+    [1, 0]
     """
     import torch
 
@@ -151,13 +191,12 @@ def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray, block: int = A
     out = np.empty(len(vectors), dtype=np.int64)
     # one score buffer for all blocks: a fresh [block, C] matrix per block costs page faults that rival the matmul
     buffer = torch.empty(min(block, len(vectors)), len(c), dtype=torch.float32)
-    ids = torch.empty(min(block, len(vectors)), dtype=torch.int64)
     for start in range(0, len(vectors), block):
         x = torch.as_tensor(np.asarray(vectors[start:start + block], dtype=np.float32))
         scores = buffer[:len(x)]
         torch.addmm(neg_half_norms, x, c_t, out=scores)  # x·c − |c|²/2 in one pass
-        torch.argmax(scores, 1, out=ids[:len(x)])
-        out[start:start + len(x)] = ids[:len(x)].numpy()
+        # numpy's argmax (the first of equal maxima, as torch's) is 3x faster than torch's over [4096, 8192]
+        np.argmax(scores.numpy(), axis=1, out=out[start:start + len(x)])
     return out
 
 
