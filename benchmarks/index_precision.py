@@ -84,7 +84,8 @@ def run_build(args, variant: str, folder: Path) -> Dict[str, Any]:
                "--source", str(args.source), "--max-docs", str(args.max_docs), "--batch-size", str(args.batch_size)]
     command += (["--checkpoint", args.checkpoint] if args.checkpoint else []) + \
         (["--threads", str(args.threads)] if args.threads else [])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    package = args.float32_from if variant == "float32" and args.float32_from else ROOT
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(package), os.environ.get("PYTHONPATH")]))}
     with tempfile.TemporaryFile("w+") as out:
         child = subprocess.Popen(command, stdout=out, env=env)
         _, status, usage = os.wait4(child.pid, 0)
@@ -110,6 +111,9 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=64, help="passages per forward pass (pfc index's default 64)")
     ap.add_argument("--checkpoint", default=None, help="ColBERT checkpoint (default: the package's)")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON summary here")
+    ap.add_argument("--float32-from", type=Path, default=None, metavar="DIR",
+                    help="build the float32 variant with the package in DIR (e.g. a git worktree of an older "
+                         "commit): today's code in auto against an older default")
     ap.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
     ap.add_argument("--worker-folder", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -118,6 +122,9 @@ def main(argv=None) -> int:
         return 2
     if args.worker:
         return worker(args)
+    if args.float32_from and not (args.float32_from / "pyterrier_fandom_colbert").is_dir():
+        print(f"index_precision: --float32-from {args.float32_from} holds no pyterrier_fandom_colbert package")
+        return 2
     rows = []
     with tempfile.TemporaryDirectory(prefix="index_precision_") as tmp:
         for r in range(args.rounds):
@@ -131,6 +138,7 @@ def main(argv=None) -> int:
                       flush=True)
     medians = {v: statistics.median(r["passages_per_s"] for r in rows if r["variant"] == v) for v in VARIANTS}
     summary = {"source": str(args.source), "max_docs": args.max_docs, "threads": args.threads,
+               "float32_from": str(args.float32_from) if args.float32_from else None,
                "median_passages_per_s": medians,
                "auto_over_float32": round(medians["auto"] / medians["float32"], 3), "builds": rows}
     text = json.dumps(summary, indent=2)
