@@ -206,6 +206,22 @@ def test_squad_loader_and_registration(tmp_path):
         list(irds.squad_dataset(path).queries_iter())
 
 
+def test_squad_loader_reads_bz2_as_the_plain_file(tmp_path):
+    import bz2
+
+    from pyterrier_fandom_colbert.training import load_collection
+
+    plain, packed = tmp_path / "train.json", tmp_path / "train.json.bz2"
+    plain.write_text(json.dumps(SQUAD))
+    packed.write_bytes(bz2.compress(plain.read_bytes()))
+    a, b = load_collection(str(plain)), load_collection(str(packed))
+    assert (a.queries, a.qrels, dict(a.docs)) == (b.queries, b.qrels, dict(b.docs))
+    assert b.qrels == {"q1": ("0-0",), "q2": ("0-0",), "q3": ("0-1",), "q5": ("1-0",)}
+    packed.write_bytes(bz2.compress(plain.read_bytes())[:40])  # cut short
+    with pytest.raises(ValueError, match=r"train\.json\.bz2: not a readable SQuAD JSON file"):
+        list(irds.squad_dataset(packed).queries_iter())
+
+
 def test_squad_loader_on_shared_data():
     p = ROOT.parent / "shared" / "data" / "squad-v1.1-split" / "dev-v1.1.json"
     if not p.exists():
