@@ -4,6 +4,8 @@ native bf16), interleaved, with each build's peak RSS.
     python benchmarks/index_precision.py --max-docs 2000 --rounds 2 --threads 2
     python benchmarks/index_precision.py --source ../shared/data/wikis/pokeclickerwiki_pages_current.xml.bz2 \
         --max-docs 4000 --rounds 2
+    python benchmarks/index_precision.py --source runs/growth/work/passages-30000.jsonl --max-docs 30000 \
+        --rounds 1 --float32-from /tmp/wt-old      # growth.py's corpus mix; float32 by an older package
 
 Each build is ``build_folder`` (what ``pfc index`` runs) over the first ``--max-docs`` passages of ``--source`` (a
 BEIR folder, ``corpus.jsonl.gz``, by default the shared SciFact corpus; or a wiki dump, split as ``pfc index``
@@ -37,7 +39,11 @@ VARIANTS = ("float32", "auto")
 
 
 def records(source: Path, max_docs: int) -> List[Dict[str, Any]]:
-    """The first ``max_docs`` passages of a BEIR folder or a wiki dump, as ``build_folder`` takes them."""
+    """The first ``max_docs`` passages of a BEIR folder, a JSONL file of passage records (``benchmarks/growth.py``'s
+    ``passages-N.jsonl``) or a wiki dump, as ``build_folder`` takes them."""
+    if source.suffix == ".jsonl":
+        with open(source, encoding="utf-8") as f:
+            return [json.loads(line) for _, line in zip(range(max_docs), f)]
     if source.is_dir():
         out = []
         with gzip.open(source / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
@@ -104,7 +110,8 @@ def run_build(args, variant: str, folder: Path) -> Dict[str, Any]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--source", type=Path, default=SCIFACT,
-                    help="a BEIR folder (corpus.jsonl.gz) or a wiki dump (default: ../shared/data/scifact)")
+                    help="a BEIR folder (corpus.jsonl.gz), a .jsonl of passage records or a wiki dump "
+                         "(default: ../shared/data/scifact)")
     ap.add_argument("--max-docs", type=int, default=2000, help="passages indexed per build (default 2000)")
     ap.add_argument("--rounds", type=int, default=2, help="builds per variant, interleaved (default 2)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
