@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_io import require_work
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -60,6 +62,7 @@ def main(argv=None) -> int:
         report = build_folder(records, Path(tmp) / "folder", colbert=colbert, checkpoint=args.checkpoint)
         took = time.perf_counter() - started
     m = report.manifest
+    require_work({"passages in the folder": (m.passages, len(records))})
     seconds = dict(m.seconds)
     result = {"device": args.device, "threads": args.threads, "precision": args.precision,
               "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,

@@ -121,6 +121,8 @@ def main(argv=None) -> int:
     ap.add_argument("--float32-from", type=Path, default=None, metavar="DIR",
                     help="build the float32 variant with the package in DIR (e.g. a git worktree of an older "
                          "commit): today's code in auto against an older default")
+    ap.add_argument("--first-round", type=int, default=0, metavar="N",
+                    help="order the builds as from round N on (1: auto first), to continue an earlier run's rounds")
     ap.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
     ap.add_argument("--worker-folder", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -135,7 +137,7 @@ def main(argv=None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="index_precision_") as tmp:
         for r in range(args.rounds):
-            for variant in (VARIANTS if r % 2 == 0 else VARIANTS[::-1]):
+            for variant in (VARIANTS if (r + args.first_round) % 2 == 0 else VARIANTS[::-1]):
                 row = run_build(args, variant, Path(tmp) / f"{variant}-{r}")
                 row.update(round=r + 1, load_average=round(os.getloadavg()[0], 2))
                 rows.append(row)

@@ -629,6 +629,15 @@ def check_index_stages(tiny: Tiny, stdout: str) -> None:
     assert sum(report["share_of_build"].values()) == pytest.approx(1, abs=0.01)
 
 
+def check_device_build(tiny: Tiny, stdout: str) -> None:
+    report = json.loads((tiny.out / "device.json").read_text())
+    assert json.loads(stdout.strip().splitlines()[-1]) == report
+    assert (report["device"], report["threads"], report["passages"]) == ("cpu", 1, 12)  # every paragraph
+    assert report["tokens"] > 12 and 0 < report["stage_seconds"]["total"] <= report["build_seconds"]
+    assert report["passages_per_second"] == pytest.approx(12 / report["build_seconds"], rel=0.05)
+    assert report["gpu"] is None and report["peak_rss_mb"] > 50
+
+
 def check_index_precision(tiny: Tiny, stdout: str) -> None:
     from pyterrier_fandom_colbert.model.colbert import native_bf16
 
@@ -857,6 +866,10 @@ RUNS.update({
                                       "--out", str(t.out / "precision.json")],
                            check_index_precision, slow=True),  # two builds, each in a process of its own
     "growth": Run("benchmarks/growth.py", growth_args, check_growth, slow=True),  # four processes
+    "device_build": Run("benchmarks/device_build.py",
+                        lambda t: ["--squad", str(t.squad / "train-v1.1.json"), "--passages", "12", "--threads", "1",
+                                   "--checkpoint", t.checkpoint, "--out", str(t.out / "device.json")],
+                        check_device_build),
     "index_stages": Run("benchmarks/index_stages.py",
                         lambda t: ["--dump", str(SAMPLE_DUMP), "--passages", "20", "--threads", "1",
                                    "--checkpoint", t.checkpoint, "--out", str(t.out / "stages.json")],
