@@ -6,13 +6,12 @@ device and thread count, for the big-wiki projection (docs/scale.md): passages p
 
 Passages are the paragraphs of a SQuAD-format JSON file (``.json`` or ``.json.bz2``), in file order, as
 ``{docno, text}`` records. On a CPU the encoder runs in ``--precision`` (``auto``, as ``pfc index``); on a GPU
-in bf16 autocast. Prints one JSON object (also written to ``--out``): the manifest's stage seconds, passages/s
-of the whole build and of its encoding, the token count and the peak RSS of the process.
+in bf16 autocast. Prints one JSON object (also written to ``--out``): the manifest's stage seconds (TF-IDF, the
+ColBERT part, total), passages/s of the whole build, the token count and the peak RSS of the process.
 """
 from __future__ import annotations
 
 import argparse
-import bz2
 import json
 import os
 import resource
@@ -27,9 +26,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def paragraphs(path: Path, n: int):
     """The first ``n`` paragraphs of a SQuAD-format file as passage records."""
-    opener = bz2.open if path.suffix == ".bz2" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        data = json.load(f)["data"]
+    from pyterrier_fandom_colbert.storage.files import read_input_json
+
+    data = read_input_json(path, "SQuAD JSON file")["data"]
     texts = [p["context"] for article in data for p in article["paragraphs"]][:n]
     if len(texts) < n:
         raise SystemExit(f"{path}: {len(texts)} paragraphs, fewer than --passages {n}")

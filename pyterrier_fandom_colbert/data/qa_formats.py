@@ -6,7 +6,6 @@ to train/dev/test. The formats are described in ``docs/data.md`` ("The study's Q
 """
 # no `from __future__ import annotations`: PyTerrier reads the doc class field types (str) at run time
 
-import bz2
 import csv
 import json
 import logging
@@ -17,6 +16,7 @@ from typing import NamedTuple, Optional
 
 from ir_datasets.formats import GenericDocPair, GenericQrel, GenericQuery
 
+from ..storage.files import read_input_json
 from .passages import Passage
 
 __all__ = [
@@ -205,12 +205,7 @@ def read_tsv_release(folder: Path, wiki: str) -> QARelease:
 def read_squad(path: Path) -> QARelease:
     """A SQuAD-format JSON file (``.json``, or ``.json.bz2`` as the full SQuAD training set is kept): one
     :class:`SquadDoc` per paragraph, answerable questions as :class:`QAQuery`."""
-    opener = bz2.open if Path(path).suffix == ".bz2" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, EOFError, ValueError) as err:
-        raise ValueError(f"{path}: not a readable SQuAD JSON file ({type(err).__name__}: {err})") from None
+    data = read_input_json(path, "SQuAD JSON file")
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise ValueError(f"{path}: not SQuAD format (expected an object with a 'data' list of articles)")
     docs, queries, qrels, seen = [], [], [], set()

@@ -1,10 +1,10 @@
 """SQuAD-format question files (``.json`` or ``.json.bz2``) as answer-span records."""
 from __future__ import annotations
 
-import bz2
-import json
 from pathlib import Path
 from typing import Iterator, List, NamedTuple, Tuple, Union
+
+from ..storage.files import read_input_json
 
 
 class SquadQuestion(NamedTuple):
@@ -27,12 +27,7 @@ def iter_squad_questions(path: Union[str, Path]) -> Iterator[SquadQuestion]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"SQuAD file not found: {path}")
-    opener = bz2.open if path.suffix == ".bz2" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError, EOFError) as err:
-        raise ValueError(f"{path}: not a readable SQuAD JSON file ({type(err).__name__}: {err})") from None
+    data = read_input_json(path, "SQuAD JSON file")
     articles = data.get("data") if isinstance(data, dict) else None
     if not isinstance(articles, list):
         raise ValueError(f"{path}: expected a SQuAD JSON object with a 'data' list of articles")

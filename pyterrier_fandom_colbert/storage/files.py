@@ -14,6 +14,7 @@ Created files and folders follow the user's umask.
 """
 from __future__ import annotations
 
+import bz2
 import contextlib
 import glob
 import json
@@ -181,6 +182,29 @@ def read_json(path: PathLike, what: str = "JSON file") -> Any:
     except RecursionError:
         raise DamagedFileError(path, f"{path} is damaged: the {what} nests too deeply to be one this package "
                                      "wrote") from None
+
+
+def read_input_json(path: PathLike, what: str = "JSON file") -> Any:
+    """Parse a JSON file a user gives (not one this package wrote), plain or bz2-compressed (``.bz2``); a file
+    that cannot be read or parsed raises a ``ValueError`` that names it.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "a.json.bz2").write_bytes(bz2.compress(b'{"data": []}'))
+    >>> read_input_json(folder / "a.json.bz2")
+    {'data': []}
+    >>> _ = (folder / "b.json").write_text("{")
+    >>> read_input_json(folder / "b.json", "SQuAD JSON file")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: .../b.json: not a readable SQuAD JSON file (JSONDecodeError: ...)
+    """
+    path = Path(path)
+    opener: Any = bz2.open if path.suffix == ".bz2" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError, EOFError) as err:
+        raise ValueError(f"{path}: not a readable {what} ({type(err).__name__}: {err})") from None
 
 
 @contextmanager
