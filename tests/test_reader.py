@@ -368,6 +368,17 @@ def test_pfc_train_reader_refuses_a_missing_file_in_one_line(capsys, tmp_path):
     assert err.count("\n") == 1 and "nope.json" in err and "file not found" in err
 
 
+@pytest.mark.parametrize("device", ["cuda:7", "bogus"])
+def test_pfc_train_reader_refuses_a_device_it_cannot_use_in_one_line(capsys, tmp_path, device):
+    from pyterrier_fandom_colbert.training.cli import main
+
+    data = _squad_file(tmp_path / "train.json")
+    assert main(["reader", "--train", str(data), "--out", str(tmp_path / "run"), "--device", device]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and repr(device) in err
+    assert not (tmp_path / "run" / "state.pt").exists()
+
+
 def test_a_warm_start_puts_a_trained_readers_layers_on_top(tiny_reader_dir, tiny_bert_dir):
     from pyterrier_fandom_colbert.reader.network import ReaderModel, base_digest, load_base, load_reader
     from pyterrier_fandom_colbert.training.reader import warm_start

@@ -7,9 +7,10 @@ here"). Batches are drawn by a seeded generator per epoch (similar lengths batch
 replays the same batches from where it stopped.
 
 Only the reader's upper layers and head are trained; the base's embeddings and lower layers run without
-gradients. The run folder holds ``state.pt`` (weights, optimiser, position; replaced atomically every
-``checkpoint_every`` steps), ``train_config.json`` and ``log.jsonl``; the finished reader is written to
-``<run>/reader`` (:func:`..reader.network.save_reader`).
+gradients. Training runs on ``device`` (default: CUDA when available, else the CPU), with bf16 autocast on
+either; the device is not a setting of the run. The run folder holds ``state.pt`` (weights, optimiser, position;
+replaced atomically every ``checkpoint_every`` steps), ``train_config.json`` and ``log.jsonl``; the finished
+reader is written to ``<run>/reader`` (:func:`..reader.network.save_reader`).
 """
 from __future__ import annotations
 
@@ -189,10 +190,14 @@ def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, valid: torch
 def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Optional[ReaderConfig] = None,
                  train: Optional[ReaderTrainConfig] = None, *, max_questions: Optional[int] = None,
                  threads: Optional[int] = None, verbose: bool = False, stop_after: Optional[int] = None,
-                 init: Union[str, Path, None] = None) -> Optional[Path]:
+                 init: Union[str, Path, None] = None, device: Union[str, torch.device, None] = None
+                 ) -> Optional[Path]:
     """Train (or resume) a reader in ``run``; returns the finished reader folder ``run/reader``. ``stop_after``:
     stop (checkpointed, returning None) once this many steps are done, as an interruption would. ``init``: a
-    trained reader folder over the same base to start from (:func:`warm_start`)."""
+    trained reader folder over the same base to start from (:func:`warm_start`). ``device``: where to train
+    (``"cpu"``, ``"cuda"``, ``"cuda:1"``; default CUDA when available); not a setting of the run, so a run may
+    resume on another device."""
+    where = _training_device(device)
     run = Path(run)
     run.mkdir(parents=True, exist_ok=True)
     config = config or ReaderConfig()
@@ -208,6 +213,7 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
     model = ReaderModel(base, config)
     if init is not None:
         warm_start(model, init)
+    model.to(where)
     questions = read_squad_questions(train_file)
     if max_questions is not None:
         questions = questions[:max_questions]
@@ -222,12 +228,7 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
     step = 0
     state_path = run / STATE_FILE
     if state_path.is_file():
-        state = torch.load(state_path, map_location="cpu", weights_only=True)
-        model.load_state_dict(state["model"], strict=False)
-        optimiser.load_state_dict(state["optimiser"])
-        step = int(state["step"])
-        if "rng" in state:  # checkpoints of runs started before the RNG was saved lack it
-            torch.set_rng_state(state["rng"])
+        step = _resume(state_path, model, optimiser, where)
         if verbose:
             print(f"resuming {run}: step {step:,} of {total:,}")
     amp = getattr(torch, train.amp_dtype) if train.amp_dtype else None
@@ -238,7 +239,7 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
     epoch_cache: Dict[int, Tuple[list, list]] = {}
     while step < total:
         if stop_after is not None and step >= stop_after:
-            _checkpoint(state_path, model, optimiser, step)
+            _checkpoint(state_path, model, optimiser, step, where)
             bar.close()
             return None
         epoch, within = divmod(step, per_epoch)
@@ -250,10 +251,11 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
         if within >= len(batches):
             step += 1
             continue
-        batch = collate([examples[i] for i in batches[within]], data, tokenizer)
+        batch = {k: v.to(where, non_blocking=True)
+                 for k, v in collate([examples[i] for i in batches[within]], data, tokenizer).items()}
         for group, lr in zip(optimiser.param_groups, base_lrs):
             group["lr"] = lr * lr_factor(step, total, warmup_steps)
-        with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
+        with torch.autocast(where.type, dtype=amp, enabled=amp is not None):
             start_logits, end_logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
                                              dropout=train.dropout)
         loss = span_loss(start_logits, end_logits, batch["valid"], batch["start"], batch["end"])
@@ -268,7 +270,7 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
         bar.update(1)
         bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
         if step % train.checkpoint_every == 0 or step == total:
-            _checkpoint(state_path, model, optimiser, step)
+            _checkpoint(state_path, model, optimiser, step, where)
             with open(run / LOG_FILE, "a", encoding="utf-8") as log:
                 log.write(json.dumps({"step": step, "loss": round(float(np.mean(losses[-train.checkpoint_every:])), 4),
                                       "seconds": round(time.perf_counter() - started, 1)}) + "\n")
@@ -277,6 +279,31 @@ def train_reader(train_file: Union[str, Path], run: Union[str, Path], config: Op
     return save_reader(model, run / "reader", extra={"training.json": {
         "train_file": Path(train_file).name, "questions": len(data.question_ids), "steps": total,
         "train": train.to_dict()}})
+
+
+def _training_device(device: Union[str, torch.device, None]) -> torch.device:
+    """The device asked for (default: CUDA when available, else the CPU); a ValueError names one this torch
+    cannot use."""
+    from ..model.colbert import check_device
+
+    try:
+        where = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    except RuntimeError:
+        raise ValueError(f"device={device!r} is not a torch device; expected cpu, cuda or cuda:N") from None
+    check_device(where, None if device is None else str(device))
+    return where
+
+
+def _resume(state_path: Path, model: ReaderModel, optimiser: torch.optim.Optimizer, device: torch.device) -> int:
+    """Load a run's checkpoint (weights, optimiser, random state) onto ``device``; returns its step."""
+    state = torch.load(state_path, map_location="cpu", weights_only=True)
+    model.load_state_dict(state["model"], strict=False)
+    optimiser.load_state_dict(state["optimiser"])
+    if "rng" in state:  # checkpoints of runs started before the RNG was saved lack it
+        torch.set_rng_state(state["rng"])
+    if device.type == "cuda" and state.get("rng_cuda") is not None:
+        torch.cuda.set_rng_state(state["rng_cuda"], device)
+    return int(state["step"])
 
 
 def _same_settings(saved: Path, settings: Dict[str, Any]) -> None:
@@ -300,10 +327,12 @@ def _optimiser(model: ReaderModel, train: ReaderTrainConfig) -> torch.optim.Opti
                               {"params": head, "lr": train.head_lr, "weight_decay": 0.0}])
 
 
-def _checkpoint(path: Path, model: ReaderModel, optimiser: torch.optim.Optimizer, step: int) -> None:
+def _checkpoint(path: Path, model: ReaderModel, optimiser: torch.optim.Optimizer, step: int,
+                device: torch.device) -> None:
     with atomic_path(path) as tmp:  # a killed run keeps its previous checkpoint whole
         torch.save({"model": model.own_state(), "optimiser": optimiser.state_dict(), "step": step,
-                    "rng": torch.get_rng_state()}, tmp)
+                    "rng": torch.get_rng_state(),
+                    "rng_cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}, tmp)
 
 
 def warm_start(model: ReaderModel, folder: Union[str, Path]) -> None:

@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-questions", type=int, help="train on the first N questions only")
     p.add_argument("--init", help="start from this trained reader folder (its layers become the top ones)")
     p.add_argument("--threads", type=int, help="CPU threads (torch.set_num_threads)")
+    p.add_argument("--device", help="cuda, cuda:N or cpu (default: cuda when available)")
     p.add_argument("-v", "--verbose", action="store_true", help="progress bar")
     defaults = ReaderConfig()
     p.add_argument("--frozen-layers", type=int, default=defaults.frozen_layers,
@@ -60,7 +61,8 @@ def main_reader(argv: Sequence[str]) -> int:
         train = ReaderTrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ReaderTrainConfig)
                                      if f.name != "amp_dtype"})
         folder = train_reader(args.train, args.out, config, train, max_questions=args.max_questions,
-                              threads=args.threads, verbose=args.verbose, init=args.init)
+                              threads=args.threads, verbose=args.verbose, init=args.init,
+                              device=args.device)
     except ValueError as err:
         raise UserError(str(err)) from None
     print(f"reader written to {folder}")
