@@ -46,11 +46,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
-from pyterrier_fandom_colbert.app.cli import ONEDNN_CACHE_CAPACITY  # (no torch: read before torch loads)
+from pyterrier_fandom_colbert.heap import bound_kernel_caches  # (no torch: read before torch loads)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as pfc sets it
-os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_CACHE_CAPACITY))  # as pfc sets it
+bound_kernel_caches()  # as pfc does
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

@@ -3,19 +3,38 @@
 Encoding passages allocates activations of a different shape for every batch; glibc's allocator keeps what is
 freed in its heaps for reuse, fragmented, so a build's resident memory climbed with the corpus (3,000 passages:
 2.1 GB peak; 30,000: 4.9 GB; docs/results.md, "Big wikis"). :class:`HeapTrimmer` calls glibc's
-``malloc_trim(0)`` once per ``every`` passages (about every half minute of encoding on a CPU), which returns
-the free pages; elsewhere (not glibc) it does nothing, and says so through :func:`can_trim`.
+``malloc_trim(0)`` once per ``every`` passages (256: every few seconds of encoding on a CPU; fed by the encoder's
+progress calls, so it trims within a chunk of passages too), which returns the free pages, and once more when
+encoding ends (:meth:`HeapTrimmer.finish`), before the codec is trained; elsewhere (not glibc) it does nothing,
+and says so through :func:`can_trim`.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import functools
+import os
 from typing import Any, Optional
 
 #: passages encoded between two trims: the cost of a trim (a few ms, and the pages faulted back in by the next
-#: batch) is then well under 1% of the encoding time
-TRIM_EVERY = 1024
+#: batch) did not show in a build's speed, and the peak heap is a quarter of 1,024 passages' (docs/results.md,
+#: "Build memory: trimming within chunks")
+TRIM_EVERY = 256
+
+
+#: the kernel caches :func:`bound_kernel_caches` bounds (each unless set already), both keyed by matrix shape, which
+#: a build meets new batch after batch: oneDNN's compiled primitives (default 1,024) and ideep's computations, the
+#: packed bf16 Linear's (``LRU_CACHE_CAPACITY``, default 1,024)
+KERNEL_CACHES = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": 32, "LRU_CACHE_CAPACITY": 32}
+
+
+def bound_kernel_caches() -> None:
+    """Set :data:`KERNEL_CACHES` in the environment where the user has not (``pfc`` does, first thing): they are
+    read when torch first runs a kernel. Unbounded, they made a build's memory grow with the corpus (docs/results.md,
+    "Build memory: oneDNN's kernel cache" and "Build memory: ideep's cache"); at 32 shapes each no cost in speed
+    was measured."""
+    for name, capacity in KERNEL_CACHES.items():
+        os.environ.setdefault(name, str(capacity))
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,6 +72,8 @@ class HeapTrimmer:
     [False, False, True, True, False]
     >>> trimmer.trims, trimmer.passages
     (2, 365)
+    >>> trimmer.finish(), trimmer.finish(), trimmer.trims  # the last 5 passages' heap; then nothing new to give
+    (True, False, 3)
     """
 
     def __init__(self, every: Optional[int] = None):
@@ -60,14 +81,28 @@ class HeapTrimmer:
         if every < 1:
             raise ValueError(f"every={every!r}; expected a positive number of passages")
         self.every = every
-        self.passages = 0
+        self.passages: float = 0
         self.trims = 0
+        self._trimmed_at: float = 0
 
-    def add(self, passages: int) -> bool:
-        """Count ``passages`` more; trim (and return True) when a multiple of ``every`` was passed."""
-        before, self.passages = self.passages, self.passages + int(passages)
+    def add(self, passages: float) -> bool:
+        """Count ``passages`` more (a share of one counts: an encoder's progress calls give them); trim (and
+        return True) when a multiple of ``every`` was passed."""
+        before, self.passages = self.passages, self.passages + passages
         if self.passages // self.every == before // self.every:
             return False
+        self._trim()
+        return True
+
+    def finish(self) -> bool:
+        """Trim once more if passages were encoded since the last trim (True): call it when encoding ends, so what
+        comes next (training the codec, coding) does not start on top of up to ``every`` passages' freed heap."""
+        if self.passages == self._trimmed_at:
+            return False
+        self._trim()
+        return True
+
+    def _trim(self) -> None:
         trim_heap()
         self.trims += 1
-        return True
+        self._trimmed_at = self.passages

@@ -166,13 +166,16 @@ def test_cli_errors_imports_nothing_heavy():
     assert done.stdout in ("['pyterrier_fandom_colbert.cli_errors'] []\n", "[] []\n")
 
 
+@pytest.mark.parametrize("name", ["ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"])
 @pytest.mark.parametrize("given", [None, "64"])
-def test_pfc_bounds_onednns_kernel_cache_unless_told_otherwise(folder, capsys, monkeypatch, given):
-    """``pfc`` sets oneDNN's cache capacity (build memory, docs/folder.md) only where the user has not."""
-    from pyterrier_fandom_colbert.app.cli import ONEDNN_CACHE_CAPACITY, main
+def test_pfc_bounds_the_kernel_caches_unless_told_otherwise(folder, capsys, monkeypatch, given, name):
+    """``pfc`` sets oneDNN's and ideep's cache capacities (build memory, docs/folder.md) only where the user has
+    not."""
+    from pyterrier_fandom_colbert.app.cli import main
+    from pyterrier_fandom_colbert.heap import KERNEL_CACHES
 
-    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", given or "")  # restored after the test
+    monkeypatch.setenv(name, given or "")  # restored after the test
     if given is None:
-        monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
+        monkeypatch.delenv(name)
     one_line_error(capsys, "pfc search", main(["search", str(folder / "no-such-folder"), "a question"]))
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == (given or str(ONEDNN_CACHE_CAPACITY))
+    assert os.environ[name] == (given or str(KERNEL_CACHES[name])) == (given or "32")

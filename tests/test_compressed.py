@@ -65,6 +65,15 @@ def test_nearest_centroids_is_the_l2_nearest():
     np.testing.assert_array_equal(rc.nearest_centroids(x, twice[::-1].copy(), block=64), len(c) - 1 - expected)
 
 
+def test_many_centroids_shrink_the_block_and_keep_the_l2_nearest():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(1500, 8)).astype(np.float32)
+    c = rng.normal(size=(40_000, 8)).astype(np.float32)
+    assert rc.assign_block(len(c)) * len(c) * 4 <= rc.ASSIGN_BYTES and rc.assign_block(len(c)) < len(x)
+    expected = np.array([((c - row) ** 2).sum(1).argmin() for row in x.astype(np.float64)])
+    np.testing.assert_array_equal(rc.nearest_centroids(x, c), expected)
+
+
 @pytest.mark.parametrize("nbits", [1, 2, 4])
 def test_compress_decompress_against_brute_force(nbits):
     x = clustered(3000, seed=nbits)

@@ -54,12 +54,21 @@ def test_the_indexer_trims_every_so_many_documents(small_colbert, tmp_path, trim
     docs = pd.DataFrame({"docno": [f"d{i}" for i in range(10)],
                          "text": [f"passage {i} about dragons" for i in range(10)]})
     pfc.ColBERTIndex(tmp_path / "ix").indexer(small_colbert, batch_size=3, ann=None).index(docs)
-    assert len(trims) == 2  # after 6 (passed 4) and 9 (passed 8) of the batches 3, 3, 3, 1
+    assert len(trims) == 3  # after 6 (passed 4) and 9 (passed 8) of the batches 3, 3, 3, 1; then once at the end
 
 
-def test_a_folder_build_trims_per_chunk(small_colbert, tmp_path, trims):
+def test_a_folder_build_trims_within_a_chunk_and_when_encoding_ends(small_colbert, tmp_path, trims):
     from pyterrier_fandom_colbert.app.folder import build_folder
 
     docs = [{"docno": f"d{i}", "text": f"passage {i} about dragons and castles"} for i in range(10)]
     build_folder(docs, tmp_path / "folder", colbert=small_colbert)
-    assert len(trims) == 1  # one chunk of 10 passages (passed 4 and 8: one trim per chunk)
+    assert len(trims) == 3  # one chunk of 10 passages, counted as the encoder goes: past 4, past 8, then the end
+
+
+def test_finish_trims_only_what_came_since_the_last_trim():
+    trimmer = heap.HeapTrimmer(every=4)
+    assert trimmer.finish() is False  # nothing encoded yet
+    assert [trimmer.add(n) for n in (1.5, 2.5)] == [False, True]  # shares of passages count: 4.0 passes 4
+    assert trimmer.finish() is False and trimmer.trims == 1
+    trimmer.add(0.25)
+    assert trimmer.finish() is True and trimmer.trims == 2

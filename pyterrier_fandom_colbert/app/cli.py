@@ -22,9 +22,6 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-#: oneDNN kernels kept per process by ``pfc`` (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``, unless set already)
-ONEDNN_CACHE_CAPACITY = 32
-
 DELEGATED = {"compare": ("pyterrier_fandom_colbert.app.compare", "TF-IDF against ColBERT on a FANDOM-QA split "
                          "(pfc-compare)"),
              "train": ("pyterrier_fandom_colbert.training.cli", "train a ColBERT checkpoint (pfc-train)")}
@@ -164,10 +161,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # OpenMP threads that sleep instead of spinning while they wait: on a busy machine, spinning threads made
     # each query ~6x slower (docs/app.md); it must be set before torch loads
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    # oneDNN keeps a compiled kernel per matrix shape it meets (up to 1,024 by default), and a build meets new
-    # shapes batch after batch: its memory grew with the corpus (docs/results.md, "Build memory: oneDNN's kernel
-    # cache"); 32 bounds it at no measured cost in speed. Read once, when torch first runs a kernel.
-    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_CACHE_CAPACITY))
+    from ..heap import bound_kernel_caches
+
+    bound_kernel_caches()  # a build's memory would grow with the corpus: 32 shapes each, at no measured cost
     try:
         check_arguments(args)
         if args.threads is not None:

@@ -356,6 +356,7 @@ class ColBERTIndexer(pt.Indexer):
                     ticker.settle(writer.num_docs)
                     bar.set_postfix({long_count: long})
                     trimmer.add(len(texts))
+                trimmer.finish()  # before the writer trains its codec and codes the spill
                 writer.truncated_docs = long if self.long_docs == "truncate" else 0
                 writer.windowed_docs = long if self.long_docs == "windows" else 0
         finally:

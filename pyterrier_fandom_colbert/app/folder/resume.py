@@ -268,14 +268,19 @@ def encode_into(chunks: EncodedChunks, colbert, tfidf, positions: np.ndarray, st
         ticker.settle(chunks.passages_done())
         max_pieces = colbert.tokenizer.max_doc_pieces
         trimmer = HeapTrimmer()  # the heap the encoder freed goes back to the OS (docs/results.md: RSS not yet flat)
+
+        def step(done: float) -> None:  # the encoder's progress moves the bar and, within a chunk, the trims
+            ticker.add(done)
+            trimmer.add(done)
+
         for number in todo:
             ids = positions[number * CHUNK_PASSAGES:(number + 1) * CHUNK_PASSAGES]
             pieces = colbert.tokenizer.document_pieces(list(tfidf.texts(ids)))
-            encoded = colbert.encode_pieces(pieces, stride, ticker.add)
+            encoded = colbert.encode_pieces(pieces, stride, step)
             chunks.save(number, [(vecs.astype(np.float16), token_ids, parts) for vecs, token_ids, parts in encoded],
                         long=sum(len(p) > max_pieces for p in pieces))
             ticker.settle(chunks.passages_done())
-            trimmer.add(len(ids))
+        trimmer.finish()
     finally:
         bar.close()
 

@@ -30,8 +30,22 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: bits per dimension the codec supports (whole codes per byte)
 SUPPORTED_BITS = (1, 2, 4)
-#: rows assigned to centroids per matrix product (a [block, C] float32 score matrix)
+#: the most rows assigned to centroids per matrix product (a [block, C] float32 score matrix)
 ASSIGN_BLOCK = 4096
+#: the fewest rows per product, whatever the number of centroids
+MIN_ASSIGN_BLOCK = 256
+#: bytes of one block's score matrix: the block shrinks as the centroids grow, so the memory it takes stays flat
+ASSIGN_BYTES = 64 << 20
+
+
+def assign_block(num_centroids: int) -> int:
+    """Rows per product in :func:`nearest_centroids` for ``num_centroids``: as many as fit a score matrix of
+    :data:`ASSIGN_BYTES`, between :data:`MIN_ASSIGN_BLOCK` and :data:`ASSIGN_BLOCK`.
+
+    >>> [assign_block(c) for c in (1024, 4096, 8192, 32768, 65536)]
+    [4096, 4096, 2048, 512, 256]
+    """
+    return max(MIN_ASSIGN_BLOCK, min(ASSIGN_BLOCK, ASSIGN_BYTES // (4 * max(1, num_centroids))))
 
 
 def check_nbits(nbits: int, dim: int) -> None:
@@ -173,10 +187,11 @@ def update_centroids(sample: np.ndarray, assign: np.ndarray, previous: np.ndarra
     return centroids
 
 
-def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray, block: int = ASSIGN_BLOCK) -> np.ndarray:
+def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray, block: Optional[int] = None) -> np.ndarray:
     """Id (int64) of the nearest centroid in L2 distance of every row of ``vectors [n, d]``: the argmax of
-    ``x·c − |c|²/2`` (the argmax of ``x·c`` for unit centroids), ``block`` rows per matrix product. Ties go to
-    the lower id.
+    ``x·c − |c|²/2`` (the argmax of ``x·c`` for unit centroids), ``block`` rows per matrix product (default
+    :func:`assign_block`: the score matrix stays within :data:`ASSIGN_BYTES`). Ties go to the lower id; the ids
+    do not depend on ``block``.
 
     >>> nearest_centroids(np.array([[1., 0.], [0.1, 0.9], [0.6, -0.8]]), np.array([[1., 0.], [0., 1.]])).tolist()
     [0, 1, 0]
@@ -186,6 +201,7 @@ def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray, block: int = A
     import torch
 
     c = torch.as_tensor(np.asarray(centroids, dtype=np.float32))
+    block = block or assign_block(len(c))
     c_t = c.T.contiguous()
     neg_half_norms = -0.5 * (c * c).sum(1)
     out = np.empty(len(vectors), dtype=np.int64)
