@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -273,19 +273,29 @@ def load_reader(folder: Union[str, Path], shared_base: Optional[nn.Module] = Non
     folder = Path(folder)
     reader_integrity(folder)
     config = ReaderConfig.load_json(folder / CONFIG_FILE)
+    return reader_from_state(config, lambda: load_file(str(folder / WEIGHTS_FILE)), folder / CONFIG_FILE,
+                             folder / WEIGHTS_FILE, shared_base=shared_base)
+
+
+def reader_from_state(config: ReaderConfig, state: Callable[[], Dict[str, torch.Tensor]], config_file: Path,
+                      weights_file: Path, shared_base: Optional[nn.Module] = None) -> ReaderModel:
+    """A reader (evaluation mode) from its config and its own weights (``state``, read once the base is known to
+    be the config's): refused when the base's digest differs from the config's, and ``weights_file`` reported
+    damaged when ``state`` does not hold the weights the config describes. ``shared_base`` as in
+    :func:`load_reader`."""
     digest = base_digest(config.base)
     if config.base_digest and digest != config.base_digest:
-        raise ValueError(f"{folder / CONFIG_FILE}: the reader was trained over a base backbone with weights "
+        raise ValueError(f"{config_file}: the reader was trained over a base backbone with weights "
                          f"{config.base_digest}, but {base_folder(config.base)} holds {digest}; retrain the reader "
                          "for this base")
     if shared_base is not None and shares_base(shared_base, config):
         model = ReaderModel(shared_base, config, shared=True, copy_upper=False)
     else:
         model = ReaderModel(load_backbone(config.base), config, copy_upper=False)
-    state = load_file(str(folder / WEIGHTS_FILE))
+    weights = state()
     expected = model.own_state()
-    if set(state) != set(expected) or any(state[k].shape != expected[k].shape for k in expected):
-        raise DamagedFileError(folder / WEIGHTS_FILE, f"{folder / WEIGHTS_FILE} does not hold the weights "
-                                                      f"{CONFIG_FILE} describes; {_REMEDY}")
-    model.load_state_dict(state, strict=False, assign=True)
+    if set(weights) != set(expected) or any(weights[k].shape != expected[k].shape for k in expected):
+        raise DamagedFileError(weights_file, f"{weights_file} does not hold the weights {config_file.name} "
+                                             f"describes; {_REMEDY}")
+    model.load_state_dict(weights, strict=False, assign=True)
     return model.eval()

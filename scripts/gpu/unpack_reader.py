@@ -13,8 +13,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from pyterrier_fandom_colbert.reader.config import ReaderConfig
-from pyterrier_fandom_colbert.reader.network import ReaderModel, base_digest, load_base, save_reader
+from pyterrier_fandom_colbert.reader.config import CONFIG_FILE, ReaderConfig
+from pyterrier_fandom_colbert.reader.network import reader_from_state, save_reader
+
+PACKED_WEIGHTS = "reader16.safetensors"
 
 
 def main() -> None:
@@ -22,20 +24,13 @@ def main() -> None:
     p.add_argument("packed", type=Path)
     p.add_argument("out", type=Path)
     args = p.parse_args()
-    config = ReaderConfig.from_dict(json.loads((args.packed / "reader_config.json").read_text()))
-    if base_digest(config.base) != config.base_digest:
-        raise SystemExit(f"{args.packed}: trained over another base than {config.base} (digest differs)")
-    base, _ = load_base(config.base)
-    model = ReaderModel(base, config)
-    state = {k: v.float() for k, v in load_file(str(args.packed / "reader16.safetensors")).items()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    own_missing = [k for k in missing if not k.startswith("base.")]
-    if own_missing or unexpected:
-        raise SystemExit(f"{args.packed}: weights do not fit the config (missing {own_missing[:3]}, "
-                         f"unexpected {unexpected[:3]})")
+    config_file, weights_file = args.packed / CONFIG_FILE, args.packed / PACKED_WEIGHTS
+    model = reader_from_state(ReaderConfig.load_json(config_file),
+                              lambda: {k: v.float() for k, v in load_file(str(weights_file)).items()},
+                              config_file, weights_file)
     training = json.loads((args.packed / "training.json").read_text())
     training["weights_widened_from"] = "float16"
-    print(save_reader(model.eval(), args.out, extra={"training.json": training}))
+    print(save_reader(model, args.out, extra={"training.json": training}))
 
 
 if __name__ == "__main__":
