@@ -14,7 +14,7 @@ import ctypes
 import ctypes.util
 import functools
 import os
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 #: passages encoded between two trims: the cost of a trim (a few ms, and the pages faulted back in by the next
 #: batch) did not show in a build's speed, and the peak heap is a quarter of 1,024 passages' (docs/results.md,
@@ -28,13 +28,19 @@ TRIM_EVERY = 256
 KERNEL_CACHES = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": 32, "LRU_CACHE_CAPACITY": 32}
 
 
+def kernel_cache_env() -> Dict[str, str]:
+    """The bounds of :data:`KERNEL_CACHES` as environment variables: this process's own where set, else the
+    defaults. What a process that encodes needs before torch runs its first kernel (Ray's encoder actors get them
+    through their ``runtime_env``)."""
+    return {name: os.environ.get(name, str(capacity)) for name, capacity in KERNEL_CACHES.items()}
+
+
 def bound_kernel_caches() -> None:
     """Set :data:`KERNEL_CACHES` in the environment where the user has not (``pfc`` does, first thing): they are
     read when torch first runs a kernel. Unbounded, they made a build's memory grow with the corpus (docs/results.md,
     "Build memory: oneDNN's kernel cache" and "Build memory: ideep's cache"); at 32 shapes each no cost in speed
     was measured."""
-    for name, capacity in KERNEL_CACHES.items():
-        os.environ.setdefault(name, str(capacity))
+    os.environ.update(kernel_cache_env())
 
 
 @functools.lru_cache(maxsize=1)

@@ -17,6 +17,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 import pyterrier_fandom_colbert as pfc  # noqa: E402
+from pyterrier_fandom_colbert.heap import KERNEL_CACHES  # noqa: E402
 from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec  # noqa: E402
 from pyterrier_fandom_colbert.index.sharded.artifact import ShardedColBERTIndex  # noqa: E402
 from pyterrier_fandom_colbert.index.sharded.build import work_folder  # noqa: E402
@@ -59,12 +60,23 @@ def _indexer(path, tiny_bert_dir, **options):
 
 @pytest.fixture(scope="module")
 def built(cluster, small_colbert, tiny_bert_dir, corpus, tmp_path_factory):
-    """(the sharded index built on Ray, the same built here without Ray)."""
+    """(the sharded index built on Ray, the same built here without Ray, the Ray build's shard reports)."""
     folder = tmp_path_factory.mktemp("ray-built")
     local = ShardedColBERTIndex(folder / "local")
     local.indexer(small_colbert, num_shards=2, compression=SPEC, batch_size=BATCH).index(corpus)
-    remote = _indexer(folder / "ray", tiny_bert_dir, num_shards=2, workers=2).index(pd.DataFrame(corpus))
-    return remote, local
+    indexer = _indexer(folder / "ray", tiny_bert_dir, num_shards=2, workers=2)
+    # bounds of the driver's own, set after the cluster started: the encoder actors get them from the driver
+    saved = {name: os.environ.get(name) for name in KERNEL_CACHES}
+    os.environ.update({name: "17" for name in KERNEL_CACHES})
+    try:
+        remote = indexer.index(pd.DataFrame(corpus))
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return remote, local, indexer.reports
 
 
 def _queries(colbert):
@@ -76,7 +88,7 @@ def _untimed(path):
 
 
 def test_ray_build_stores_what_the_local_build_stores(built, small_colbert):
-    remote, local = built
+    remote, local, _ = built
     np.testing.assert_array_equal(remote.codec.centroids, local.codec.centroids)
     np.testing.assert_array_equal(remote.codec.cutoffs, local.codec.cutoffs)
     for a, b in zip(remote.shards, local.shards):
@@ -98,10 +110,19 @@ def test_ray_build_stores_what_the_local_build_stores(built, small_colbert):
     assert checked["shards"] == 2 and "codec/centroids.f16" in checked["files"]
 
 
+def test_ray_encoders_run_with_the_drivers_kernel_cache_bounds(built):
+    """The encoder actors' oneDNN and ideep caches are bounded (build memory) by the driver's settings, which the
+    test set to 17 after the cluster had started: they travel with the actors, not with the cluster."""
+    *_, reports = built
+    assert len(reports) == 2
+    for report in reports:
+        assert report["encoder_kernel_caches"] == {name: "17" for name in KERNEL_CACHES}
+
+
 def test_pfc_verify_checks_a_sharded_index(built, capsys):
     from pyterrier_fandom_colbert.app.cli import main
 
-    remote, _ = built
+    remote, *_ = built
     assert main(["verify", str(remote.path)]) == 0
     assert "sharded intact" in capsys.readouterr().out
 
@@ -109,7 +130,7 @@ def test_pfc_verify_checks_a_sharded_index(built, capsys):
 def test_shard_actors_answer_as_the_local_merge(built, small_colbert):
     from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever
 
-    remote, _ = built
+    remote, *_ = built
     queries = _queries(small_colbert)
     # the 30 s default was exceeded by the actors' first search under -n 2 and two CPU hogs: only a hang may fail
     retriever = RayShardedRetriever(remote, cpus_per_actor=0.5, timeout_s=PATIENCE_S, **SEARCH)
@@ -140,7 +161,7 @@ def test_a_shard_that_does_not_answer_in_time_is_never_silently_left_out(built, 
                 time.sleep(600)
             return super().search(qids, embs)
 
-    remote, _ = built
+    remote, *_ = built
     queries = _queries(small_colbert)
     strict = RayShardedRetriever(remote, actors=1, cpus_per_actor=0.5, timeout_s=1.0, server=StallingServer,
                                  **SEARCH)
@@ -169,7 +190,7 @@ def test_a_shard_that_does_not_answer_in_time_is_never_silently_left_out(built, 
 def test_actors_that_cannot_start_are_an_error_naming_their_shards_not_a_hang(built, caplog):
     from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever
 
-    remote, _ = built
+    remote, *_ = built
     # each actor reserves more CPUs than the whole two-CPU cluster has: it can never be scheduled
     late = r"shards \['shard-00000', 'shard-00001'\] did not start within 2\.0 s"
     with caplog.at_level("WARNING", logger="pyterrier_fandom_colbert.distributed.search"), \
@@ -186,7 +207,7 @@ def test_actors_that_cannot_start_are_an_error_naming_their_shards_not_a_hang(bu
 def test_the_server_must_be_a_shard_server(built):
     from pyterrier_fandom_colbert.distributed.search import RayShardedRetriever
 
-    remote, _ = built
+    remote, *_ = built
     with pytest.raises(TypeError, match="server must be ShardServer or a subclass of it, not <class 'object'>"):
         RayShardedRetriever(remote, server=object, **SEARCH)
 

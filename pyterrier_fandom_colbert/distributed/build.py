@@ -8,8 +8,10 @@ shard, resumable from the work folder) and differs in who does the work:
   call holds the same passages as on one machine and the vectors are the same bit for bit (length bucketing makes
   a vector depend, in its last bits, on the other passages of its batch).
 * Encoding is one ``map_batches`` over :class:`ShardEncoder`, a Ray actor class that loads the encoder once per
-  actor (``num_gpus=1`` actors when the cluster has GPUs, one-CPU actors otherwise): one pool of ``workers``
-  actors encodes the codec's sample first, then the shards. An encoded block is one row of numeric arrays
+  actor (``num_gpus=1`` actors when the cluster has GPUs, one-CPU actors otherwise), its kernel caches bounded
+  as ``pfc`` bounds its own (:func:`~pyterrier_fandom_colbert.heap.kernel_cache_env`, through the actors'
+  ``runtime_env``; the shard reports say what they ran with): one pool of ``workers`` actors encodes the codec's
+  sample first, then the shards. An encoded block is one row of numeric arrays
   (tensor columns: no per-passage pickling).
 * The codec is trained once, in the driver, from the sample's encoded blocks (while the pool goes on encoding
   the shards), and saved to the work folder.
@@ -37,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..checks import positive_int
-from ..heap import HeapTrimmer
+from ..heap import KERNEL_CACHES, HeapTrimmer, kernel_cache_env
 from ..index.residual.compress import CompressionSpec, as_spec
 from ..index.sharded.build import (
     RUNNING_SUFFIX,
@@ -118,7 +120,8 @@ class ShardEncoder:
                 "long": np.array([len(p) > limit for p in pieces], dtype=bool)[None],
                 "rss_mb": np.array([peak_rss_mb()]), "encode_s": np.array([time.perf_counter() - started]),
                 "encode_cpu_s": np.array([time.process_time() - cpu]),
-                "load_s": np.array([self.load_s]), "threads": np.array([threads()])}
+                "load_s": np.array([self.load_s]), "threads": np.array([threads()]),
+                "kernel_caches": np.array([json.dumps({k: os.environ.get(k) for k in KERNEL_CACHES})], dtype=object)}
 
 
 def decode_block(batch: Dict[str, np.ndarray]) -> Iterator[Tuple[str, np.ndarray, np.ndarray, List[int]]]:
@@ -172,6 +175,7 @@ class ShardWriter:
         self.encoder: Dict[str, float] = {"encoder_rss_mb": 0.0, "encode_s": 0.0, "encode_cpu_s": 0.0,
                                           "encoder_load_s": 0.0, "encoder_threads": 0}
         self.busy = self.cpu = 0.0
+        self.kernel_caches: Dict[str, Optional[str]] = {}
 
     def add(self, block: Any) -> int:
         """Append one encoded block (its chunk number checked: blocks arrive in order or not at all)."""
@@ -200,6 +204,7 @@ class ShardWriter:
         seen["encoder_threads"] = max(seen["encoder_threads"], int(batch["threads"][0]))
         seen["encode_s"] += float(batch["encode_s"][0])
         seen["encode_cpu_s"] += float(batch["encode_cpu_s"][0])
+        self.kernel_caches = json.loads(batch["kernel_caches"][0])
         self.busy += time.perf_counter() - started
         self.cpu += time.process_time() - cpu
         return added
@@ -214,7 +219,7 @@ class ShardWriter:
                 "writer_busy_s": round(self.busy + time.perf_counter() - started, 3),
                 "writer_cpu_s": round(self.cpu + time.process_time() - cpu, 3), "writer_threads": threads(),
                 "writer_rss_mb": round(peak_rss_mb(), 1), "writer_pid": os.getpid(),
-                **{k: round(v, 3) for k, v in self.encoder.items()}}
+                **{k: round(v, 3) for k, v in self.encoder.items()}, "encoder_kernel_caches": self.kernel_caches}
 
 
 def block_refs(dataset: Any) -> Iterator[Any]:
@@ -355,7 +360,9 @@ class ShardedIndexer:
             fn_constructor_kwargs={"checkpoint": self.checkpoint, "config": self.config,
                                    "model_options": self.model_options, "fingerprint": self.colbert.fingerprint(),
                                    "stride": self.stride, "device": "cuda" if gpus else "cpu"},
-            num_gpus=1 if gpus else None, num_cpus=None if gpus else 1)
+            num_gpus=1 if gpus else None, num_cpus=None if gpus else 1,
+            # bounded before torch runs a kernel there, as pfc bounds its own (heap.bound_kernel_caches)
+            runtime_env={"env_vars": kernel_cache_env()})
 
     def _build(self, frame: pd.DataFrame, build: ShardBuild, workers: int, gpus: int,
                started: float) -> List[Dict[str, Any]]:
