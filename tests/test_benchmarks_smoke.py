@@ -597,6 +597,20 @@ def growth_args(tiny: Tiny) -> List[str]:
             "--out", str(tiny.out / "growth.json")]
 
 
+def check_wait_policy(tiny: Tiny, stdout: str) -> None:
+    report = json.loads((tiny.out / "result.json").read_text())
+    assert report["index"] == str(tiny.out / "scifact-12.colbert")  # built from 12 abstracts, --index absent
+    import pyterrier_fandom_colbert as pfc
+
+    assert len(pfc.ColBERTIndex(report["index"])) == 12
+    rows = report["rows"]
+    assert [(r["busy"], r["setting"]) for r in rows] == [(0, "OMP_WAIT_POLICY=PASSIVE"), (0, "default"),
+                                                          (1, "OMP_WAIT_POLICY=PASSIVE"), (1, "default")]
+    for r in rows:  # three claims timed after one warm-up, the summaries consistent
+        assert r["queries"] == 3 and r["threads"] == 1 and 0 < r["p50_ms"] <= r["p95_ms"]
+        assert r["p50_ms"] > 0 and r["mean_ms"] > 0
+
+
 def check_growth(tiny: Tiny, stdout: str) -> None:
     from pyterrier_fandom_colbert.model.colbert import native_bf16
 
@@ -866,6 +880,12 @@ RUNS.update({
                                       "--out", str(t.out / "precision.json")],
                            check_index_precision, slow=True),  # two builds, each in a process of its own
     "growth": Run("benchmarks/growth.py", growth_args, check_growth, slow=True),  # four processes
+    "wait_policy": Run("benchmarks/wait_policy.py",
+                       lambda t: ["--data", str(t.scifact), "--index", str(t.out / "absent"), "--max-docs", "12",
+                                  "--checkpoint", t.checkpoint, "--workdir", str(t.out), "--queries", "3",
+                                  "--warmup", "1", "--settings", "OMP_WAIT_POLICY=PASSIVE", "default",
+                                  "--threads", "1", "--busy", "0", "1"],
+                       check_wait_policy, slow=True),  # four processes
     "device_build": Run("benchmarks/device_build.py",
                         lambda t: ["--squad", str(t.squad / "train-v1.1.json"), "--passages", "12", "--threads", "1",
                                    "--checkpoint", t.checkpoint, "--out", str(t.out / "device.json")],

@@ -318,3 +318,19 @@ def test_encoding_reports_its_work_after_every_layer_of_every_batch(colbert):
         np.testing.assert_array_equal(v, v2)
         np.testing.assert_array_equal(i, i2)
         assert p == p2
+
+
+def test_fp16_encoding_is_the_float32_result_rounded_window_by_window(colbert):
+    """``encode_pieces(dtype=np.float16)``, what index builds ask (no float32 copy of a whole chunk held): the same
+    bits as rounding the float32 result, for windowed texts (concatenated windows) and repeated ones alike."""
+    all_pieces = colbert.tokenizer.document_pieces(TEXTS + TEXTS[:2])  # the repeats get their own copies
+    assert any(len(p) > colbert.tokenizer.max_doc_pieces for p in all_pieces)
+    half = colbert.encode_pieces(all_pieces, 5, dtype=np.float16)
+    full = colbert.encode_pieces(all_pieces, 5)
+    assert len(half) == len(full) == len(all_pieces)
+    for (v, i, p), (v2, i2, p2) in zip(half, full):
+        assert v.dtype == np.float16 and v2.dtype == np.float32
+        np.testing.assert_array_equal(v.view(np.uint16), v2.astype(np.float16).view(np.uint16))
+        np.testing.assert_array_equal(i, i2)
+        assert p == p2
+    assert half[-1][0] is not half[0][0] and not np.shares_memory(half[-1][0], half[0][0])

@@ -72,6 +72,24 @@ def test_atomic_path_leaves_the_old_file_when_the_rename_fails(tmp_path, monkeyp
     assert storage.read_json(target) == {"v": 1} and entries(tmp_path) == ["a.json"]
 
 
+def test_durable_writes_from_a_writer_return_the_files_checksum_and_leave_nothing_on_failure(tmp_path):
+    """``write_durably_with`` streams into the file (an index build's encoded chunks: no copy of them in memory) and
+    returns the checksum of what reached the file; a writer that fails leaves the old file and no temporary."""
+    from pyterrier_fandom_colbert.storage.manifests import file_checksum
+
+    target = tmp_path / "chunk.npz"
+    checksum = storage.write_durably_with(target, lambda out: np.savez(out, v=np.arange(5)))
+    assert checksum == file_checksum(target) and np.load(target)["v"].tolist() == [0, 1, 2, 3, 4]
+
+    def failing(out):
+        out.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        storage.write_durably_with(target, failing)
+    assert np.load(target)["v"].tolist() == [0, 1, 2, 3, 4] and entries(tmp_path) == ["chunk.npz"]
+
+
 def test_temporary_names_are_unique_per_writer(tmp_path):
     with atomic_path(tmp_path / "f") as a, atomic_path(tmp_path / "f") as b:
         assert a != b and a.parent == b.parent == tmp_path and a.name.startswith(".f.tmp-")

@@ -107,13 +107,13 @@ class ShardEncoder:
         pieces = self.colbert.tokenizer.document_pieces(texts)
         cuts = np.flatnonzero(np.diff(batch["batch"])) + 1  # the block's model batches, encoded one by one
         encoded = [e for a, b in itertools.pairwise([0, *cuts.tolist(), len(texts)])
-                   for e in self.colbert.encode_pieces(pieces[a:b], self.stride)]
+                   for e in self.colbert.encode_pieces(pieces[a:b], self.stride, dtype=np.float16)]
         limit = self.colbert.tokenizer.max_doc_pieces
         self.trimmer.add(len(texts))
         parts = [np.asarray(p, np.int64) for _, _, p in encoded]
         return {"shard": batch["shard"][:1], "chunk": batch["chunk"][:1],
                 "docnos": np.array([json.dumps([str(d) for d in batch["docno"]])], dtype=object),
-                "vectors": np.concatenate([v.astype(np.float16) for v, _, _ in encoded])[None],
+                "vectors": np.concatenate([v for v, _, _ in encoded])[None],
                 "token_ids": np.concatenate([np.asarray(i, np.int32) for _, i, _ in encoded])[None],
                 "lengths": np.array([len(v) for v, _, _ in encoded], np.int64)[None],
                 "parts": np.concatenate(parts)[None], "num_parts": np.array([len(p) for p in parts], np.int64)[None],

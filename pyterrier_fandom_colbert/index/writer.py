@@ -380,9 +380,8 @@ class ColBERTIndexer(pt.Indexer):
                 ) -> List[Tuple[np.ndarray, np.ndarray, Optional[List[int]]]]:
         """(fp16 vectors, token ids, rows per window or None) per text, in input order; ``done(x)`` after each
         encoder layer with the texts' worth of work it did (``ColBERT.encode_pieces``)."""
-        encoded = self.colbert.encode_pieces(pieces, self.stride, done)
-        return [(vecs.astype(np.float16), ids, parts if self.long_docs == "windows" else None)
-                for vecs, ids, parts in encoded]
+        encoded = self.colbert.encode_pieces(pieces, self.stride, done, dtype=np.float16)
+        return [(vecs, ids, parts if self.long_docs == "windows" else None) for vecs, ids, parts in encoded]
 
     def __repr__(self) -> str:
         extra = f", stride={self.stride}" if self.long_docs == "windows" else ", long_docs='truncate'"

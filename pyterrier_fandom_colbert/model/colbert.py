@@ -355,10 +355,15 @@ class ColBERT:
         return self._encode_chunks(chunks, len(pieces), False)
 
     def encode_pieces(self, pieces: Sequence[Sequence[int]], stride: Optional[int] = None,
-                      done: Optional[Callable[[float], None]] = None
+                      done: Optional[Callable[[float], None]] = None, dtype: Any = np.float32
                       ) -> List[Tuple[np.ndarray, np.ndarray, List[int]]]:
-        """``(vectors [n, d] float32, token ids [n], rows per window)`` of each text given as word pieces
+        """``(vectors [n, d] dtype, token ids [n], rows per window)`` of each text given as word pieces
         (``tokenizer.document_pieces``), in input order, scoring tokens only.
+
+        ``dtype`` (float32 by default; float16 where the vectors are stored in fp16) is applied to each window's
+        vectors as its model batch ends: the same values as converting the float32 result, without holding a
+        float32 copy of every text of the call (an index build's chunk: docs/results.md, "Build memory: a chunk's
+        end").
 
         ``stride=None``: a text's first ``doc_maxlen - 3`` pieces, one window. A stride: the whole text, as windows
         of ``doc_maxlen - 3`` pieces starting every ``stride`` pieces (:func:`~.tokenization.windows`), each
@@ -390,7 +395,7 @@ class ColBERT:
         shares = np.bincount(slot, weights=weights, minlength=len(unique))  # a repeat's share goes to its first
         for batch in self._encode_chunks(chunks, len(unique), False, step=done, weights=shares):
             for pos, vecs, ids in batch.per_document():
-                encoded[pos] = (vecs, ids)
+                encoded[pos] = (vecs.astype(dtype, copy=False), ids)
         used = np.zeros(len(unique), dtype=bool)
         windows_out: List[Tuple[np.ndarray, np.ndarray]] = []
         for j in slot:  # a repeat gets its own copy of the vectors

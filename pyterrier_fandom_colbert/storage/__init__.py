@@ -49,6 +49,7 @@ from .files import (
     remove_leftovers,
     write_artifact_meta,
     write_durably,
+    write_durably_with,
     write_json,
     write_text,
 )
@@ -122,6 +123,7 @@ __all__ = [
     "unsealed",
     "write_artifact_meta",
     "write_durably",
+    "write_durably_with",
     "write_json",
     "write_text",
 ]

@@ -25,10 +25,10 @@ import sys
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional
 
 from .errors import DamagedFileError, MissingFileError, PathLike
-from .manifests import sealed, unsealed
+from .manifests import file_checksum, sealed, unsealed
 
 logger = logging.getLogger(__name__)
 
@@ -142,11 +142,25 @@ def move_into(source: PathLike, target: PathLike) -> Path:
 def write_durably(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that after a crash or power cut it is either absent, as before, or whole:
     a temporary file, flushed to disk, renamed over ``path``, and the folder's entry flushed too."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    fd = os.open(Path(path).parent, os.O_RDONLY)
+    write_durably_with(path, lambda out: out.write(data))
+
+
+def write_durably_with(path: Path, write: Callable[[BinaryIO], Any]) -> str:
+    """:func:`write_durably` of what ``write(out)`` writes into ``out`` (a binary file), so that large content
+    need not be held whole in memory first; returns the written file's checksum (:func:`.manifests.file_checksum`),
+    read back from the temporary file before it is renamed into place."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as out:
+            write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        checksum = file_checksum(tmp)
+    _sync_folder(Path(path).parent)
+    return checksum
+
+
+def _sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

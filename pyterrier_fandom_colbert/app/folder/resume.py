@@ -22,11 +22,11 @@ import shutil
 import sys
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from ...storage import DamagedFileError, new_hasher, read_json, write_durably
+from ...storage import DamagedFileError, new_hasher, read_json, write_durably, write_durably_with
 
 #: passages per chunk file: the ColBERT indexer's read batch (length-sorted together)
 CHUNK_PASSAGES = 1024
@@ -166,15 +166,16 @@ class EncodedChunks:
         expected = min(CHUNK_PASSAGES, self.total - number * CHUNK_PASSAGES)
         if len(encoded) != expected:
             raise ValueError(f"chunk {number} holds {len(encoded)} passages; expected {expected}")
-        buffer = io.BytesIO()
-        np.savez(buffer, vectors=np.concatenate([e[0] for e in encoded]).astype(np.float16),
-                 ids=np.concatenate([np.asarray(e[1], dtype=np.int32) for e in encoded]),
-                 windows=np.asarray([len(e[2]) for e in encoded], dtype=np.int64),
-                 parts=np.asarray([rows for e in encoded for rows in e[2]], dtype=np.int64))
-        data = buffer.getvalue()
-        write_durably(self._file(number), data)
-        self.chunks[number] = {"passages": len(encoded), "long": int(long), "size": len(data),
-                               "checksum": _checksum(data)}
+
+        def write(out: BinaryIO) -> None:  # straight into the file: one fp16 copy of the vectors beside the passages'
+            np.savez(out, vectors=np.concatenate([e[0] for e in encoded], dtype=np.float16),
+                     ids=np.concatenate([np.asarray(e[1], dtype=np.int32) for e in encoded]),
+                     windows=np.asarray([len(e[2]) for e in encoded], dtype=np.int64),
+                     parts=np.asarray([rows for e in encoded for rows in e[2]], dtype=np.int64))
+
+        checksum = write_durably_with(self._file(number), write)  # (docs/results.md, "Build memory: a chunk's end")
+        self.chunks[number] = {"passages": len(encoded), "long": int(long), "size": self._file(number).stat().st_size,
+                               "checksum": checksum}
         self._record()
 
     @property
@@ -276,9 +277,8 @@ def encode_into(chunks: EncodedChunks, colbert, tfidf, positions: np.ndarray, st
         for number in todo:
             ids = positions[number * CHUNK_PASSAGES:(number + 1) * CHUNK_PASSAGES]
             pieces = colbert.tokenizer.document_pieces(list(tfidf.texts(ids)))
-            encoded = colbert.encode_pieces(pieces, stride, step)
-            chunks.save(number, [(vecs.astype(np.float16), token_ids, parts) for vecs, token_ids, parts in encoded],
-                        long=sum(len(p) > max_pieces for p in pieces))
+            encoded = colbert.encode_pieces(pieces, stride, step, dtype=np.float16)  # (no float32 copy of the chunk)
+            chunks.save(number, encoded, long=sum(len(p) > max_pieces for p in pieces))
             ticker.settle(chunks.passages_done())
         trimmer.finish()
     finally:
