@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from bench_io import require_work, write_report
+from plaid_compare import load_scifact, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -45,13 +46,12 @@ def claims(folder: Path, n: int) -> List[str]:
 
 
 def build_index(folder: Path, out: Path, checkpoint: str | None, max_docs: int) -> None:
+    """A residual index of the first ``max_docs`` abstracts, their text as ``plaid_compare.py`` indexes it."""
     import pandas as pd
 
     import pyterrier_fandom_colbert as pfc
 
-    with gzip.open(folder / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
-        docs = [{"docno": d["_id"], "text": (d.get("title", "") + ". " + d["text"]).strip(". ")}
-                for d in (json.loads(line) for line, _ in zip(f, range(max_docs)))]
+    docs = load_scifact(folder)[0][:max_docs]
     colbert = pfc.ColBERT.from_pretrained(checkpoint, device="cpu")
     pfc.ColBERTIndex(out).indexer(colbert, compression="residual2", overwrite=True).index(pd.DataFrame(docs))
 
@@ -149,16 +149,7 @@ def main(argv=None) -> int:
         print(f"{row['threads']} threads, {row['busy']} busy, {row['setting']}: p50 {row['p50_ms']} ms, "
               f"p95 {row['p95_ms']}, mean {row['mean_ms']}", file=sys.stderr)
     return write_report(args.out or args.workdir / "result.json",
-                        {"machine": {"cpu": _cpu(), "cores": os.cpu_count()}, "index": str(args.index),
-                         "rows": rows})
-
-
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return "unknown"
+                        {"machine": machine(), "index": str(args.index), "rows": rows})
 
 
 if __name__ == "__main__":
