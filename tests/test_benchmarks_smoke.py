@@ -310,7 +310,8 @@ def check_compress_bench(tiny: Tiny, stdout: str) -> None:
     (row,) = report["results"]
     tokens = pfc.ColBERTIndex(tiny.fp16).meta.num_tokens
     assert row["compression"] == "residual2" and row["tokens"] >= min(500, tokens)
-    assert row["close_seconds"] >= 0 and row["num_centroids"] > 0 and 0 < row["bytes_per_token"] < 2 * 16
+    # smaller than the fp16 index of the same tokens at d = 16: 2 bytes per dimension and an int32 token id
+    assert row["close_seconds"] >= 0 and row["num_centroids"] > 0 and 0 < row["bytes_per_token"] < 2 * 16 + 4
 
 
 RUNS: Dict[str, Run] = {

@@ -7,6 +7,7 @@ import torch
 from pyterrier_fandom_colbert.index.residual import codec as rc
 from pyterrier_fandom_colbert.index.residual import compress as compressed
 from pyterrier_fandom_colbert.index.residual import search as cs
+from pyterrier_fandom_colbert.model.similarity import SIMILARITIES
 from pyterrier_fandom_colbert.ranking import found_hits, hits_frame
 
 DIM = 16
@@ -168,6 +169,58 @@ def test_without_pruning_search_is_exhaustive_maxsim_over_decompressed_vectors(r
         expected = np.lexsort((np.arange(len(ref)), -ref))[:15]
         assert ids.tolist() == expected.tolist()
         np.testing.assert_allclose(scores, ref[expected], rtol=1e-5, atol=1e-6)
+
+
+def with_norms(store, similarity=None, exact_share=0.0, seed=0):
+    """The same coded tokens as ``store`` with their norms stored (and, with ``exact_share``, that share of the
+    rows stored exactly as noisy copies of their decompressed vectors), under ``similarity``."""
+    codes = store.codes.astype(np.int64)
+    norms = store.codec.norms(codes, store.residuals)
+    exact_rows = exact_vectors = None
+    if exact_share:
+        rng = np.random.default_rng(seed)
+        exact_rows = np.sort(rng.choice(len(codes), int(len(codes) * exact_share), replace=False))
+        exact = store.codec.decompress(codes[exact_rows], store.residuals[exact_rows])
+        exact_vectors = (exact + rng.normal(0, 0.2, exact.shape)).astype(np.float16)
+        norms[exact_rows] = np.linalg.norm(exact_vectors.astype(np.float32), axis=1)
+    args = (store.codec, store.codes, store.residuals, store.offsets, store.ivf_offsets, store.ivf_docs,
+            similarity or store.similarity, store.reduction)
+    return (cs.CompressedStore(*args, exact_rows=exact_rows, exact_vectors=exact_vectors, norms=norms),
+            cs.CompressedStore(*args, exact_rows=exact_rows, exact_vectors=exact_vectors))
+
+
+def test_codec_norms_are_the_decompressed_vectors_norms():
+    store, decompressed, codes = make_store()
+    np.testing.assert_allclose(store.codec.norms(codes, store.residuals), np.linalg.norm(decompressed, axis=1),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("nbits", [1, 2, 4])
+def test_table_dot_products_equal_the_decompressed_vectors(nbits):
+    store, decompressed, codes = make_store(nbits=nbits, num_docs=30)
+    q = queries(1)[0]
+    centroid_dots, table = store.codec.dot_tables(q)
+    dots = rc.residual_dots(table, torch.from_numpy(store.residuals)) + centroid_dots[torch.from_numpy(codes)]
+    np.testing.assert_allclose(dots.numpy(), decompressed @ q.numpy().T, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("similarity", sorted(SIMILARITIES))
+@pytest.mark.parametrize("exact_share", [0.0, 0.1])
+@pytest.mark.parametrize("block_tokens", [3, 4096])
+def test_scores_from_tables_equal_scores_over_decompressed_vectors(similarity, exact_share, block_tokens):
+    tables, decompressing = with_norms(make_store(reduction="sum")[0], similarity, exact_share)
+    docs = np.array([5, 0, 119, 42, 42, 7])
+    for q in queries(3):
+        got = cs.exact_scores(tables, q, docs, block_tokens)
+        np.testing.assert_allclose(got, cs.exact_scores(decompressing, q, docs, block_tokens), rtol=1e-5,
+                                   atol=1e-5)
+
+
+def test_stored_norms_must_be_one_per_token():
+    store = make_store(num_docs=5)[0]
+    with pytest.raises(ValueError, match="token norms for"):
+        cs.CompressedStore(store.codec, store.codes, store.residuals, store.offsets, store.ivf_offsets,
+                           store.ivf_docs, norms=np.ones(len(store.codes) - 1, np.float32))
 
 
 @pytest.mark.parametrize("block_tokens", [3, 7, 4096])  # blocks and chunks smaller than a document, and one

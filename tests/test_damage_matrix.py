@@ -134,7 +134,8 @@ USE = {"fp16": use_colbert, "r2": use_residual, "tfidf": use_tfidf, "splade": us
 CASES = [
     ("fp16", "vectors.f16", zero), ("fp16", "vectors.f16", swap),
     ("r2", "codes.u16", zero), ("r2", "residuals.u8", zero), ("r2", "ivf_docs.i32", zero),
-    ("r2", "codes.u16", swap), ("r2", "residuals.u8", swap),
+    ("r2", "codes.u16", swap), ("r2", "residuals.u8", swap), ("r2", "token_norms.f32", zero),
+    ("r2", "token_norms.f32", swap),
     ("tfidf", "text.bin", zero), ("tfidf", "text.bin", swap), ("tfidf", "tf.npz", swap),
     ("splade", "lexicon.txt", zero), ("splade", "lexicon.txt", truncate), ("splade", "weights.npz", flip),
     ("checkpoint", "projection.safetensors", flip), ("checkpoint", "backbone/model.safetensors", flip),

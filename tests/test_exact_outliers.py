@@ -100,6 +100,11 @@ def test_stored_rows_are_exactly_those_coded_worse_than_the_threshold(two_pass, 
     picked = np.random.default_rng(0).permutation(len(vectors))[:300]
     out = arrays.decompress_rows(picked, torch.empty(len(picked), DIM))
     np.testing.assert_allclose(out.numpy(), seen[picked], rtol=0, atol=1e-6)
+    # and the stored norms are those of the vectors scoring sees, the exact ones included
+    assert info["token_norms"] is True
+    norms = np.fromfile(two_pass.path / "token_norms.f32", dtype=np.float32)
+    np.testing.assert_allclose(norms, np.linalg.norm(seen, axis=1), rtol=1e-5)
+    np.testing.assert_array_equal(arrays.norms, norms)
 
 
 def test_one_pass_and_copied_writers_store_the_same_files(two_pass, docs, tmp_path):
@@ -115,7 +120,7 @@ def test_one_pass_and_copied_writers_store_the_same_files(two_pass, docs, tmp_pa
             else:
                 w.add_coded(docno, arrays.codes[start:end], arrays.residuals[start:end], ids,
                             exact=arrays.exact_between(start, end))
-    for name in CODED_FILES + EXACT_FILES:
+    for name in CODED_FILES + EXACT_FILES + ("token_norms.f32",):
         want = (two_pass.path / name).read_bytes()
         assert (one_pass.path / name).read_bytes() == want, name
         assert (copy / name).read_bytes() == want, name

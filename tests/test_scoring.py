@@ -79,6 +79,16 @@ def test_token_matrix_is_the_transposed_matrix(kind):
 
 
 @REGISTERED
+def test_similarity_from_dots_and_norms_is_the_token_matrix(kind):
+    rng = np.random.default_rng(3)
+    q, d = torch.tensor(rng.normal(size=(5, 8))), torch.tensor(rng.normal(size=(9, 8)) * 3)
+    similarity = get_similarity(kind)
+    dots = d @ similarity.dot_query(q).T
+    torch.testing.assert_close(similarity.from_dots(dots, torch.linalg.vector_norm(d, dim=-1), q),
+                               similarity.token_matrix(d, q))
+
+
+@REGISTERED
 def test_config_keeps_the_name_of_a_registered_similarity(kind):
     assert pfc.ColBERTConfig(similarity=kind).similarity == kind
     config = pfc.ColBERTConfig(similarity=SIMILARITIES[kind])  # an object is stored by its name

@@ -35,6 +35,12 @@ beyond which a token is an "exact outlier"; ``exact_rows`` in codec.json and in 
     exact_vectors.f16      [n, dim] their vectors, stored exactly (fp16) beside their codes; read instead of the
                            decompressed codes wherever vectors are (exact scoring, PRF, explanations)
 
+and, when codec.json's ``token_norms`` is true (every index written now; older ones lack it)::
+
+    token_norms.f32        [num_tokens] the L2 norm of every token's vector as scoring sees it (decompressed, or
+                           the exact outlier's); exact scoring then takes dot products from tables of the centroids
+                           and residual bytes and decompresses nothing (an index without it decompresses)
+
 Opening checks the cheap things (:func:`check_offsets`, every file's size, the checksums of
 :data:`CHECKED_ON_OPEN`); the other files' blocks are verified as they are first read (their block checksums in
 the manifest); ``ColBERTIndex.verify()`` checks every checksum and that every vector is finite.
@@ -85,6 +91,7 @@ RESIDUALS_FILE = "residuals.u8"
 IVF_OFFSETS_FILE = "ivf_offsets.i64"
 IVF_DOCS_FILE = "ivf_docs.i32"
 EXACT_VECTORS_FILE = "exact_vectors.f16"
+TOKEN_NORMS_FILE = "token_norms.f32"
 #: a compressed index's small files, whose checksums are also compared on every open
 CHECKED_ON_OPEN_COMPRESSED = (*CHECKED_ON_OPEN, CODEC_FILE, CENTROIDS_FILE, CUTOFFS_FILE, WEIGHTS_FILE,
                               IVF_OFFSETS_FILE)

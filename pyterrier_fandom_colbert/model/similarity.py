@@ -43,6 +43,16 @@ class Similarity:
         ``q [Lq, dim]``, computed as ``tokens @ qᵀ`` (~1.5x faster on CPU in that orientation)."""
         raise NotImplementedError
 
+    def dot_query(self, q: "torch.Tensor") -> "torch.Tensor":
+        """The query vectors that :meth:`from_dots` wants the document tokens' dot products with (``q`` itself;
+        unit vectors for the similarities that normalise)."""
+        return q
+
+    def from_dots(self, dots: "torch.Tensor", norms: "torch.Tensor", q: "torch.Tensor") -> "torch.Tensor":
+        """:meth:`token_matrix` (``[T, Lq]``) from ``dots = tokens @ dot_query(q).T`` and the tokens' L2
+        ``norms [T]`` (``dots`` may be overwritten): how a compressed index scores tokens it never decompresses."""
+        raise NotImplementedError
+
     def faiss_metric(self) -> int:
         """The FAISS metric (``faiss.METRIC_*``) giving the same neighbours as this similarity."""
         import faiss
@@ -91,6 +101,12 @@ class Cosine(Similarity):
     def token_matrix(self, tokens: "torch.Tensor", q: "torch.Tensor") -> "torch.Tensor":
         return _cosine_token_matrix(tokens, q)
 
+    def dot_query(self, q: "torch.Tensor") -> "torch.Tensor":
+        return _unit(q)
+
+    def from_dots(self, dots: "torch.Tensor", norms: "torch.Tensor", q: "torch.Tensor") -> "torch.Tensor":
+        return dots.div_(norms.clamp_min(1e-12).unsqueeze(-1))
+
 
 @dataclass(frozen=True)
 class L2(Similarity):
@@ -117,6 +133,10 @@ class L2(Similarity):
         qq = (q * q).sum(-1)
         return -(tt - 2.0 * dots + qq).clamp_min(0.0)
 
+    def from_dots(self, dots: "torch.Tensor", norms: "torch.Tensor", q: "torch.Tensor") -> "torch.Tensor":
+        qq = (q * q).sum(-1)
+        return dots.mul_(-2.0).add_((norms * norms).unsqueeze(-1)).add_(qq).clamp_min_(0.0).neg_()
+
 
 @dataclass(frozen=True)
 class L2Normalised(Similarity):
@@ -137,6 +157,12 @@ class L2Normalised(Similarity):
     def token_matrix(self, tokens: "torch.Tensor", q: "torch.Tensor") -> "torch.Tensor":
         return _cosine_token_matrix(tokens, q).mul_(2.0).sub_(2.0)
 
+    def dot_query(self, q: "torch.Tensor") -> "torch.Tensor":
+        return _unit(q)
+
+    def from_dots(self, dots: "torch.Tensor", norms: "torch.Tensor", q: "torch.Tensor") -> "torch.Tensor":
+        return dots.div_(norms.clamp_min(1e-12).unsqueeze(-1)).mul_(2.0).sub_(2.0)
+
 
 @dataclass(frozen=True)
 class Dot(Similarity):
@@ -156,6 +182,9 @@ class Dot(Similarity):
 
     def token_matrix(self, tokens: "torch.Tensor", q: "torch.Tensor") -> "torch.Tensor":
         return tokens @ q.T
+
+    def from_dots(self, dots: "torch.Tensor", norms: "torch.Tensor", q: "torch.Tensor") -> "torch.Tensor":
+        return dots
 
 
 #: registered similarities by name, in registration order

@@ -407,6 +407,44 @@ class ResidualCodec:
         out.view(-1).add_(torch.index_select(table, 0, rows.view(-1), out=gathered).view(-1))
         return out
 
+    def norms(self, codes: np.ndarray, packed: np.ndarray) -> np.ndarray:
+        """The L2 norm ``[n]`` float32 of each decompressed vector, as :meth:`decompress_into` rebuilds it (what an
+        index stores per token, so that exact scoring can take dot products from tables, :meth:`dot_table`)."""
+        import torch
+
+        codes_t = torch.from_numpy(np.asarray(codes, dtype=np.int64))
+        packed_t = torch.from_numpy(np.ascontiguousarray(packed, dtype=np.uint8))
+        out = torch.empty(len(codes_t), self.dim)
+        self.decompress_into(codes_t, packed_t, out)
+        return torch.linalg.vector_norm(out, dim=-1).numpy()
+
+    def dot_tables(self, q: "torch.Tensor") -> Tuple["torch.Tensor", "torch.Tensor"]:
+        """The dot products with ``q [n, d]`` that scoring looks up instead of decompressing: the centroids'
+        ``[C, n]`` and the residual bytes' (:meth:`dot_table`). ``centroid_dots[code] + residual_dots(table,
+        packed)`` is a coded token's dot product with ``q``."""
+        return self._torch_tables()[1] @ q.float().T, self.dot_table(q)
+
+    def dot_table(self, q: "torch.Tensor") -> "torch.Tensor":
+        """``[packed_bytes · 256, n]`` float32: row ``k · 256 + byte`` holds the dot products of the residual
+        weights that ``byte``, found at position ``k`` of a packed row, decodes to with each of ``q [n, d]``'s
+        vectors. The sum of a packed row's ``packed_bytes`` rows is its residual's dot product with ``q``
+        (:func:`residual_dots`), with no vector decompressed.
+
+        >>> import torch
+        >>> codec = ResidualCodec(np.zeros((1, 8)), np.tile([0.], (8, 1)), np.tile([-1., 1.], (8, 1)), nbits=1)
+        >>> packed = np.array([[0b00000101]], dtype=np.uint8)  # residual [1, -1, 1, -1, -1, -1, -1, -1]
+        >>> q = torch.arange(1., 9.)[None]  # [1, 2, ..., 8]: 1 - 2 + 3 - 4 - 5 - 6 - 7 - 8
+        >>> residual_dots(codec.dot_table(q), torch.from_numpy(packed)).tolist()
+        [[-28.0]]
+        """
+        import torch
+
+        table = self._torch_tables()[0]  # [B · 256, per_byte]
+        per_byte = table.shape[1]
+        nbytes = self.dim // per_byte
+        slots = q.float().reshape(q.shape[0], nbytes, per_byte)  # [n, B, per_byte]
+        return torch.einsum("bkm,nbm->bkn", table.view(nbytes, 256, per_byte), slots).reshape(nbytes * 256, -1)
+
     def _torch_tables(self) -> Tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]:
         import torch
 
@@ -438,3 +476,12 @@ def exact_threshold(codec: ResidualCodec, sample: np.ndarray, share: float) -> O
     errors = np.concatenate([codec.errors(sample[s:s + ASSIGN_BLOCK], *codec.compress(sample[s:s + ASSIGN_BLOCK]))
                              for s in range(0, len(sample), ASSIGN_BLOCK)])
     return float(np.quantile(errors, 1 - share))
+
+
+def residual_dots(table: "torch.Tensor", packed: "torch.Tensor") -> "torch.Tensor":
+    """``[T, n]``: the dot products of ``T`` packed residual rows (``[T, B]`` uint8) with the query vectors of
+    ``table`` (:meth:`ResidualCodec.dot_table`): one table row summed per byte (``embedding_bag``)."""
+    import torch
+
+    shift = torch.arange(packed.shape[1], dtype=torch.int32).mul_(256)
+    return torch.nn.functional.embedding_bag(packed.to(torch.int32).add_(shift), table, mode="sum")

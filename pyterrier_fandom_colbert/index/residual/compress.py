@@ -30,6 +30,7 @@ from ..layout import (
     IVF_DOCS_FILE,
     IVF_OFFSETS_FILE,
     RESIDUALS_FILE,
+    TOKEN_NORMS_FILE,
     WEIGHTS_FILE,
 )
 from .codec import (
@@ -98,6 +99,8 @@ def compressed_files(info: Dict[str, Any]) -> List[str]:
              RESIDUALS_FILE, IVF_OFFSETS_FILE, IVF_DOCS_FILE, token_ids_file(np.dtype(info["token_id_dtype"]))]
     if "exact_rows" in info:
         names += [exact_rows_file(np.dtype(info["exact_row_dtype"])), EXACT_VECTORS_FILE]
+    if info.get("token_norms"):
+        names.append(TOKEN_NORMS_FILE)
     return names
 
 
@@ -115,6 +118,8 @@ def array_layout(info: Dict[str, Any], num_tokens: int, num_docs: int, dim: int)
         rows, row_dtype = int(info["exact_rows"]), np.dtype(info["exact_row_dtype"])
         layout[exact_rows_file(row_dtype)] = (row_dtype, (rows,))
         layout[EXACT_VECTORS_FILE] = (np.float16, (rows, dim))
+    if info.get("token_norms"):
+        layout[TOKEN_NORMS_FILE] = (np.float32, (num_tokens,))
     return layout
 
 
@@ -325,7 +330,7 @@ class CodedLists:
     :meth:`add` takes codes made earlier, e.g. copied from another index with the same codec), the (centroid,
     document) pairs are spilled, and :meth:`finish` scatters them into the inverted lists and writes the codec.
     With a codec that has an ``exact_above`` threshold, the rows coded worse than it are also appended, exactly
-    (fp16), to the exact outliers' files.
+    (fp16), to the exact outliers' files. Every row's norm, as scoring sees the row, goes to ``token_norms.f32``.
 
     Documents must arrive in document-id order (the inverted lists come out ascending).
 
@@ -349,6 +354,7 @@ class CodedLists:
         self._codes = open(self.folder / codes_file(self.code_dtype), "wb")  # noqa: SIM115 (close/finish close them)
         self._residuals = open(self.folder / RESIDUALS_FILE, "wb")  # noqa: SIM115
         self._pairs = open(self.folder / _PAIRS_SPILL, "wb")  # noqa: SIM115
+        self._norms = open(self.folder / TOKEN_NORMS_FILE, "wb")  # noqa: SIM115
         self._exact_rows = self._exact_vectors = None
         if codec.exact_above is not None:
             self._exact_rows = open(self.folder / _EXACT_ROWS_SPILL, "wb")  # noqa: SIM115
@@ -406,7 +412,11 @@ class CodedLists:
         self.flush()  # (the documents held come first)
         self._codes.write(codes.astype(self.code_dtype).tobytes())
         self._residuals.write(packed.tobytes())
-        from .search import doc_code_pairs  # (it loads PyTerrier: pfc's checks read a CompressionSpec before any)
+        norms = self.codec.norms(codes, packed)
+        if len(rows):  # an exact outlier is scored as stored
+            norms[rows] = np.linalg.norm(vectors.astype(np.float32), axis=1)
+        self._norms.write(norms.astype(np.float32).tobytes())
+        from .arrays import doc_code_pairs
 
         cents, docs = doc_code_pairs(codes, doc_of_row)
         self.counts += np.bincount(cents, minlength=self.codec.num_centroids)
@@ -435,7 +445,7 @@ class CodedLists:
         return rows, vectors
 
     def close(self) -> None:
-        for f in (self._codes, self._residuals, self._pairs, self._exact_rows, self._exact_vectors):
+        for f in (self._codes, self._residuals, self._pairs, self._norms, self._exact_rows, self._exact_vectors):
             if f is not None:
                 f.close()
 
@@ -472,7 +482,7 @@ class CodedLists:
         seconds["lists"] = round(time.perf_counter() - started, 3)
         info = {"spec": spec.to_dict(), "nbits": codec.nbits, "num_centroids": codec.num_centroids,
                 "sample": sample, "code_dtype": self.code_dtype.name, "token_id_dtype": id_dtype.name,
-                "num_pairs": num_pairs, "seconds": seconds, **exact, **(extra or {})}
+                "num_pairs": num_pairs, "token_norms": True, "seconds": seconds, **exact, **(extra or {})}
         write_json(folder / CODEC_FILE, info)
         return info
 

@@ -20,10 +20,11 @@ from ..layout import (
     IVF_OFFSETS_FILE,
     OFFSETS_FILE,
     RESIDUALS_FILE,
+    TOKEN_NORMS_FILE,
     VECTORS_FILE,
 )
 from ..store import IndexStore, Layout, Problem, StoreWriter
-from .search import ReadGuard
+from .arrays import ReadGuard
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyterrier as pt
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..layout import IndexMeta
     from .codec import ResidualCodec
     from .compress import CompressionSpec
-    from .search import CompressedStore
+    from .arrays import CompressedStore
 
 #: centroid ids scanned at a time in verify()
 SCAN_ROWS = 1 << 16
@@ -72,14 +73,16 @@ class BlockGuard(ReadGuard):
     more once every block is verified)."""
 
     def __init__(self, index: "ColBERTIndex", codes_name: str, code_bytes: int, packed_bytes: int,
-                 ivf_offsets: np.ndarray):
+                 ivf_offsets: np.ndarray, norms: bool = False):
         self.index, self.code_bytes, self.packed_bytes, self.ivf_offsets = index, code_bytes, packed_bytes, ivf_offsets
         self.codes = index.blocks(codes_name, code_bytes)
         self.residuals = index.blocks(RESIDUALS_FILE, packed_bytes)
+        #: the token norms, read with the residuals (``norms``: the index stores them)
+        self.norms = index.blocks(TOKEN_NORMS_FILE, 4) if norms else None
         self.ivf_docs = index.integrity.blocks(IVF_DOCS_FILE, self._lists_held)
 
     def docs(self, doc_ids: np.ndarray, residuals: bool) -> None:
-        pending = [b for b in ((self.codes, self.residuals) if residuals else (self.codes,))
+        pending = [b for b in ((self.codes, self.residuals, self.norms) if residuals else (self.codes,))
                    if b is not None and not b.complete]
         if pending:
             offsets = self.index.offsets
@@ -92,6 +95,8 @@ class BlockGuard(ReadGuard):
             self.codes.rows(starts, ends, self.code_bytes)
         if residuals and self.residuals is not None:
             self.residuals.rows(starts, ends, self.packed_bytes)
+        if residuals and self.norms is not None:
+            self.norms.rows(starts, ends, 4)
 
     def lists(self, cells: np.ndarray) -> None:
         if self.ivf_docs is not None and not self.ivf_docs.complete:
@@ -168,6 +173,13 @@ class ResidualStore(IndexStore):
                 problems.append((IVF_DOCS_FILE, f"{self.path / IVF_DOCS_FILE} names documents outside 0.."
                                                 f"{meta.num_docs - 1}"))
         problems += self._exact_problems(meta, info, layout, bad)
+        if TOKEN_NORMS_FILE in layout and TOKEN_NORMS_FILE not in bad \
+                and size_problem(self.path, meta, layout, TOKEN_NORMS_FILE) is None:
+            norms = np.memmap(self.path / TOKEN_NORMS_FILE, dtype=np.float32, mode="r", shape=(meta.num_tokens,))
+            if any(not bool(np.all(np.isfinite(block) & (block >= 0)))
+                   for block in (norms[s:s + SCAN_ROWS] for s in range(0, meta.num_tokens, SCAN_ROWS))):
+                problems.append((TOKEN_NORMS_FILE, f"{self.path / TOKEN_NORMS_FILE} holds token norms that are "
+                                                   "negative or not finite"))
         return problems
 
     def _exact_problems(self, meta: "IndexMeta", info: Dict[str, Any], layout: Layout, bad: set) -> List[Problem]:
@@ -214,7 +226,7 @@ class ResidualStore(IndexStore):
     def arrays(self) -> "CompressedStore":
         """The memory-mapped codes, residuals and inverted lists that centroid search works on."""
         from .compress import codes_file
-        from .search import CompressedStore
+        from .arrays import CompressedStore
 
         index, info, codec = self.index, self.codec_info, self.codec
         num_tokens = index.meta.num_tokens
@@ -223,11 +235,13 @@ class ResidualStore(IndexStore):
         residuals = index.read_array(RESIDUALS_FILE, np.uint8, (num_tokens, codec.packed_bytes))
         ivf_offsets = np.array(index.read_array(IVF_OFFSETS_FILE, np.int64, (codec.num_centroids + 1,)))
         ivf_docs = index.read_array(IVF_DOCS_FILE, np.int32, (int(info["num_pairs"]),))
-        guard = BlockGuard(index, codes_file(code), code.itemsize, codec.packed_bytes, ivf_offsets)
+        has_norms = bool(info.get("token_norms"))
+        norms = index.read_array(TOKEN_NORMS_FILE, np.float32, (num_tokens,)) if has_norms else None
+        guard = BlockGuard(index, codes_file(code), code.itemsize, codec.packed_bytes, ivf_offsets, norms=has_norms)
         exact_rows, exact_vectors = self._exact_outliers()
         return CompressedStore(codec, codes, residuals, index.offsets, ivf_offsets, ivf_docs,
                                index.config.similarity, index.config.reduction, guard=guard,
-                               exact_rows=exact_rows, exact_vectors=exact_vectors)
+                               exact_rows=exact_rows, exact_vectors=exact_vectors, norms=norms)
 
     def _exact_outliers(self) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
         """The exact outliers' row ids (int64) and fp16 vectors, read whole into memory (a small share of the
