@@ -4,7 +4,7 @@ a qid). The array functions are pure numpy; the frame builders only lay their ar
 """
 from __future__ import annotations
 
-from typing import Callable, List, NamedTuple, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, List, Mapping, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -157,16 +157,31 @@ def hits_frame(inp: pd.DataFrame, rows: np.ndarray, docnos: np.ndarray, scores: 
     0   q  1    d3    0.9     0
     1   q  1    d1    0.5     1
     """
-    qorder = np.zeros(len(rows), np.int64) if len(inp) == 1 else pd.factorize(inp["qid"])[0][rows]
+    return hits_columns({c: inp[c].array for c in inp.columns}, rows, docnos, scores, num_results)  # .array: dtypes
+
+
+def hits_columns(columns: Mapping[str, Any], rows: np.ndarray, docnos: np.ndarray, scores: np.ndarray,
+                 num_results: Optional[int] = None) -> pd.DataFrame:
+    """:func:`hits_frame` of an input given as its columns (arrays with ``take``, one ``qid`` among them), for a
+    stage that adds columns of its own without making a frame of them first.
+
+    >>> hits_columns({"qid": np.array(["q"], dtype=object)}, np.array([0, 0]), np.array(["d1", "d2"], dtype=object),
+    ...              np.array([.5, .9]))
+      qid docno  score  rank
+    0   q    d2    0.9     0
+    1   q    d1    0.5     1
+    """
+    qids = columns["qid"]
+    qorder = np.zeros(len(rows), np.int64) if len(qids) == 1 else pd.factorize(qids)[0][rows]
     order, rank = group_ranks(qorder, docnos, scores)
     if num_results is not None:
         keep = rank < num_results
         order, rank = order[keep], rank[keep]
     rows, docnos, scores = rows[order], docnos[order], scores[order]
     # one DataFrame constructor: iloc + reset_index + three column assignments cost more than the search of a top 10
-    columns = {c: inp[c].array.take(rows) for c in inp.columns}  # .array keeps each column's dtype
-    columns.update(docno=docnos, score=scores, rank=rank.astype(np.int64))
-    return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))  # a given index: no inference from the columns
+    out = {c: values.take(rows) for c, values in columns.items()}
+    out.update(docno=docnos, score=scores, rank=rank.astype(np.int64))
+    return pd.DataFrame(out, index=pd.RangeIndex(len(rows)))  # a given index: no inference from the columns
 
 
 def stacked_hits(inp: pd.DataFrame, hits: List[Tuple[int, np.ndarray, np.ndarray]],

@@ -649,7 +649,9 @@ def check_device_build(tiny: Tiny, stdout: str) -> None:
     assert json.loads(stdout.strip().splitlines()[-1]) == report
     assert (report["device"], report["threads"], report["passages"]) == ("cpu", 1, 12)  # every paragraph
     assert report["tokens"] > 12 and 0 < report["stage_seconds"]["total"] <= report["build_seconds"]
-    assert report["passages_per_second"] == pytest.approx(12 / report["build_seconds"], rel=0.05)
+    # build_seconds is rounded to 2 decimals: a tiny build's rate agrees only to within that rounding
+    assert report["passages_per_second"] == pytest.approx(12 / report["build_seconds"],
+                                                          rel=0.05 + 0.005 / report["build_seconds"])
     assert report["gpu"] is None and report["peak_rss_mb"] > 50
 
 

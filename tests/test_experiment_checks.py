@@ -44,7 +44,7 @@ def test_cut_and_compiled_keep_the_uncut_top_k_for_every_query(collection, small
     e2e = index.retriever(small_colbert, **settings)
     uncut = _top(e2e(topics), 10)
     compiled = (e2e % 10).compile()
-    assert compiled[-1].num_results == 10  # the cut is fused into the retriever ...
+    assert compiled.retriever.num_results == 10  # the cut is fused into the retriever ...
     assert _top(compiled(topics), 10) == uncut  # ... and its top 10 is the uncut top 10, query by query
     assert _top((e2e % 10)(topics), 10) == uncut
     if cheap is not None:  # the check can fail: the search at a 10-result depth ranks some queries otherwise

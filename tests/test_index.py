@@ -14,6 +14,7 @@ from pyterrier_fandom_colbert.index import ann as faiss_ann
 from pyterrier_fandom_colbert.index.ann import FaissSpec
 from pyterrier_fandom_colbert.index.artifact import ColBERTIndex
 from pyterrier_fandom_colbert.index.fp16.search import ColBERTRetriever
+from pyterrier_fandom_colbert.index.text_search import TextRetriever
 from pyterrier_fandom_colbert.model.scoring import maxsim
 from pyterrier_fandom_colbert.model.similarity import SIMILARITIES, get_similarity
 
@@ -191,11 +192,12 @@ def test_rank_cutoff_is_fused(index, colbert):
     assert isinstance(fused, ColBERTRetriever) and fused.num_results == 5
     assert (retr % 100).compile() is retr
     pipeline = index.retriever(colbert, num_results=50, lam=1, faiss="exact")
-    assert list(pipeline.compile()) == [colbert.query_encoder(), retr]  # equal by key: same encoder and settings
+    # the encoder and the retriever compile into one stage, equal by key: same encoder and settings
+    assert (colbert.query_encoder() >> retr).compile() == pipeline and pipeline.retriever == retr
     # the cut keeps the uncut search's k̂ (50 = 50 / λ), so its top 5 is the uncut list's top 5
-    assert list((pipeline % 5).compile())[-1] == index.retriever(num_results=5, k_hat=50, faiss="exact")
-    pd.testing.assert_frame_equal((pipeline % 5).compile()(TOPICS),
-                                  index.retriever(colbert, num_results=5, k_hat=50, faiss="exact")(TOPICS))
+    cut = (pipeline % 5).compile()
+    assert isinstance(cut, TextRetriever) and cut.retriever == index.retriever(num_results=5, k_hat=50, faiss="exact")
+    pd.testing.assert_frame_equal(cut(TOPICS), index.retriever(colbert, num_results=5, k_hat=50, faiss="exact")(TOPICS))
 
 
 def test_other_columns_kept_and_empty_frames(index, colbert):
@@ -284,8 +286,8 @@ def test_retriever_refuses_what_a_kind_does_not_accept(index, colbert, kind):
 def test_flat_is_another_name_for_exact(index, colbert):
     flat = index.retriever(colbert, num_results=10, faiss="flat")
     exact = index.retriever(colbert, num_results=10, faiss="exact")
-    assert exact[-1].spec == flat[-1].spec and exact[-1].spec.kind == "exact"
-    assert "faiss='exact'" in repr(flat[-1])
+    assert exact.retriever.spec == flat.retriever.spec and exact.retriever.spec.kind == "exact"
+    assert "faiss='exact'" in repr(flat.retriever)
     pd.testing.assert_frame_equal(exact(TOPICS), flat(TOPICS))
 
 

@@ -351,7 +351,8 @@ class ColBERTIndex(pt.Artifact):
           (:meth:`~.residual.search.SearchParams.for_k`); ``ndocs=None`` scores every candidate.
 
         Composes through columns: ``colbert.query_encoder() >> index.retriever()``. Given the encoder,
-        ``index.retriever(colbert)`` checks that it built this index and returns exactly that pipeline.
+        ``index.retriever(colbert)`` checks that it built this index and returns that pipeline as one stage
+        (:class:`~.text_search.TextRetriever`: the same output, no frame between encoding and search).
         Empty or non-text queries get no rows and one warning naming their qids (``strict=True``: an error).
         """
         from .formats import check_retriever_options
@@ -359,7 +360,14 @@ class ColBERTIndex(pt.Artifact):
         self.check()
         store = self.store
         check_retriever_options(store, options)
-        return self._with_encoder(colbert, store.retriever(**options), bool(options.get("strict", False)))
+        stage = store.retriever(**options)
+        if colbert is None:
+            return stage
+        from .text_search import TextRetriever, VectorSearch
+
+        self.check_encoder(colbert)
+        return TextRetriever(colbert.query_encoder(strict=bool(options.get("strict", False))),
+                             cast(VectorSearch, stage))
 
     def searcher(self, colbert: "ColBERT", **options: Any) -> "TextSearcher":
         """One query's text → ``(docnos, scores)``, best first, with no DataFrame around it

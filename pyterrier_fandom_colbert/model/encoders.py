@@ -148,11 +148,16 @@ class QueryEncoder(EqualByKey, Parameters, pt.Transformer):
         inp = usable_query_rows(inp, strict=self.strict, context=self)
         if len(inp) == 0:
             return empty_output(inp, QUERY_COLUMNS)
+        vecs, toks = self.encode(inp["query"].tolist())
+        return with_columns(inp, {"query_embs": vecs, "query_toks": toks})
+
+    def encode(self, queries: Sequence[str]) -> Tuple[List[np.ndarray], List[List[str]]]:
+        """:func:`encode_query_frame` of ``queries`` (usable texts) in this encoder's batches, with its progress
+        bar: the ``query_embs`` and ``query_toks`` of each."""
         from ..progress import progress
 
-        queries = inp["query"].tolist()
-        vecs: List[Any] = []
-        toks: List[Any] = []
+        vecs: List[np.ndarray] = []
+        toks: List[List[str]] = []
         with model_settings(self.colbert, self.batch_size, self.verbose):
             size = self.colbert.batch_size * (1 if self.colbert.verbose else max(1, len(queries)))
             bar = progress(total=len(queries), desc="encoding queries", unit="query", enabled=self.colbert.verbose)
@@ -164,7 +169,7 @@ class QueryEncoder(EqualByKey, Parameters, pt.Transformer):
                     bar.update(len(queries[start:start + size]))
             finally:
                 bar.close()
-        return with_columns(inp, {"query_embs": vecs, "query_toks": toks})
+        return vecs, toks
 
     def __repr__(self) -> str:
         shown = (["strict=True"] if self.strict else []) + _settings_repr(self.batch_size, self.verbose)

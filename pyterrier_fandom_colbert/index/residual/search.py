@@ -384,6 +384,13 @@ class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
         self.strict = strict
         self.verbose = verbose
 
+    def fuse_left(self, left: pt.Transformer) -> Optional[pt.Transformer]:
+        """``compile()`` of ``colbert.query_encoder() >> this``: one stage with the same output
+        (:class:`~..text_search.TextRetriever`)."""
+        from ..text_search import fuse_encoder
+
+        return fuse_encoder(left, self)
+
     def fuse_rank_cutoff(self, k: int) -> "CentroidRetriever":
         """``% k`` (and ``compile()``): fewer results from the same search: this retriever's cells, threshold,
         pruning and exactly scored documents are kept, so the top ``k`` is exactly the top ``k`` of the uncut list
@@ -418,15 +425,19 @@ class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
             return Hits.none(inp)
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
+        return Hits(inp, *found_hits(codes, self.search_all(unique), self.index.docnos_of))
+
+    def search_all(self, queries: Sequence["torch.Tensor"]) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search_vectors` of ``queries`` (checked), one at a time, with the progress bar when ``verbose``."""
         found: List[Tuple[np.ndarray, np.ndarray]] = []
-        bar = progress(total=len(unique), desc="ColBERT retrieval (compressed)", unit="query", enabled=self.verbose)
+        bar = progress(total=len(queries), desc="ColBERT retrieval (compressed)", unit="query", enabled=self.verbose)
         try:
-            for q in unique:
+            for q in queries:
                 found.extend(self.search_vectors([q]))
                 bar.update(1)
         finally:
             bar.close()
-        return Hits(inp, *found_hits(codes, found, self.index.docnos_of))
+        return found
 
     def search_vectors(self, queries: Sequence["torch.Tensor"]) -> List[Tuple[np.ndarray, np.ndarray]]:
         """Per query (its scoring vectors ``[n, d]`` float32): the top ``num_results`` (document ids, scores), best

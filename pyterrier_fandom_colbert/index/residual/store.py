@@ -33,9 +33,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..ann import FaissSpec
     from ..artifact import ColBERTIndex
     from ..layout import IndexMeta
+    from .arrays import CompressedStore
     from .codec import ResidualCodec
     from .compress import CompressionSpec
-    from .arrays import CompressedStore
 
 #: centroid ids scanned at a time in verify()
 SCAN_ROWS = 1 << 16
@@ -225,8 +225,8 @@ class ResidualStore(IndexStore):
     @cached_property
     def arrays(self) -> "CompressedStore":
         """The memory-mapped codes, residuals and inverted lists that centroid search works on."""
-        from .compress import codes_file
         from .arrays import CompressedStore
+        from .compress import codes_file
 
         index, info, codec = self.index, self.codec_info, self.codec
         num_tokens = index.meta.num_tokens
