@@ -11,7 +11,7 @@ no frame at all, for callers that ask one question and want arrays back (a serve
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Sequence, Tuple, cast
 
 import numpy as np
 import pandas as pd
@@ -159,10 +159,13 @@ def _objects(values: Sequence[Any]) -> np.ndarray:
     return out
 
 
-def fuse_encoder(left: Any, right: VectorSearch) -> Optional[TextRetriever]:
-    """PyTerrier's ``fuse_left`` for a single-index retriever: ``colbert.query_encoder() >> retriever`` becomes a
-    :class:`TextRetriever`; anything else on the left is not fused (None)."""
-    return TextRetriever(left, right) if type(left) is QueryEncoder else None
+class FusesWithEncoder:
+    """Mixin of the single-index retrievers (fp16 and compressed): ``compile()`` makes ``colbert.query_encoder()
+    >> retriever`` one :class:`TextRetriever` (PyTerrier's ``fuse_left``); any other left stage is not fused.
+    Put it before ``pt.Transformer`` in the bases."""
+
+    def fuse_left(self, left: pt.Transformer) -> Optional[pt.Transformer]:
+        return TextRetriever(left, cast(VectorSearch, self)) if type(left) is QueryEncoder else None
 
 
 class TextSearcher:

@@ -35,6 +35,7 @@ from ...storage import DamagedFileError, artifact_path
 from ..ann import FaissSpec
 from ..doc_blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
 from ..layout import VECTORS_FILE
+from ..text_search import FusesWithEncoder
 from .options import check_neighbour_search
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -202,7 +203,7 @@ def search(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["torch.Tens
 QUERY_INPUT = ["qid", "query_embs"]
 
 
-class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
+class ColBERTRetriever(FusesWithEncoder, EqualByKey, Parameters, pt.Transformer):
     """End-to-end retriever: qid, query_embs → + docno, score, rank (other input columns kept).
 
     The query vectors come from ``colbert.query_encoder()`` of the encoder that built the index:
@@ -245,13 +246,6 @@ class ColBERTRetriever(EqualByKey, Parameters, pt.Transformer):
         self.refine = refine
         self.strict = strict
         self.verbose = verbose
-
-    def fuse_left(self, left: pt.Transformer) -> Optional[pt.Transformer]:
-        """``compile()`` of ``colbert.query_encoder() >> this``: one stage with the same output
-        (:class:`~..text_search.TextRetriever`)."""
-        from ..text_search import fuse_encoder
-
-        return fuse_encoder(left, self)
 
     def fuse_rank_cutoff(self, k: int) -> "ColBERTRetriever":
         """``% k`` (and ``compile()``): fewer results from the same candidates: k̂ stays this retriever's, so the

@@ -43,6 +43,7 @@ from ...params import Parameters
 from ...progress import progress
 from ...ranking import Hits, concat_slices, found_hits, top_k
 from ..doc_blocks import doc_spans, refuse_non_finite_queries, token_blocks
+from ..text_search import FusesWithEncoder
 from .arrays import CompressedStore, ReadGuard, build_ivf, doc_code_pairs, list_docs  # noqa: F401 (home: arrays)
 from .options import check_pruning
 
@@ -363,7 +364,7 @@ class Overrides(NamedTuple):
     nscore: Optional[int]
 
 
-class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
+class CentroidRetriever(FusesWithEncoder, EqualByKey, Parameters, pt.Transformer):
     """End-to-end retriever over a compressed index: qid, query_embs → + docno, score, rank (other input columns
     kept). ``index.retriever(colbert)`` of a compressed index builds ``colbert.query_encoder() >>`` this.
 
@@ -383,13 +384,6 @@ class CentroidRetriever(EqualByKey, Parameters, pt.Transformer):
         self.params = SearchParams.for_k(num_results, *self.overrides)
         self.strict = strict
         self.verbose = verbose
-
-    def fuse_left(self, left: pt.Transformer) -> Optional[pt.Transformer]:
-        """``compile()`` of ``colbert.query_encoder() >> this``: one stage with the same output
-        (:class:`~..text_search.TextRetriever`)."""
-        from ..text_search import fuse_encoder
-
-        return fuse_encoder(left, self)
 
     def fuse_rank_cutoff(self, k: int) -> "CentroidRetriever":
         """``% k`` (and ``compile()``): fewer results from the same search: this retriever's cells, threshold,
