@@ -15,7 +15,7 @@ from pyterrier_fandom_colbert.index.residual.compress import CompressionSpec, co
 from pyterrier_fandom_colbert.index.sharded.artifact import ShardedColBERTIndex
 from pyterrier_fandom_colbert.index.writer import IndexWriter
 from pyterrier_fandom_colbert.model.config import ColBERTConfig
-from pyterrier_fandom_colbert.storage import DamagedFileError, MissingFileError
+from pyterrier_fandom_colbert.storage import DamagedFileError, MissingFileError, build_manifest, sealed
 
 DIM = 16
 SHARE = 0.05
@@ -105,6 +105,34 @@ def test_stored_rows_are_exactly_those_coded_worse_than_the_threshold(two_pass, 
     norms = np.fromfile(two_pass.path / "token_norms.f32", dtype=np.float32)
     np.testing.assert_allclose(norms, np.linalg.norm(seen, axis=1), rtol=1e-5)
     np.testing.assert_array_equal(arrays.norms, norms)
+
+
+def test_an_index_written_before_token_norms_scores_the_same_by_decompressing(two_pass, docs, tmp_path):
+    """An older index (no token_norms.f32, no ``token_norms`` in codec.json) opens, verifies and scores its
+    tokens by decompressing them: the same scores as the tables give the index with norms, and as brute force."""
+    old = tmp_path / "old"
+    shutil.copytree(two_pass.path, old)
+    info = json.loads((old / "codec.json").read_text())
+    del info["token_norms"]
+    (old / "codec.json").write_text(json.dumps(info))
+    (old / "token_norms.f32").unlink()
+    meta = json.loads((old / "pt_meta.json").read_text())
+    del meta["files"]["token_norms.f32"]
+    meta["files"]["codec.json"] = build_manifest(old, ["codec.json"])["codec.json"]
+    (old / "pt_meta.json").write_text(json.dumps(sealed(meta)))
+    older = pfc.ColBERTIndex(old)
+    older.verify()
+    assert older.store.arrays.norms is None and two_pass.store.arrays.norms is not None
+    _, _, seen = reference(two_pass.codec, np.concatenate([v for _, v, _ in docs]))
+    bounds = two_pass.offsets
+    docs_asked = np.array([3, 0, 41, 17, 17, 59])
+    for seed in range(3):
+        q = torch.from_numpy(unit(np.random.default_rng(seed).normal(size=(6, DIM))))
+        tables, decompressing = two_pass.store.exact_scores(q, docs_asked), older.store.exact_scores(q, docs_asked)
+        np.testing.assert_allclose(tables, decompressing, rtol=1e-5, atol=1e-6)
+        qn = q.numpy()
+        brute = [(unit(seen[bounds[d]:bounds[d + 1]]) @ qn.T).max(0).mean() for d in docs_asked]
+        np.testing.assert_allclose(tables, brute, rtol=1e-5, atol=1e-5)
 
 
 def test_one_pass_and_copied_writers_store_the_same_files(two_pass, docs, tmp_path):
