@@ -6,9 +6,7 @@ freed in its heaps for reuse, fragmented, so a build's resident memory climbed w
 ``malloc_trim(0)`` once per ``every`` passages (256: every few seconds of encoding on a CPU; fed by the encoder's
 progress calls, so it trims within a chunk of passages too), which returns the free pages, and once more when
 encoding ends (:meth:`HeapTrimmer.finish`), before the codec is trained; elsewhere (not glibc) it does nothing,
-and says so through :func:`can_trim`. It also trims early whenever the process's anonymous memory has grown by
-more than ``above`` (:data:`TRIM_ABOVE`) since the last trim, so that what the heap keeps between two trims is
-bounded by a size rather than by however many batches' leftovers ``every`` passages happen to leave.
+and says so through :func:`can_trim`.
 """
 from __future__ import annotations
 
@@ -16,14 +14,12 @@ import ctypes
 import ctypes.util
 import functools
 import os
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Dict, Optional
 
 #: passages encoded between two trims: the cost of a trim (a few ms, and the pages faulted back in by the next
 #: batch) did not show in a build's speed, and the peak heap is a quarter of 1,024 passages' (docs/results.md,
 #: "Build memory: trimming within chunks")
 TRIM_EVERY = 256
-#: bytes of anonymous memory gained since the last trim beyond which the heap is trimmed at once
-TRIM_ABOVE = 128 << 20
 
 
 #: the kernel caches :func:`bound_kernel_caches` bounds (each unless set already), both keyed by matrix shape, which
@@ -73,65 +69,36 @@ def trim_heap() -> bool:
     return True
 
 
-def anonymous_bytes() -> Optional[int]:
-    """This process's resident anonymous memory (resident pages less file-backed and shared ones, from
-    ``/proc/self/statm``), in bytes; None where there is no such file."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            fields = f.read().split()
-    except OSError:
-        return None
-    return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
-
-
 class HeapTrimmer:
     """Counts encoded passages and trims the heap each time another ``every`` (None: :data:`TRIM_EVERY`) have
-    gone by, and whenever anonymous memory has grown by more than ``above`` bytes (:data:`TRIM_ABOVE`; None: no
-    such trims) since the last trim, as ``anonymous`` (:func:`anonymous_bytes`) reads it at each :meth:`add`.
+    gone by.
 
-    >>> trimmer = HeapTrimmer(every=100, above=None)
+    >>> trimmer = HeapTrimmer(every=100)
     >>> [trimmer.add(n) for n in (60, 30, 20, 250, 5)]  # trims after 110 (passed 100) and 360 (passed 200, 300)
     [False, False, True, True, False]
     >>> trimmer.trims, trimmer.passages
     (2, 365)
     >>> trimmer.finish(), trimmer.finish(), trimmer.trims  # the last 5 passages' heap; then nothing new to give
     (True, False, 3)
-    >>> readings = iter([500, 520, 640, 505, 600, 640, 510])  # read at start, at each add, after each trim
-    >>> grown = HeapTrimmer(every=1000, above=100, anonymous=lambda: next(readings))
-    >>> [grown.add(1) for _ in range(4)]  # 640 > 500 + 100: trimmed (505 after); 600 is not above 605; 640 is
-    [False, True, False, True]
     """
 
-    def __init__(self, every: Optional[int] = None, above: Optional[int] = TRIM_ABOVE,
-                 anonymous: Optional[Callable[[], Optional[int]]] = None):
+    def __init__(self, every: Optional[int] = None):
         every = TRIM_EVERY if every is None else every
         if every < 1:
             raise ValueError(f"every={every!r}; expected a positive number of passages")
-        if above is not None and above < 1:
-            raise ValueError(f"above={above!r}; expected a positive number of bytes or None")
         self.every = every
-        self.above = above
-        self._anonymous = anonymous or anonymous_bytes
         self.passages: float = 0
         self.trims = 0
         self._trimmed_at: float = 0
-        self._floor = self._anonymous() if above is not None else None
 
     def add(self, passages: float) -> bool:
         """Count ``passages`` more (a share of one counts: an encoder's progress calls give them); trim (and
-        return True) when a multiple of ``every`` was passed, or when anonymous memory grew by more than ``above``
-        since the last trim."""
+        return True) when a multiple of ``every`` was passed."""
         before, self.passages = self.passages, self.passages + passages
-        if self.passages // self.every == before // self.every and not self._grown():
+        if self.passages // self.every == before // self.every:
             return False
         self._trim()
         return True
-
-    def _grown(self) -> bool:
-        if self.above is None or self._floor is None:
-            return False
-        now = self._anonymous()
-        return now is not None and now > self._floor + self.above
 
     def finish(self) -> bool:
         """Trim once more if passages were encoded since the last trim (True): call it when encoding ends, so what
@@ -145,5 +112,3 @@ class HeapTrimmer:
         trim_heap()
         self.trims += 1
         self._trimmed_at = self.passages
-        if self.above is not None:
-            self._floor = self._anonymous()

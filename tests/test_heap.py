@@ -33,28 +33,11 @@ def test_trim_returns_freed_heap_pages():
 
 
 def test_trimmer_counts_and_refuses_bad_settings():
-    trimmer = heap.HeapTrimmer(every=10, above=None)
+    trimmer = heap.HeapTrimmer(every=10)
     assert [trimmer.add(n) for n in (9, 1, 25, 4, 1)] == [False, True, True, False, True]
     assert (trimmer.trims, trimmer.passages) == (3, 40)
     with pytest.raises(ValueError, match="every=0"):
         heap.HeapTrimmer(every=0)
-    with pytest.raises(ValueError, match="above=0"):
-        heap.HeapTrimmer(above=0)
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not heap.can_trim(), reason="needs glibc's malloc_trim")
-def test_a_heap_grown_past_the_bound_is_trimmed_before_the_count_says_so():
-    trimmer = heap.HeapTrimmer(every=10**9, above=100 << 20)
-    assert trimmer.add(1) is False
-    blocks = [bytearray(64 * 1024) for _ in range(3000)]  # 188 MiB of heap chunks, as above, then freed
-    for block in blocks:
-        block[::4096] = b"x" * len(block[::4096])
-    keep = blocks[-1]
-    del blocks
-    before = _rss_anon_mb()
-    assert trimmer.add(1) is True and trimmer.trims == 1
-    assert before - _rss_anon_mb() > 100
-    assert trimmer.add(1) is False and keep[0] == ord("x")  # the bound counts from what the trim left
 
 
 @pytest.fixture
@@ -62,7 +45,6 @@ def trims(monkeypatch):
     calls = []
     monkeypatch.setattr(heap, "TRIM_EVERY", 4)
     monkeypatch.setattr(heap, "trim_heap", lambda: calls.append(1) or True)
-    monkeypatch.setattr(heap, "anonymous_bytes", lambda: 0)  # (trims by count only)
     return calls
 
 
@@ -84,7 +66,7 @@ def test_a_folder_build_trims_within_a_chunk_and_when_encoding_ends(small_colber
 
 
 def test_finish_trims_only_what_came_since_the_last_trim():
-    trimmer = heap.HeapTrimmer(every=4, above=None)
+    trimmer = heap.HeapTrimmer(every=4)
     assert trimmer.finish() is False  # nothing encoded yet
     assert [trimmer.add(n) for n in (1.5, 2.5)] == [False, True]  # shares of passages count: 4.0 passes 4
     assert trimmer.finish() is False and trimmer.trims == 1
