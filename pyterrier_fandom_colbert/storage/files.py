@@ -142,21 +142,26 @@ def move_into(source: PathLike, target: PathLike) -> Path:
 def write_durably(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that after a crash or power cut it is either absent, as before, or whole:
     a temporary file, flushed to disk, renamed over ``path``, and the folder's entry flushed too."""
-    write_durably_with(path, lambda out: out.write(data))
+    _write_durably(path, lambda out: out.write(data), checksum=False)
 
 
 def write_durably_with(path: Path, write: Callable[[BinaryIO], Any]) -> str:
     """:func:`write_durably` of what ``write(out)`` writes into ``out`` (a binary file), so that large content
     need not be held whole in memory first; returns the written file's checksum (:func:`.manifests.file_checksum`),
     read back from the temporary file before it is renamed into place."""
+    return str(_write_durably(path, write, checksum=True))
+
+
+def _write_durably(path: Path, write: Callable[[BinaryIO], Any], checksum: bool) -> Optional[str]:
+    """The durable write of both, reading the file back for its checksum only when asked."""
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as out:
             write(out)
             out.flush()
             os.fsync(out.fileno())
-        checksum = file_checksum(tmp)
+        digest = file_checksum(tmp) if checksum else None
     _sync_folder(Path(path).parent)
-    return checksum
+    return digest
 
 
 def _sync_folder(folder: Path) -> None:

@@ -77,9 +77,22 @@ class CompressedStore:
                 codes = self.codes if self.codes.dtype != np.uint16 else self.codes.view(np.int16)
                 self._tensors["codes"] = torch.from_numpy(codes)
                 self._tensors["residuals"] = torch.from_numpy(self.residuals)
-                if self.norms is not None:
-                    self._tensors["norms"] = torch.from_numpy(self.norms)
         return self._tensors["codes"], self._tensors["residuals"]
+
+    def norm_tensor(self) -> "torch.Tensor":
+        """``norms`` as a CPU tensor sharing the memory map (read-only); a ValueError for a store without them."""
+        import warnings
+
+        import torch
+
+        if self.norms is None:
+            raise ValueError("this compressed store has no token norms (an index built before they were stored): "
+                             "its tokens are scored by decompressing them")
+        if "norms" not in self._tensors:
+            with warnings.catch_warnings():  # read-only memory map, as in tensors()
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                self._tensors["norms"] = torch.from_numpy(self.norms)
+        return self._tensors["norms"]
 
     def row_codes(self, index: "torch.Tensor") -> "torch.Tensor":
         """The centroid ids (int64) of token rows ``index``."""
@@ -104,12 +117,10 @@ class CompressedStore:
         index = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64))
         dots = residual_dots(residual_table, self.tensors()[1].index_select(0, index))
         dots.add_(centroid_dots.index_select(0, self.row_codes(index)))
-        sims = sim.from_dots(dots, self._tensors["norms"].index_select(0, index), q)
-        if self.exact_vectors is not None and len(rows):
-            at, found = self.exact_positions(rows)
-            if len(at):
-                exact = torch.from_numpy(np.asarray(self.exact_vectors[found], dtype=np.float32))
-                sims[torch.from_numpy(at)] = sim.token_matrix(exact, q)
+        sims = sim.from_dots(dots, self.norm_tensor().index_select(0, index), q)
+        exact = self.exact_among(rows)
+        if exact is not None:
+            sims[exact[0]] = sim.token_matrix(exact[1], q)
         return sims
 
     def decompress_rows(self, rows: np.ndarray, out: "torch.Tensor",
@@ -122,11 +133,22 @@ class CompressedStore:
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         index = torch.from_numpy(rows)
         self.codec.decompress_into(self.row_codes(index), residuals.index_select(0, index), out, scratch)
-        if self.exact_vectors is not None and len(rows):
-            at, found = self.exact_positions(rows)
-            if len(at):
-                out[torch.from_numpy(at)] = torch.from_numpy(np.asarray(self.exact_vectors[found], dtype=np.float32))
+        exact = self.exact_among(rows)
+        if exact is not None:
+            out[exact[0]] = exact[1]
         return out
+
+    def exact_among(self, rows: np.ndarray) -> Optional[Tuple["torch.Tensor", "torch.Tensor"]]:
+        """The exact outliers among token ``rows``: their positions in ``rows`` and their vectors (float32
+        ``[k, d]``), as tensors; None when there are none."""
+        import torch
+
+        if self.exact_vectors is None or len(rows) == 0:
+            return None
+        at, found = self.exact_positions(rows)
+        if len(at) == 0:
+            return None
+        return torch.from_numpy(at), torch.from_numpy(np.asarray(self.exact_vectors[found], dtype=np.float32))
 
     def exact_positions(self, rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """``(at, found)``: the positions in ``rows`` of exact outliers, and their positions in
