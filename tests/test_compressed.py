@@ -124,6 +124,58 @@ def test_codec_refuses_bad_parameters():
         codec.compress(np.zeros((3, 8)))
 
 
+def test_codec_trains_on_a_float16_sample_in_place():
+    """A float16 sample (what a build draws from its fp16 vectors) trains the codec a float32 copy of it trains,
+    bit for bit, without a float32 copy of the sample or of its training rows (numpy's allocations traced)."""
+    import tracemalloc
+
+    half = clustered(40_000, dim=128, clusters=40, seed=5).astype(np.float16)
+    wide = half.astype(np.float32)
+    tracemalloc.start()
+    try:
+        codec = rc.ResidualCodec.train(half, 2, 64)
+        exact = rc.exact_threshold(codec, half, 0.01)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    reference = rc.ResidualCodec.train(wide, 2, 64)
+    for got, want in [(codec.centroids, reference.centroids), (codec.cutoffs, reference.cutoffs),
+                      (codec.weights, reference.weights)]:
+        np.testing.assert_array_equal(got, want)
+    assert exact == rc.exact_threshold(reference, wide, 0.01)
+    assert peak < half.nbytes  # a float32 copy alone would be twice the sample (the 90% training rows: 1.8x)
+
+
+def test_fit_buckets_a_dimension_at_a_time_equals_all_at_once():
+    rng = np.random.default_rng(7)
+    residuals = (rng.normal(size=(3001, 8)) * rng.uniform(0.1, 2, 8)).astype(np.float32)
+    residuals[:, 3] = 0.5  # one constant dimension: empty buckets take their midpoint quantile
+    for nbits in (1, 2, 4):
+        options = 1 << nbits
+        cutoffs = np.quantile(residuals, np.arange(1, options) / options, axis=0).T.astype(np.float32)
+        ids = rc.bucketise(residuals, cutoffs)
+        counts = np.stack([np.bincount(ids[:, j], minlength=options) for j in range(8)])
+        sums = np.stack([np.bincount(ids[:, j], weights=residuals[:, j].astype(np.float64), minlength=options)
+                         for j in range(8)])
+        midpoints = np.quantile(residuals, (np.arange(options) + 0.5) / options, axis=0).T
+        weights = np.where(counts > 0, sums / np.maximum(counts, 1), midpoints).astype(np.float32)
+        got_cutoffs, got_weights = rc.fit_buckets(residuals, nbits)
+        np.testing.assert_array_equal(got_cutoffs, cutoffs)
+        np.testing.assert_array_equal(got_weights, weights)
+
+
+def test_sample_rows_keeps_float16_and_reads_a_chunk_at_a_time(monkeypatch):
+    corpus = clustered(500, dim=8, seed=6).astype(np.float16)
+    spec = compressed.CompressionSpec("residual2", num_centroids=4, sample=123)
+    rows = np.sort(np.random.default_rng(spec.seed).choice(500, size=123, replace=False))
+    monkeypatch.setattr(compressed, "CHUNK_TOKENS", 10)  # many chunks within one array, and across arrays
+    for arrays in ([corpus], [corpus[:77], corpus[77:300], corpus[300:]]):
+        sample = compressed.sample_rows(arrays, 500, spec)
+        assert sample.dtype == np.float16
+        np.testing.assert_array_equal(sample, corpus[rows])
+    assert compressed.sample_rows([corpus.astype(np.float64)], 500, spec).dtype == np.float32
+
+
 # -- centroid-pruned search over an in-memory store ------------------------------------------------------------------
 def make_store(num_docs=120, nbits=2, num_centroids=24, seed=4, reduction="mean"):
     rng = np.random.default_rng(seed)

@@ -101,10 +101,38 @@ def test_sample_rows_draws_the_spills_rows_however_the_corpus_is_split(split):
     parts = (corpus_rows[bounds[i]:bounds[i + 1]] for i in range(len(split)))
     rows = np.sort(np.random.default_rng(9).choice(40, size=11, replace=False))  # compress_spill's draw, by hand
     got = sample_rows(parts, 40, spec)
-    assert got.dtype == np.float32 and np.array_equal(got, corpus_rows[rows].astype(np.float32))
+    assert got.dtype == np.float16 and np.array_equal(got, corpus_rows[rows])  # (fp16 vectors: an fp16 sample)
 
 
 def test_sample_rows_refuses_a_corpus_of_another_size():
     spec = CompressionSpec("residual1", num_centroids=3, sample=11)
     with pytest.raises(ValueError, match="hold 45 token vectors, not the 40"):
         sample_rows([np.zeros((40, DIM)), np.zeros((5, DIM))], 40, spec)
+
+
+def test_a_scratch_folder_holds_the_sample_in_a_file_while_the_codec_trains(tmp_path, monkeypatch):
+    """With ``scratch`` the sample is a memory-mapped file there (not the process's memory), the codec the same as
+    from memory; the file is gone after training, and after a failed training."""
+    docs = corpus([int(n) for n in np.random.default_rng(5).integers(1, 60, 200)], seed=5)
+    total = sum(len(v) for _, v, _, _ in docs)
+    in_memory = TrainedCodec.train((v for _, v, _, _ in docs), total, SPEC)
+    seen = []
+    train_codec = CompressionSpec.train_codec
+
+    def watch(spec, sample, num_centroids):
+        seen.append((type(sample), sample.dtype, (tmp_path / compressed.SAMPLE_FILE).stat().st_size))
+        return train_codec(spec, sample, num_centroids)
+
+    monkeypatch.setattr(CompressionSpec, "train_codec", watch)
+    on_disk = TrainedCodec.train((v for _, v, _, _ in docs), total, SPEC, scratch=tmp_path)
+    assert seen == [(np.memmap, np.float16, in_memory.sample * DIM * 2)]
+    assert on_disk.sample == in_memory.sample
+    for name in ("centroids", "cutoffs", "weights"):
+        np.testing.assert_array_equal(getattr(on_disk.codec, name), getattr(in_memory.codec, name))
+    assert on_disk.codec.exact_above == in_memory.codec.exact_above
+    assert list(tmp_path.iterdir()) == []
+
+    monkeypatch.setattr(CompressionSpec, "train_codec", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        TrainedCodec.train((v for _, v, _, _ in docs), total, SPEC, scratch=tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -127,9 +127,11 @@ def code_dtype(num_centroids: int) -> np.dtype:
 
 
 def train_centroids(sample: np.ndarray, num_centroids: int, *, niter: int = 4, seed: int = 0,
-                    spherical: bool = True) -> np.ndarray:
+                    spherical: bool = True, rows: Optional[np.ndarray] = None) -> np.ndarray:
     """k-means centroids ``[num_centroids, d]`` float32 of ``sample [n, d]`` (unit length when ``spherical``),
-    rounded to float16 precision, which is how they are stored.
+    rounded to float16 precision, which is how they are stored. ``rows`` (ascending): train on those rows of
+    ``sample`` only, as if on ``sample[rows]``; the sample (float16 or float32) is read block by block as float32,
+    never copied whole.
 
     Lloyd's rounds as FAISS's k-means runs them: a seeded start at ``num_centroids`` distinct sample rows, then
     ``niter`` rounds of assignment to the nearest centroid and update to the mean (:func:`update_centroids`),
@@ -140,26 +142,60 @@ def train_centroids(sample: np.ndarray, num_centroids: int, *, niter: int = 4, s
     >>> blobs = np.concatenate([rng.normal(m, 0.01, (50, 2)) for m in ([1, 0], [0, 1])]).astype(np.float32)
     >>> sorted(np.abs(train_centroids(blobs, 2, niter=10)).astype(np.float64).round(2).tolist())
     [[0.0, 1.0], [1.0, 0.0]]
+    >>> np.array_equal(train_centroids(blobs, 2, rows=np.arange(0, 100, 3)), train_centroids(blobs[::3], 2))
+    True
     """
-    sample = np.ascontiguousarray(sample, dtype=np.float32)
-    if sample.ndim != 2 or len(sample) < num_centroids:
-        raise ValueError(f"sample of shape {sample.shape}; expected [n, d] with n >= num_centroids={num_centroids}")
+    view = SampleRows(sample, rows)
+    if len(view.shape) != 2 or len(view) < num_centroids:
+        raise ValueError(f"sample of shape {view.shape}; expected [n, d] with n >= num_centroids={num_centroids}")
     positive_int("num_centroids", num_centroids, what="centroids to train")
     rng = np.random.default_rng(seed)
-    centroids = sample[np.sort(rng.choice(len(sample), num_centroids, replace=False))]
+    centroids = view.take(np.sort(rng.choice(len(view), num_centroids, replace=False)))
     for _ in range(niter):
-        centroids = update_centroids(sample, nearest_centroids(sample, centroids), centroids)
+        centroids = update_centroids(view, nearest_centroids(view, centroids), centroids)
         if spherical:
             centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), np.float32(1e-12))
     return centroids.astype(np.float16).astype(np.float32)
+
+
+class SampleRows:
+    """Rows ``rows`` (ascending; None: all) of ``array [n, d]``, read as float32 a slice at a time:
+    ``SampleRows(a, r)[i:j]`` is ``a[r[i:j]]``. What k-means reads its sample through, so that training on part
+    of a float16 sample copies neither the part nor the whole to float32.
+
+    >>> a = np.arange(8, dtype=np.float16).reshape(4, 2)
+    >>> view = SampleRows(a, np.array([1, 3]))
+    >>> len(view), view.shape, view[1:].tolist(), view.take(np.array([0])).dtype
+    (2, (2, 2), [[6.0, 7.0]], dtype('float32'))
+    """
+
+    def __init__(self, array: np.ndarray, rows: Optional[np.ndarray] = None):
+        self.array = array
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.array) if self.rows is None else len(self.rows)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return (len(self), *self.array.shape[1:])
+
+    def __getitem__(self, part: slice) -> np.ndarray:
+        got = self.array[part] if self.rows is None else self.array[self.rows[part]]
+        return np.asarray(got, dtype=np.float32)
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """Rows ``index`` of the view, float32."""
+        return np.asarray(self.array[index if self.rows is None else self.rows[index]], dtype=np.float32)
 
 
 #: how far apart the two halves of a split cluster start (FAISS's ``EPS`` of the same rule)
 SPLIT_EPS = 1.0 / 1024
 
 
-def update_centroids(sample: np.ndarray, assign: np.ndarray, previous: np.ndarray) -> np.ndarray:
-    """The mean of each centroid's rows of ``sample [n, d]`` (``assign [n]``: the centroid of each row). A
+def update_centroids(sample: Any, assign: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    """The mean of each centroid's rows of ``sample [n, d]`` (an array or :class:`SampleRows`, read a block at a
+    time; ``assign [n]``: the centroid of each row). A
     centroid left with no row takes half of the largest cluster, as in FAISS: a copy of its centroid, the two
     moved apart by a factor ``1 ± SPLIT_EPS`` (alternating signs by dimension), its rows counted half each for
     further splits in the same round.
@@ -173,7 +209,10 @@ def update_centroids(sample: np.ndarray, assign: np.ndarray, previous: np.ndarra
     k, d = previous.shape
     counts = np.bincount(assign, minlength=k)
     sums = torch.zeros(k, d, dtype=torch.float32)
-    sums.index_add_(0, torch.from_numpy(np.asarray(assign, dtype=np.int64)), torch.from_numpy(sample))
+    index = torch.from_numpy(np.asarray(assign, dtype=np.int64))
+    for start in range(0, len(sample), ASSIGN_BLOCK):  # in order, a block at a time: the sums of one index_add_
+        block = np.asarray(sample[start:start + ASSIGN_BLOCK], dtype=np.float32)
+        sums.index_add_(0, index[start:start + len(block)], torch.from_numpy(block))
     centroids = np.asarray(previous, dtype=np.float32).copy()
     full = counts > 0
     centroids[full] = sums.numpy()[full] / counts[full, None].astype(np.float32)
@@ -187,8 +226,9 @@ def update_centroids(sample: np.ndarray, assign: np.ndarray, previous: np.ndarra
     return centroids
 
 
-def nearest_centroids(vectors: np.ndarray, centroids: np.ndarray, block: Optional[int] = None) -> np.ndarray:
-    """Id (int64) of the nearest centroid in L2 distance of every row of ``vectors [n, d]``: the argmax of
+def nearest_centroids(vectors: Any, centroids: np.ndarray, block: Optional[int] = None) -> np.ndarray:
+    """Id (int64) of the nearest centroid in L2 distance of every row of ``vectors [n, d]`` (an array or
+    :class:`SampleRows`, read a block at a time): the argmax of
     ``x·c − |c|²/2`` (the argmax of ``x·c`` for unit centroids), ``block`` rows per matrix product (default
     :func:`assign_block`: the score matrix stays within :data:`ASSIGN_BYTES`). Ties go to the lower id; the ids
     do not depend on ``block``.
@@ -229,15 +269,18 @@ def fit_buckets(residuals: np.ndarray, nbits: int) -> Tuple[np.ndarray, np.ndarr
     if residuals.ndim != 2 or len(residuals) == 0:
         raise ValueError(f"residuals of shape {residuals.shape}; expected a non-empty [n, d] array")
     options = 1 << nbits
-    cutoffs = np.quantile(residuals, np.arange(1, options) / options, axis=0).T.astype(np.float32)  # [d, K-1]
-    ids = bucketise(residuals, cutoffs)
     dim = residuals.shape[1]
-    flat = (np.arange(dim) * options)[None, :] + ids
-    counts = np.bincount(flat.ravel(), minlength=dim * options).reshape(dim, options)
-    sums = np.bincount(flat.ravel(), weights=residuals.ravel().astype(np.float64),
-                       minlength=dim * options).reshape(dim, options)
-    midpoints = np.quantile(residuals, (np.arange(options) + 0.5) / options, axis=0).T
-    weights = np.where(counts > 0, sums / np.maximum(counts, 1), midpoints).astype(np.float32)
+    cutoffs = np.empty((dim, options - 1), dtype=np.float32)
+    weights = np.empty((dim, options), dtype=np.float32)
+    # a dimension at a time: the temporaries are a column's, whatever the sample
+    for j in range(dim):
+        column = np.ascontiguousarray(residuals[:, j])
+        cutoffs[j] = np.quantile(column, np.arange(1, options) / options)
+        ids = bucketise(column[:, None], cutoffs[j:j + 1])[:, 0]
+        counts = np.bincount(ids, minlength=options)
+        sums = np.bincount(ids, weights=column.astype(np.float64), minlength=options)
+        midpoints = np.quantile(column, (np.arange(options) + 0.5) / options)
+        weights[j] = np.where(counts > 0, sums / np.maximum(counts, 1), midpoints)
     return cutoffs, weights
 
 
@@ -346,9 +389,12 @@ class ResidualCodec:
     @classmethod
     def train(cls, sample: np.ndarray, nbits: int, num_centroids: Optional[int] = None, *, niter: int = 4,
               seed: int = 0, spherical: bool = True, heldout: float = 0.1) -> "ResidualCodec":
-        """Centroids from k-means over ``1 − heldout`` of ``sample [n, d]``, then bucket cutoffs and weights from
-        the residuals of the held-out rows (all rows when that leaves fewer than 2 for either part)."""
-        sample = np.asarray(sample, dtype=np.float32)
+        """Centroids from k-means over ``1 − heldout`` of ``sample [n, d]`` (float16 or float32; read in place,
+        a block at a time), then bucket cutoffs and weights from the residuals of the held-out rows (all rows when
+        that leaves fewer than 2 for either part)."""
+        sample = np.asarray(sample)
+        if sample.ndim != 2:
+            raise ValueError(f"sample of shape {sample.shape}; expected [n, d]")
         check_nbits(nbits, sample.shape[1])
         num_centroids = num_centroids or default_num_centroids(len(sample))
         rng = np.random.default_rng(seed)
@@ -358,10 +404,12 @@ class ResidualCodec:
             train_rows, bucket_rows = order, order
         else:
             train_rows, bucket_rows = order[held:], order[:held]
-        centroids = train_centroids(sample[np.sort(train_rows)], num_centroids, niter=niter, seed=seed,
-                                    spherical=spherical)
-        held_out = sample[np.sort(bucket_rows)]
-        residuals = held_out - centroids[nearest_centroids(held_out, centroids)]
+        centroids = train_centroids(sample, num_centroids, niter=niter, seed=seed, spherical=spherical,
+                                    rows=np.sort(train_rows))
+        residuals = SampleRows(sample).take(np.sort(bucket_rows))
+        for start in range(0, len(residuals), ASSIGN_BLOCK):  # in place: the held-out rows are the one copy
+            block = residuals[start:start + ASSIGN_BLOCK]
+            block -= centroids[nearest_centroids(block, centroids)]
         cutoffs, weights = fit_buckets(residuals, nbits)
         return cls(centroids, cutoffs, weights, nbits)
 
@@ -472,9 +520,8 @@ def exact_threshold(codec: ResidualCodec, sample: np.ndarray, share: float) -> O
     """
     if share == 0:
         return None
-    sample = np.asarray(sample, dtype=np.float32)
-    errors = np.concatenate([codec.errors(sample[s:s + ASSIGN_BLOCK], *codec.compress(sample[s:s + ASSIGN_BLOCK]))
-                             for s in range(0, len(sample), ASSIGN_BLOCK)])
+    blocks = (np.asarray(sample[s:s + ASSIGN_BLOCK], dtype=np.float32) for s in range(0, len(sample), ASSIGN_BLOCK))
+    errors = np.concatenate([codec.errors(block, *codec.compress(block)) for block in blocks])
     return float(np.quantile(errors, 1 - share))
 
 

@@ -238,11 +238,18 @@ def doc_chunks(offsets: np.ndarray, chunk_tokens: int) -> Iterator[Tuple[int, in
         start = end
 
 
-def sample_rows(arrays: Iterable[np.ndarray], num_tokens: int, spec: CompressionSpec) -> np.ndarray:
-    """The codec's training sample (float32, in corpus order) of a corpus of ``num_tokens`` vectors read in order
-    as ``arrays`` (``[n_i, d]`` each, e.g. one per document, or the whole corpus as one): ``spec.resolve``'s sample
-    size of rows drawn without replacement with ``spec.seed``. Only the sample is held, never the corpus; the
-    arrays' rows must add up to ``num_tokens``.
+#: the codec's training sample while the codec trains, in the scratch folder a build gives :meth:`TrainedCodec.train`
+SAMPLE_FILE = "codec-sample.tmp"
+
+
+def sample_rows(arrays: Iterable[np.ndarray], num_tokens: int, spec: CompressionSpec, *,
+                into: Optional[Path] = None) -> np.ndarray:
+    """The codec's training sample (in corpus order) of a corpus of ``num_tokens`` vectors read in order as
+    ``arrays`` (``[n_i, d]`` each, e.g. one per document, or the whole corpus as one): ``spec.resolve``'s sample
+    size of rows drawn without replacement with ``spec.seed``. Only the sample is held, never the corpus, and in
+    float16 if the arrays are (half the memory of float32, the same values), else float32; the arrays' rows must
+    add up to ``num_tokens``. ``into``: a file to hold the sample, memory-mapped (pages the kernel may write out
+    and reclaim, so the process's own memory does not grow with the sample); None: in memory.
 
     >>> spec = CompressionSpec("residual2", num_centroids=2, sample=3)
     >>> corpus = np.arange(12, dtype=np.float16).reshape(6, 2)
@@ -263,9 +270,11 @@ def sample_rows(arrays: Iterable[np.ndarray], num_tokens: int, spec: Compression
         end = start + len(array)
         lo, hi = np.searchsorted(rows, [start, min(end, num_tokens)])
         if sample is None:
-            sample = np.empty((size, array.shape[1]), dtype=np.float32)
-        if hi > lo:
-            sample[lo:hi] = array[rows[lo:hi] - start]
+            shape, dtype = (size, array.shape[1]), np.float16 if array.dtype == np.float16 else np.float32
+            sample = np.empty(shape, dtype) if into is None else np.memmap(into, dtype=dtype, mode="w+", shape=shape)
+        for a in range(lo, hi, CHUNK_TOKENS):  # a chunk at a time: one array may be the whole corpus's memory map
+            b = min(hi, a + CHUNK_TOKENS)
+            sample[a:b] = array[rows[a:b] - start]
         start = end
     if start != num_tokens or sample is None:
         raise ValueError(f"the arrays hold {start} token vectors, not the {num_tokens} the sample was drawn from")
@@ -283,13 +292,22 @@ class TrainedCodec:
     seconds: float
 
     @classmethod
-    def train(cls, arrays: Iterable[np.ndarray], num_tokens: int, spec: CompressionSpec) -> "TrainedCodec":
-        """The codec of ``spec`` trained on :func:`sample_rows` of the corpus ``arrays`` (``num_tokens`` rows)."""
+    def train(cls, arrays: Iterable[np.ndarray], num_tokens: int, spec: CompressionSpec, *,
+              scratch: Optional[Path] = None) -> "TrainedCodec":
+        """The codec of ``spec`` trained on :func:`sample_rows` of the corpus ``arrays`` (``num_tokens`` rows).
+        ``scratch``: a folder of the build's own where the sample is kept in a memory-mapped file
+        (:data:`SAMPLE_FILE`, deleted when the codec is trained, or fails to be) rather than in memory, so that a
+        build's memory stays flat as the corpus, and with it the sample, grows (k-means reads the sample a block
+        at a time); the same codec either way."""
         started = time.perf_counter()
-        num_centroids, _ = spec.resolve(num_tokens)
-        sample = sample_rows(arrays, num_tokens, spec)
-        codec = spec.train_codec(sample, num_centroids)
-        return cls(codec, len(sample), round(time.perf_counter() - started, 3))
+        num_centroids, size = spec.resolve(num_tokens)
+        into = None if scratch is None else Path(scratch) / SAMPLE_FILE
+        try:
+            codec = spec.train_codec(sample_rows(arrays, num_tokens, spec, into=into), num_centroids)
+        finally:
+            if into is not None:
+                into.unlink(missing_ok=True)
+        return cls(codec, size, round(time.perf_counter() - started, 3))
 
 
 def compress_spill(folder: Path, num_tokens: int, dim: int, spec: CompressionSpec, *, vectors_file: str,
@@ -303,7 +321,7 @@ def compress_spill(folder: Path, num_tokens: int, dim: int, spec: CompressionSpe
     folder = Path(folder)
     vectors = np.memmap(folder / vectors_file, dtype=np.float16, mode="r", shape=(num_tokens, dim))
     offsets = np.fromfile(folder / offsets_file, dtype=np.int64)
-    trained = TrainedCodec.train([vectors], num_tokens, spec)
+    trained = TrainedCodec.train([vectors], num_tokens, spec, scratch=folder)
     started = time.perf_counter()
 
     lists = CodedLists(folder, trained.codec)

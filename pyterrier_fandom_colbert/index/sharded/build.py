@@ -339,7 +339,7 @@ def train_shared_codec(vectors: Sequence[np.ndarray], spec: CompressionSpec, num
     ``num_docs``); k-means runs on ``spec``'s sample size of the sampled vectors (all of them when fewer),
     drawn with ``spec.seed``; with ``spec.exact_share``, the codec's ``exact_above`` comes from the same
     sample."""
-    stacked = np.concatenate([np.asarray(v, dtype=np.float16) for v in vectors]).astype(np.float32)
+    stacked = np.concatenate([np.asarray(v, dtype=np.float16) for v in vectors])
     estimated = max(len(stacked), round(len(stacked) / max(sampled_docs, 1) * num_docs))
     num_centroids, sample = spec.resolve(estimated)
     if num_centroids > len(stacked):
