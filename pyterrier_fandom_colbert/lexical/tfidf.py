@@ -55,6 +55,7 @@ from ..storage import (
     write_artifact_meta,
 )
 from .analysis import Analyzer, stopword_list
+from .postings import PostingsSpill
 from .tfidf_retriever import TfidfRetriever, TfidfScorer
 
 ARTIFACT_TYPE = "sparse_index"
@@ -180,10 +181,12 @@ def postings_weights(tf: sp.csr_matrix, doclens: np.ndarray, k1: float, b: float
 
 def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConfig, text_field: str,
                  store_text: bool, verbose: bool) -> TfidfMeta:
-    """Stream ``docs`` into ``folder``; memory holds the index itself (postings, lexicon, docno set), not texts."""
+    """Stream ``docs`` into ``folder``; memory holds the lexicon, the docno set and a document's offsets, never the
+    texts or the postings (spilled to ``folder`` as they are made: :class:`PostingsSpill`)."""
     analyzer = config.analyzer()
     vocab: Dict[str, int] = {}
-    indptr, indices, counts, doclens = array("q", [0]), array("i"), array("i"), array("q")
+    indptr, doclens = array("q", [0]), array("q")
+    postings = PostingsSpill(folder)
     seen: set = set()
     duplicates: List[str] = []
     offsets = array("q", [0])
@@ -200,9 +203,7 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
                 terms = analyzer.terms(text)
                 tf = Counter(vocab.setdefault(t, len(vocab)) for t in terms)
                 ids = sorted(tf)
-                indices.extend(ids)
-                counts.extend(tf[i] for i in ids)
-                indptr.append(len(indices))
+                indptr.append(postings.add(ids, [tf[i] for i in ids]))
                 doclens.append(len(terms))
                 if text_out is not None:
                     offsets.append(offsets[-1] + text_out.write(text.encode("utf-8")))
@@ -216,12 +217,11 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
                                  f"{' …' if len(shown) > 10 else ''}; every document needs a unique docno")
     finally:
         bar.close()
+        postings.close()
         if text_out is not None:
             text_out.close()
     build_docno_inverse(folder / DOCNOS_FILE)
-    tf_matrix = sp.csr_matrix((np.frombuffer(counts, np.int32), np.frombuffer(indices, np.int32),
-                               np.frombuffer(indptr, np.int64)), shape=(len(doclens), len(vocab)))
-    sp.save_npz(folder / TF_FILE, tf_matrix, compressed=False)
+    postings.save_matrix(folder / TF_FILE, np.frombuffer(indptr, np.int64), len(vocab))
     np.save(folder / DOCLENS_FILE, np.frombuffer(doclens, np.int64))
     (folder / LEXICON_FILE).write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
     names = [TF_FILE, DOCLENS_FILE, LEXICON_FILE, DOCNOS_FILE]
@@ -231,7 +231,7 @@ def _write_index(folder: Path, docs: Iterable[Dict[str, Any]], config: TfidfConf
         names += [TEXT_FILE, TEXT_OFFSETS_FILE]
         streamed[TEXT_FILE] = text_out.entry()
     return TfidfMeta(config=config, num_docs=len(doclens), num_terms=len(vocab), num_tokens=int(sum(doclens)),
-                     num_postings=len(indices), text_field=text_field if store_text else None,
+                     num_postings=postings.count, text_field=text_field if store_text else None,
                      files=build_manifest(folder, names, known=streamed))
 
 
