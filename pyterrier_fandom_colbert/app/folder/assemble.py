@@ -29,7 +29,7 @@ def assemble(index, colbert, tfidf, reuse: np.ndarray, settings: "SearchSettings
     if old is not None and (old.meta.long_docs, old.meta.stride) != ("windows", stride):
         raise ValueError(f"{old.path} stores long passages as {old.meta.long_docs} (stride {old.meta.stride}), not "
                          f"as this build would (windows, stride {stride}); rebuild the folder")
-    docnos = tfidf.docnos.fwd[np.arange(count)] if count else []
+    docnos = docnos_of(tfidf, np.arange(count))
     writer = IndexWriter(index.path, colbert.config, colbert.fingerprint(), long_docs="windows", stride=stride,
                          compression=settings.compression, codec=codec)
     with writer:
@@ -70,6 +70,14 @@ def parts_of(index, doc: int) -> List[int]:
 
 
 
+def docnos_of(tfidf, positions: np.ndarray, block: int = 4096) -> Iterator[str]:
+    """The docnos at ``positions`` of the TF-IDF index, read ``block`` at a time: all of a large wiki's docnos as one
+    numpy array of fixed-width strings would take the longest docno's width for every passage."""
+    positions = np.asarray(positions, dtype=np.int64)
+    for start in range(0, len(positions), block):
+        yield from (str(docno) for docno in tfidf.docnos.fwd[positions[start:start + block]])
+
+
 def stored_passages(tfidf, count: int, positions: Optional[np.ndarray] = None,
                      chunk: int = 1024) -> Iterator[Dict[str, str]]:
     """``docno``/``text`` records read back from the TF-IDF text store, in index order (the ColBERT indexer's
@@ -77,8 +85,7 @@ def stored_passages(tfidf, count: int, positions: Optional[np.ndarray] = None,
     positions = np.arange(count) if positions is None else np.asarray(positions, dtype=np.int64)
     for start in range(0, len(positions), chunk):
         ids = positions[start:start + chunk]
-        docnos = tfidf.docnos.fwd[ids]
-        for docno, text in zip(docnos, tfidf.texts(ids)):
-            yield {"docno": str(docno), "text": text}
+        for docno, text in zip(docnos_of(tfidf, ids, chunk), tfidf.texts(ids)):
+            yield {"docno": docno, "text": text}
 
 

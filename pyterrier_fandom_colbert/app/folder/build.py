@@ -34,7 +34,7 @@ from ...storage import (
     remove_stale_builds,
     write_artifact_meta,
 )
-from .assemble import assemble, stored_passages
+from .assemble import assemble, docnos_of, stored_passages
 from .manifest import (
     COLBERT_DIR,
     COLBERT_META,
@@ -375,8 +375,7 @@ def encode_passages(tmp: Path, read: ReadPassages, colbert, settings: SearchSett
         kept.append(chunks)
     encode_into(chunks, colbert, read.tfidf, fresh, stride, verbose)
     if codec is None and previous is None:  # a fresh build: everything encoded, the codec trained on it
-        _write_index(index, colbert, read.tfidf.docnos.fwd[fresh] if len(fresh) else [], chunks, settings, stride,
-                     verbose)
+        _write_index(index, colbert, docnos_of(read.tfidf, fresh), chunks, settings, stride, verbose)
     else:
         assemble(index, colbert, read.tfidf, read.reuse, settings, codec, previous, chunks.passages())
     if not index.compressed:
@@ -391,8 +390,9 @@ def _write_index(index, colbert, docnos, chunks: EncodedChunks, settings: Search
 
     A residual codec is trained first, on the rows the writer's fp16 spill would sample (a pass counting the
     tokens, a pass gathering the sample: :class:`~...index.residual.compress.TrainedCodec`), so the writer codes
-    the passages as they come: the same index without a second full copy of the vectors on disk, and only the
-    sample in memory. The kept chunks are read three times; reading them is cheap next to encoding them."""
+    the passages as they come: the same index without a second full copy of the vectors on disk, and the sample
+    in a memory-mapped file among the kept chunks. The kept chunks are read three times; reading them is cheap
+    next to encoding them."""
     from ...index.residual.compress import TrainedCodec
     from ...index.writer import IndexWriter
 
@@ -400,7 +400,8 @@ def _write_index(index, colbert, docnos, chunks: EncodedChunks, settings: Search
     if spec.compressed:
         num_tokens = sum(len(vectors) for vectors, _, _ in chunks.passages())
         if num_tokens:  # (no passages: the writer says so)
-            codec = TrainedCodec.train((vectors for vectors, _, _ in chunks.passages()), num_tokens, spec)
+            codec = TrainedCodec.train((vectors for vectors, _, _ in chunks.passages()), num_tokens, spec,
+                                       scratch=chunks.path)  # (a file there left by a kill is removed on resume)
     with IndexWriter(index.path, colbert.config, colbert.fingerprint(), long_docs="windows", stride=stride,
                      compression=spec, codec=codec, verbose=verbose) as writer:
         for docno, (vectors, ids, parts) in zip(docnos, chunks.passages()):
