@@ -157,7 +157,8 @@ class Searcher:
 
                     self._systems[system] = dense_retriever(self.index, s, depth, self._ray, self._ray_timeout_s)
                 elif system == "colbert":
-                    self._systems[system] = self.colbert.query_encoder() >> self.pipeline("dense")
+                    # one stage where the index's retriever fuses with its encoder (no frame between them)
+                    self._systems[system] = (self.colbert.query_encoder() >> self.pipeline("dense")).compile()
                 else:
                     self._systems[system] = self.colbert.query_encoder() >> hybrid_system(
                         self.pipeline("tfidf"), self.pipeline("dense"), s.fusion)

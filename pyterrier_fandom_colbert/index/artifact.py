@@ -360,14 +360,8 @@ class ColBERTIndex(pt.Artifact):
         self.check()
         store = self.store
         check_retriever_options(store, options)
-        stage = store.retriever(**options)
-        if colbert is None:
-            return stage
-        from .text_search import TextRetriever, VectorSearch
-
-        self.check_encoder(colbert)
-        return TextRetriever(colbert.query_encoder(strict=bool(options.get("strict", False))),
-                             cast(VectorSearch, stage))
+        # given the encoder, the pipeline compiles to one stage (the retrievers' fuse_left: a TextRetriever)
+        return self._with_encoder(colbert, store.retriever(**options), bool(options.get("strict", False))).compile()
 
     def searcher(self, colbert: "ColBERT", **options: Any) -> "TextSearcher":
         """One query's text → ``(docnos, scores)``, best first, with no DataFrame around it
