@@ -10,7 +10,8 @@ Each prefix is written to a JSONL file first and streamed into ``build_folder`` 
 fresh process of its own, so the build's memory is its own: its peak RSS (``os.wait4``) and its RSS sampled every
 half second, summarised as the highest RSS in each tenth of the build's wall time (a streamed build's curve is
 flat after the model loads; one that holds the corpus climbs), and the same for its anonymous memory alone
-(``RssAnon``: the file pages of memory-mapped index files, which the kernel reclaims at will, left out). Per
+(``RssAnon``: the file pages of memory-mapped index files, which the kernel reclaims at will, left out), also
+split at the last chunk encoded: its peak while reading and encoding, and while writing the index. Per
 build: passages, tokens, the manifest's ColBERT and total seconds, the seconds after encoding (from the last
 chunk encoded to the folder complete: training the codec, writing the index), passages per second, milliseconds per
 passage, the folder's bytes on disk, and the peak disk used under the folder's parent during the build beyond what
@@ -222,6 +223,11 @@ def run_child(command: List[str], disk: Optional[Path] = None) -> Dict[str, Any]
             row[key] = [round(max((s[column] for s in samples if i / 10 * end <= s[0] <= (i + 1) / 10 * end),
                                   default=0.0), 1) for i in range(10)]
         row["peak_anon_mb"] = round(max(s[2] for s in samples), 1)
+        if row.get("after_encoding_s") is not None:  # the two phases: encoding (and reading), then the index
+            cut = end - row["after_encoding_s"]
+            for key, phase in (("peak_anon_before_index_mb", lambda t: t < cut),
+                               ("peak_anon_index_mb", lambda t: t >= cut)):
+                row[key] = round(max((s[2] for s in samples if phase(s[0])), default=0.0), 1)
     if disk is not None:
         row["peak_disk_mb"] = round((max(disk_peak) - disk_before) / 1e6, 1)
     return row
