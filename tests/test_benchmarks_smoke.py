@@ -314,6 +314,15 @@ def check_compress_bench(tiny: Tiny, stdout: str) -> None:
     assert row["close_seconds"] >= 0 and row["num_centroids"] > 0 and 0 < row["bytes_per_token"] < 2 * 16 + 4
 
 
+def check_build_memory(tiny: Tiny, stdout: str) -> None:
+    (row,) = json.loads((tiny.out / "build_memory.json").read_text())
+    assert row["code"] == str(ROOT) and row["idle_mb"] > 0 and row["peak_above_idle_mb"] >= 0 and row["seconds"] >= 0
+    if row["step"] == "tfidf":  # 300 passages of 90 words each, some repeated within a passage
+        assert row["size"] == 300 and 300 <= row["postings"] <= 300 * 90 and 0 < row["terms"] <= row["postings"]
+    else:  # 5,000 vectors: 4·sqrt(5,000) = 283 → 256 centroids; the sample is every vector, in the scratch folder
+        assert (row["size"], row["centroids"], row["sample"], row["scratch"]) == (5000, 256, 5000, True)
+
+
 RUNS: Dict[str, Run] = {
     "plaid_compare build": Run(
         "benchmarks/plaid_compare.py",
@@ -353,6 +362,12 @@ RUNS: Dict[str, Run] = {
                           check_compress_bench),
     "stopwords_bench": Run("benchmarks/stopwords_bench.py",
                            lambda t: ["--data-root", str(t.root), "--sets", "scifact"], check_stopwords),
+    "build_memory tfidf": Run("benchmarks/build_memory.py",
+                              lambda t: ["tfidf", "--sizes", "300", "--out", str(t.out / "build_memory.json")],
+                              check_build_memory),
+    "build_memory codec": Run("benchmarks/build_memory.py",
+                              lambda t: ["codec", "--sizes", "5000", "--out", str(t.out / "build_memory.json")],
+                              check_build_memory, slow=True),
 }
 
 
