@@ -20,6 +20,7 @@ import pyterrier as pt
 from ..frames import EqualByKey, check_query_text, empty_output, require_columns, usable_query_rows
 from ..model.encoders import QUERY_COLUMNS, QueryEncoder
 from ..params import Parameters
+from ..progress import progress
 from ..ranking import found_hits, hits_columns
 from .doc_blocks import refuse_non_finite_queries
 
@@ -157,6 +158,31 @@ def _objects(values: Sequence[Any]) -> np.ndarray:
     for i, v in enumerate(values):
         out[i] = v
     return out
+
+
+class BatchedSearch:
+    """Mixin of the single-index retrievers: :meth:`search_all` runs their ``search_vectors`` over
+    ``SEARCH_BATCH`` queries at a time, with a progress bar (``SEARCH_DESC``) when ``verbose``."""
+
+    SEARCH_BATCH = 1
+    SEARCH_DESC = "ColBERT retrieval"
+    verbose: bool
+
+    def search_vectors(self, queries: Sequence["torch.Tensor"]) -> List[Tuple[np.ndarray, np.ndarray]]:
+        raise NotImplementedError  # (the retriever's own)
+
+    def search_all(self, queries: Sequence["torch.Tensor"]) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search_vectors` of ``queries`` (checked), ``SEARCH_BATCH`` at a time."""
+        found: List[Tuple[np.ndarray, np.ndarray]] = []
+        bar = progress(total=len(queries), desc=self.SEARCH_DESC, unit="query", enabled=self.verbose)
+        try:
+            for start in range(0, len(queries), self.SEARCH_BATCH):
+                batch = queries[start:start + self.SEARCH_BATCH]
+                found.extend(self.search_vectors(batch))
+                bar.update(len(batch))
+        finally:
+            bar.close()
+        return found
 
 
 class FusesWithEncoder:

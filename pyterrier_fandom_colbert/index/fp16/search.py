@@ -29,13 +29,12 @@ from ...frames import (
 )
 from ...model.encoders import query_tensors
 from ...params import Parameters
-from ...progress import progress
 from ...ranking import Hits, found_hits, top_k
 from ...storage import DamagedFileError, artifact_path
 from ..ann import FaissSpec
 from ..doc_blocks import length_sorted_blocks, padded_blocks, refuse_non_finite_queries  # noqa: F401 (also importable from here)
 from ..layout import VECTORS_FILE
-from ..text_search import FusesWithEncoder
+from ..text_search import BatchedSearch, FusesWithEncoder
 from .options import check_neighbour_search
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -203,7 +202,7 @@ def search(index: "ColBERTIndex", ann: "AnnIndex", queries: Sequence["torch.Tens
 QUERY_INPUT = ["qid", "query_embs"]
 
 
-class ColBERTRetriever(FusesWithEncoder, EqualByKey, Parameters, pt.Transformer):
+class ColBERTRetriever(BatchedSearch, FusesWithEncoder, EqualByKey, Parameters, pt.Transformer):
     """End-to-end retriever: qid, query_embs → + docno, score, rank (other input columns kept).
 
     The query vectors come from ``colbert.query_encoder()`` of the encoder that built the index:
@@ -214,6 +213,8 @@ class ColBERTRetriever(FusesWithEncoder, EqualByKey, Parameters, pt.Transformer)
     ``faiss=None`` (default) is :func:`default_search` for the index's size, resolved here: the object (its
     ``spec``, ``nprobe``, ``refine``, repr and equality) holds the setting actually used.
     """
+
+    SEARCH_BATCH = QUERY_BATCH
 
     def __init__(self, index: "ColBERTIndex", *, num_results: int = 1000,
                  lam: Optional[float] = None, k_hat: Optional[int] = None,
@@ -282,19 +283,6 @@ class ColBERTRetriever(FusesWithEncoder, EqualByKey, Parameters, pt.Transformer)
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
         return Hits(inp, *found_hits(codes, self.search_all(unique), self.index.docnos_of))
-
-    def search_all(self, queries: Sequence["torch.Tensor"]) -> List[Tuple[np.ndarray, np.ndarray]]:
-        """:meth:`search_vectors` of ``queries`` (checked) in batches, with the progress bar when ``verbose``."""
-        found: List[Tuple[np.ndarray, np.ndarray]] = []
-        bar = progress(total=len(queries), desc="ColBERT retrieval", unit="query", enabled=self.verbose)
-        try:
-            for start in range(0, len(queries), QUERY_BATCH):
-                batch = queries[start:start + QUERY_BATCH]
-                found.extend(self.search_vectors(batch))
-                bar.update(len(batch))
-        finally:
-            bar.close()
-        return found
 
     def search_vectors(self, queries: Sequence["torch.Tensor"]) -> List[Tuple[np.ndarray, np.ndarray]]:
         """Per query (its scoring vectors ``[n, d]`` float32): the top ``num_results`` (document ids, exact scores),

@@ -40,10 +40,9 @@ from ...frames import (
 )
 from ...model.encoders import query_tensors
 from ...params import Parameters
-from ...progress import progress
 from ...ranking import Hits, concat_slices, found_hits, top_k
 from ..doc_blocks import doc_spans, refuse_non_finite_queries, token_blocks
-from ..text_search import FusesWithEncoder
+from ..text_search import BatchedSearch, FusesWithEncoder
 from .arrays import CompressedStore, ReadGuard, build_ivf, doc_code_pairs, list_docs  # noqa: F401 (home: arrays)
 from .options import check_pruning
 
@@ -364,13 +363,15 @@ class Overrides(NamedTuple):
     nscore: Optional[int]
 
 
-class CentroidRetriever(FusesWithEncoder, EqualByKey, Parameters, pt.Transformer):
+class CentroidRetriever(BatchedSearch, FusesWithEncoder, EqualByKey, Parameters, pt.Transformer):
     """End-to-end retriever over a compressed index: qid, query_embs → + docno, score, rank (other input columns
     kept). ``index.retriever(colbert)`` of a compressed index builds ``colbert.query_encoder() >>`` this.
 
     ``ncells``, ``threshold``, ``ndocs`` and ``nscore`` override the defaults that :meth:`SearchParams.for_k`
     picks for ``num_results`` (also after ``% k``).
     """
+
+    SEARCH_DESC = "ColBERT retrieval (compressed)"
 
     def __init__(self, index: "ColBERTIndex", *, num_results: int = 1000, ncells: Optional[int] = None,
                  threshold: Optional[float] = None, ndocs: Union[int, str, None] = "auto",
@@ -420,18 +421,6 @@ class CentroidRetriever(FusesWithEncoder, EqualByKey, Parameters, pt.Transformer
         codes, unique = query_tensors(inp, self.index.meta.dim, self)
         refuse_non_finite_queries(inp, codes, unique, self)
         return Hits(inp, *found_hits(codes, self.search_all(unique), self.index.docnos_of))
-
-    def search_all(self, queries: Sequence["torch.Tensor"]) -> List[Tuple[np.ndarray, np.ndarray]]:
-        """:meth:`search_vectors` of ``queries`` (checked), one at a time, with the progress bar when ``verbose``."""
-        found: List[Tuple[np.ndarray, np.ndarray]] = []
-        bar = progress(total=len(queries), desc="ColBERT retrieval (compressed)", unit="query", enabled=self.verbose)
-        try:
-            for q in queries:
-                found.extend(self.search_vectors([q]))
-                bar.update(1)
-        finally:
-            bar.close()
-        return found
 
     def search_vectors(self, queries: Sequence["torch.Tensor"]) -> List[Tuple[np.ndarray, np.ndarray]]:
         """Per query (its scoring vectors ``[n, d]`` float32): the top ``num_results`` (document ids, scores), best
