@@ -158,6 +158,23 @@ def train_centroids(sample: np.ndarray, num_centroids: int, *, niter: int = 4, s
     return centroids.astype(np.float16).astype(np.float32)
 
 
+def as_float32(block: np.ndarray) -> np.ndarray:
+    """``block`` as float32 (no copy if it is already); float16 through torch, whose conversion is vectorised
+    (numpy's took 16x as long over k-means blocks). The same values either way.
+
+    >>> as_float32(np.array([[0.5, -2.0]], dtype=np.float16)).tolist()
+    [[0.5, -2.0]]
+    """
+    if block.dtype != np.float16:
+        return np.asarray(block, dtype=np.float32)
+    import torch
+
+    block = np.ascontiguousarray(block)
+    if not block.flags.writeable:  # (torch shares the memory, and warns of a read-only array)
+        block = block.copy()
+    return torch.from_numpy(block).float().numpy()
+
+
 class SampleRows:
     """Rows ``rows`` (ascending; None: all) of ``array [n, d]``, read as float32 a slice at a time:
     ``SampleRows(a, r)[i:j]`` is ``a[r[i:j]]``. What k-means reads its sample through, so that training on part
@@ -181,12 +198,11 @@ class SampleRows:
         return (len(self), *self.array.shape[1:])
 
     def __getitem__(self, part: slice) -> np.ndarray:
-        got = self.array[part] if self.rows is None else self.array[self.rows[part]]
-        return np.asarray(got, dtype=np.float32)
+        return as_float32(self.array[part] if self.rows is None else self.array[self.rows[part]])
 
     def take(self, index: np.ndarray) -> np.ndarray:
         """Rows ``index`` of the view, float32."""
-        return np.asarray(self.array[index if self.rows is None else self.rows[index]], dtype=np.float32)
+        return as_float32(self.array[index if self.rows is None else self.rows[index]])
 
 
 #: how far apart the two halves of a split cluster start (FAISS's ``EPS`` of the same rule)
@@ -520,7 +536,7 @@ def exact_threshold(codec: ResidualCodec, sample: np.ndarray, share: float) -> O
     """
     if share == 0:
         return None
-    blocks = (np.asarray(sample[s:s + ASSIGN_BLOCK], dtype=np.float32) for s in range(0, len(sample), ASSIGN_BLOCK))
+    blocks = (as_float32(sample[s:s + ASSIGN_BLOCK]) for s in range(0, len(sample), ASSIGN_BLOCK))
     errors = np.concatenate([codec.errors(block, *codec.compress(block)) for block in blocks])
     return float(np.quantile(errors, 1 - share))
 
