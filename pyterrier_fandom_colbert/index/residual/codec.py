@@ -165,6 +165,7 @@ def as_float32(block: np.ndarray) -> np.ndarray:
     >>> as_float32(np.array([[0.5, -2.0]], dtype=np.float16)).tolist()
     [[0.5, -2.0]]
     """
+    block = np.asarray(block)
     if block.dtype != np.float16:
         return np.asarray(block, dtype=np.float32)
     import torch
@@ -227,7 +228,7 @@ def update_centroids(sample: Any, assign: np.ndarray, previous: np.ndarray) -> n
     sums = torch.zeros(k, d, dtype=torch.float32)
     index = torch.from_numpy(np.asarray(assign, dtype=np.int64))
     for start in range(0, len(sample), ASSIGN_BLOCK):  # in order, a block at a time: the sums of one index_add_
-        block = np.asarray(sample[start:start + ASSIGN_BLOCK], dtype=np.float32)
+        block = as_float32(sample[start:start + ASSIGN_BLOCK])
         sums.index_add_(0, index[start:start + len(block)], torch.from_numpy(block))
     centroids = np.asarray(previous, dtype=np.float32).copy()
     full = counts > 0
@@ -264,7 +265,7 @@ def nearest_centroids(vectors: Any, centroids: np.ndarray, block: Optional[int] 
     # one score buffer for all blocks: a fresh [block, C] matrix per block costs page faults that rival the matmul
     buffer = torch.empty(min(block, len(vectors)), len(c), dtype=torch.float32)
     for start in range(0, len(vectors), block):
-        x = torch.as_tensor(np.asarray(vectors[start:start + block], dtype=np.float32))
+        x = torch.as_tensor(as_float32(vectors[start:start + block]))
         scores = buffer[:len(x)]
         torch.addmm(neg_half_norms, x, c_t, out=scores)  # x·c − |c|²/2 in one pass
         # numpy's argmax (the first of equal maxima, as torch's) is 3x faster than torch's over [4096, 8192]
