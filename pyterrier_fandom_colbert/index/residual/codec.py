@@ -424,9 +424,9 @@ class ResidualCodec:
         centroids = train_centroids(sample, num_centroids, niter=niter, seed=seed, spherical=spherical,
                                     rows=np.sort(train_rows))
         residuals = SampleRows(sample).take(np.sort(bucket_rows))
+        codes = nearest_centroids(residuals, centroids)  # one call: its score buffer is made once
         for start in range(0, len(residuals), ASSIGN_BLOCK):  # in place: the held-out rows are the one copy
-            block = residuals[start:start + ASSIGN_BLOCK]
-            block -= centroids[nearest_centroids(block, centroids)]
+            residuals[start:start + ASSIGN_BLOCK] -= centroids[codes[start:start + ASSIGN_BLOCK]]
         cutoffs, weights = fit_buckets(residuals, nbits)
         return cls(centroids, cutoffs, weights, nbits)
 
