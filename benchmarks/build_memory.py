@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_io import require_work, write_report  # noqa: E402  (benchmarks/bench_io.py)
 
 
 def anon_mb() -> float:
@@ -74,6 +77,7 @@ def tfidf_worker(n: int, work: Path) -> Dict[str, Any]:
     started = time.perf_counter()
     with Peak() as peak:
         index = TfidfIndex.build(work / "tfidf", docs(), store_text=True)
+    require_work({"passages indexed": (index.meta.num_docs, n)})
     return {"step": "tfidf", "size": n, "idle_mb": round(peak.idle), "peak_above_idle_mb": round(peak.peak - peak.idle),
             "seconds": round(time.perf_counter() - started, 1), "postings": index.meta.num_postings,
             "terms": index.meta.num_terms}
@@ -103,6 +107,7 @@ def codec_worker(tokens: int, work: Path) -> Dict[str, Any]:
     with Peak() as peak:
         trained = TrainedCodec.train([vectors], tokens, spec, **scratch)
     centroids, sample = spec.resolve(tokens)
+    require_work({"sample rows": (trained.sample, sample), "centroids": (trained.codec.num_centroids, centroids)})
     return {"step": "codec", "size": tokens, "centroids": centroids, "sample": sample, "idle_mb": round(peak.idle),
             "peak_above_idle_mb": round(peak.peak - peak.idle), "seconds": round(time.perf_counter() - started, 1),
             "scratch": bool(scratch), "codec_centroids_sum": float(trained.codec.centroids.sum())}
@@ -140,10 +145,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             rows.append(row)
             print(f"{args.step} {size:>10,} {Path(row['code']).name:>10}: +{row['peak_above_idle_mb']:,} MB over "
                   f"{row['idle_mb']} MB idle, {row['seconds']} s", flush=True)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(rows, indent=2))
-    return 0
+    return write_report(args.out, {"step": args.step, "rows": rows}) if args.out else 0
 
 
 if __name__ == "__main__":

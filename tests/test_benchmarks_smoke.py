@@ -315,7 +315,9 @@ def check_compress_bench(tiny: Tiny, stdout: str) -> None:
 
 
 def check_build_memory(tiny: Tiny, stdout: str) -> None:
-    (row,) = json.loads((tiny.out / "build_memory.json").read_text())
+    report = json.loads((tiny.out / "build_memory.json").read_text())
+    (row,) = report["rows"]
+    assert row["step"] == report["step"]
     assert row["code"] == str(ROOT) and row["idle_mb"] > 0 and row["peak_above_idle_mb"] >= 0 and row["seconds"] >= 0
     if row["step"] == "tfidf":  # 300 passages of 90 words each, some repeated within a passage
         assert row["size"] == 300 and 300 <= row["postings"] <= 300 * 90 and 0 < row["terms"] <= row["postings"]
