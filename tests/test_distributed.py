@@ -259,6 +259,30 @@ def test_a_killed_worker_loses_only_its_shard_and_the_build_resumes(cluster, tin
     index.verify()
 
 
+def test_a_shard_written_whole_is_kept_when_its_writer_dies_before_reporting(cluster, tiny_bert_dir, corpus,
+                                                                           tmp_path):
+    """The writer's process ends between finishing shard 0 and returning its report: shard 0 is whole on disk,
+    so it is kept and only shard 1 (queued behind it on that writer) is lost."""
+    from pyterrier_fandom_colbert.distributed.build import LostShardsError, ShardWriter
+
+    class DyingWriter(ShardWriter):
+        def close(self):
+            super().close()
+            os._exit(1)
+
+    target = tmp_path / "whole"
+    with pytest.raises(LostShardsError) as caught:
+        _indexer(target, tiny_bert_dir, num_shards=2, workers=1, writer=DyingWriter).index(corpus)
+    assert sorted(caught.value.lost) == [1]
+    work = work_folder(target)
+    assert sorted(p.name for p in work.glob("shard-0000?")) == ["shard-00000"]
+    indexer = _indexer(target, tiny_bert_dir, num_shards=2, workers=1)
+    index = indexer.index(corpus)
+    assert [r["shard"] for r in indexer.reports] == [1]
+    assert len(index) == NUM_DOCS
+    index.verify()
+
+
 def test_pfc_search_folder_with_a_sharded_colbert_part_built_and_served_on_ray(cluster, tiny_bert_dir, corpus,
                                                                               tmp_path):
     """`pfc index --ray` (build_folder with a RayBuild) and `pfc serve --ray` (Searcher with ray): the sharded

@@ -20,7 +20,9 @@ shard, resumable from the work folder) and differs in who does the work:
   never pass through the driver), and the writer streams them into the one-pass writer
   (:class:`~pyterrier_fandom_colbert.index.writer.IndexWriter`, with the shared codec). A writer that dies (its
   worker killed, its machine gone) loses its shard in flight and those queued behind it on that actor: the others
-  complete, the build then fails naming the lost shards, and running it again builds only those.
+  complete, the build then fails naming the lost shards, and running it again builds only those. A shard is lost
+  when its files are not whole: one written whole whose writer died before its report reached the driver is kept
+  (its report holds only ``report_lost``, the cause).
 
 The target folder must be on storage every node of the cluster can write (one machine, or a shared file system).
 """
@@ -420,7 +422,11 @@ class ShardedIndexer:
                 reports.append({"shard": i, "path": str(build.shard_path(i)), **report})
             except Exception as err:  # a lost worker or a failed write: this shard (and those queued behind it)
                 lines = [line for line in str(err).splitlines() if line.strip()]
-                lost[i] = f"{type(err).__name__}: {lines[-1] if lines else ''}"  # the cause, not Ray's header
+                cause = f"{type(err).__name__}: {lines[-1] if lines else ''}"  # the cause, not Ray's header
+                if build.done(i):  # written whole, and its writer died before its report reached the driver
+                    reports.append({"shard": i, "path": str(build.shard_path(i)), "report_lost": cause})
+                else:
+                    lost[i] = cause
         self.timings["written"] = time.perf_counter() - started
         for actor in writers:
             ray.kill(actor)
