@@ -25,9 +25,9 @@ index's own search): p50 and p95 in ms, and the opening time.
 
 ``--precision`` is the builds' (``auto`` by default, as ``pfc index``); ``--float32-at N`` adds a float32 build of
 size N (today's library default, item 3 of issue 41), ``--one-thread-at N`` one with 1 torch thread (the per-core
-rate of the projection). The builds run in the order given, alternating; say the machine's load with the figures
-(each row records the 1-minute load average before and after it). Skips (exit 0, a message) without the shared
-data.
+rate of the projection); ``--low-memory`` builds as ``pfc index --low-memory``. The builds run in the order
+given, alternating; say the machine's load with the figures (each row records the 1-minute load average before and
+after it). Skips (exit 0, a message) without the shared data.
 """
 from __future__ import annotations
 
@@ -114,6 +114,10 @@ def stream(path: Path) -> Iterator[Dict[str, Any]]:
 
 
 def build_worker(args) -> int:
+    if args.low_memory:  # as pfc index --low-memory, before torch allocates
+        from pyterrier_fandom_colbert.heap import give_back_freed_memory
+
+        give_back_freed_memory()
     import torch
 
     from pyterrier_fandom_colbert.app.folder import build_folder
@@ -250,6 +254,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--search-only", action="store_true",
                     help="time the searches of the folders an earlier run built (same arguments), build nothing")
     ap.add_argument("--builds-only", action="store_true", help="build the folders, time no searches")
+    ap.add_argument("--low-memory", action="store_true", help="builds as pfc index --low-memory")
     ap.add_argument("--worker", choices=("build", "search"), help=argparse.SUPPRESS)
     ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--passages", type=Path, help=argparse.SUPPRESS)
@@ -295,7 +300,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             continue
         checkpoint = ["--checkpoint", args.checkpoint] if args.checkpoint else []
         build = run_child([*me, "--worker", "build", "--folder", str(folder), "--passages", str(prefixes[n]),
-                           "--precision", precision, *with_threads, *checkpoint], disk=folder.parent)
+                           "--precision", precision, *with_threads, *checkpoint,
+                           *(["--low-memory"] if args.low_memory else [])], disk=folder.parent)
         build.update(size=n, requested_precision=precision, folder_bytes=folder_bytes(folder),
                      passages_per_s=round(build["passages"] / build["total_s"], 3),
                      ms_per_passage=round(1000 * build["total_s"] / build["passages"], 2),

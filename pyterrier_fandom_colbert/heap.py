@@ -7,6 +7,12 @@ freed in its heaps for reuse, fragmented, so a build's resident memory climbed w
 progress calls, so it trims within a chunk of passages too), which returns the free pages, and once more when
 encoding ends (:meth:`HeapTrimmer.finish`), before the codec is trained; elsewhere (not glibc) it does nothing,
 and says so through :func:`can_trim`.
+
+What a trim cannot bound is the heap freed between two trims: a build's peak is set by those highs, which a longer
+build meets more of. :func:`give_back_freed_memory` (``pfc index --low-memory``) takes them away: every allocation
+from 128 KiB up gets pages of its own, returned when freed, so the resident memory is what is in use, at a cost in
+speed (the pages of each batch's activations are zeroed again; docs/results.md, "Build memory: low-memory
+builds").
 """
 from __future__ import annotations
 
@@ -53,6 +59,28 @@ def _libc() -> Optional[Any]:
         return libc if hasattr(libc, "malloc_trim") else None
     except OSError:
         return None
+
+
+#: ``mallopt``'s number for the mmap threshold (glibc's ``malloc.h``)
+M_MMAP_THRESHOLD = -3
+#: the threshold :func:`give_back_freed_memory` sets: glibc's initial one, no longer raised as freed blocks go by
+LOW_MEMORY_MMAP_THRESHOLD = 128 * 1024
+
+
+def give_back_freed_memory(threshold: int = LOW_MEMORY_MMAP_THRESHOLD) -> None:
+    """Make every allocation of ``threshold`` bytes or more one of its own pages, given back to the operating
+    system when freed, for the rest of this process.
+
+    glibc starts with a 128 KiB threshold and raises it (up to 32 MiB) to the size of each such block freed, so
+    that an encoder's activations soon come from the heap, where what is freed stays resident until a trim.
+    Setting it (``mallopt(M_MMAP_THRESHOLD)``) also stops it moving. Raises OSError where the C library has no
+    ``mallopt`` (not glibc), rather than building with memory the caller did not ask for."""
+    if threshold < 1:
+        raise ValueError(f"threshold={threshold!r}; expected a positive number of bytes")
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mallopt") or libc.mallopt(M_MMAP_THRESHOLD, int(threshold)) != 1:
+        raise OSError("giving freed memory back at once (--low-memory) needs glibc's mallopt (Linux); this "
+                      "process's C library has none")
 
 
 def can_trim() -> bool:

@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--min-words", type=int, default=None, metavar="N",
                     help="a dump's pages with fewer than N words of text and infobox facts are skipped as stubs "
                          "(default 20; 0 keeps every page with text)")
+    ix.add_argument("--low-memory", action="store_true",
+                    help="give memory the encoder frees back to the system at once: a lower peak that does not "
+                         "grow with the build, for slower encoding (docs/app.md has the figures); not with --ray")
     _ray_arguments(ix, "encode the passages on a Ray cluster into a sharded, compressed ColBERT index")
     ix.add_argument("--shards", type=int, default=None, help="with --ray: shards (default one per 250,000 passages)")
     ix.add_argument("--workers", type=int, default=None,
@@ -288,6 +291,9 @@ def _check_index(args: argparse.Namespace) -> None:
     int_in_range("--depth", args.depth, 1, what="results per system")
     if args.min_words is not None:
         int_in_range("--min-words", args.min_words, 0)
+    if args.low_memory and args.ray is not None:
+        raise ValueError("--low-memory applies to a build's own process; with --ray the passages are encoded by "
+                         "Ray's workers: leave out one of them")
     if args.update:
         given = [name for name, value in (("--overwrite", args.overwrite), ("--checkpoint", args.checkpoint),
                                           ("--compression", args.compression), ("--faiss", args.faiss),
@@ -451,6 +457,10 @@ def _build_ann(args) -> int:
 def _index(args) -> int:
     from .folder import build_folder, update_folder
 
+    if args.low_memory:
+        from ..heap import give_back_freed_memory
+
+        give_back_freed_memory()  # before the encoder loads: its allocations too
     if args.update:
         report = update_folder(args.source, args.folder, batch_size=args.batch_size, verbose=not args.quiet,
                                restart=args.restart, force=args.force)
