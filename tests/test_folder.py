@@ -196,6 +196,30 @@ def test_an_update_refuses_a_damaged_folder_naming_the_file(sample_folder, tmp_p
     assert (folder / damaged).read_bytes() == bytes(data)  # refused before anything was written
 
 
+def test_pfc_index_low_memory_is_set_before_the_build_and_refused_with_ray(monkeypatch, tmp_path, capsys):
+    from pyterrier_fandom_colbert import heap
+    from pyterrier_fandom_colbert.app import folder as folder_module
+
+    calls = []
+    monkeypatch.setattr(heap, "give_back_freed_memory", lambda: calls.append("low-memory"))
+
+    def build_folder(*args, **kwargs):  # (stands in for the build: mallopt in a test worker would stay set)
+        calls.append("build")
+        raise ValueError("not built in this test")
+
+    monkeypatch.setattr(folder_module, "build_folder", build_folder)
+    assert main(["index", str(SAMPLE), str(tmp_path / "w"), "--low-memory", "--quiet"]) == 2
+    assert calls == ["low-memory", "build"]
+    calls.clear()
+    assert main(["index", str(SAMPLE), str(tmp_path / "w"), "--quiet"]) == 2
+    assert calls == ["build"]
+    calls.clear()
+    capsys.readouterr()
+    assert main(["index", str(SAMPLE), str(tmp_path / "w"), "--low-memory", "--ray", "--quiet"]) == 2
+    assert "--low-memory applies to a build's own process; with --ray" in capsys.readouterr().err
+    assert calls == []
+
+
 def test_update_refuses_what_it_cannot_do(sample_folder, tmp_path, colbert, tiny_bert_dir, capsys):
     records = [{"docno": "a", "text": "the lantern order keeps the flame"}]
     built = tmp_path / "records"

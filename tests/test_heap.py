@@ -2,6 +2,8 @@
 and every encoding loop of a build calls it."""
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 
 import pandas as pd
@@ -30,6 +32,42 @@ def test_trim_returns_freed_heap_pages():
     after = _rss_anon_mb()
     assert before - after > 100, (before, after)
     assert keep[0] == ord("x")
+
+
+#: in a fresh process: frees a 20 MiB block (glibc then raises its mmap threshold to 20 MiB, unless it was fixed),
+#: then touches and frees a 16 MiB one; prints the anonymous memory still held after that, in MiB
+_HELD_AFTER_FREE = """
+import json, sys
+from pyterrier_fandom_colbert import heap
+def anon():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("RssAnon:"))
+if sys.argv[1] == "low":
+    heap.give_back_freed_memory()
+first = bytearray(20 << 20)
+del first
+before = anon()
+block = bytearray(16 << 20)
+during = anon()
+del block
+print(json.dumps({"during": during - before, "after": anon() - before}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not heap.can_trim(), reason="needs glibc's mallopt")
+def test_low_memory_gives_a_freed_block_back_at_once_where_the_default_keeps_it():
+    held = {}
+    for mode in ("default", "low"):
+        done = subprocess.run([sys.executable, "-c", _HELD_AFTER_FREE, mode], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        held[mode] = json.loads(done.stdout)
+    for mode in held:
+        assert held[mode]["during"] > 14, held  # the block's 16 MiB were resident while in use, in both
+    assert held["default"]["after"] > 12, held  # kept in the heap: glibc's threshold had risen past 16 MiB
+    assert held["low"]["after"] < 4, held  # its own pages, given back when freed
+    with pytest.raises(ValueError, match="threshold=0"):
+        heap.give_back_freed_memory(0)
 
 
 def test_trimmer_counts_and_refuses_bad_settings():
