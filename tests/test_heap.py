@@ -2,6 +2,7 @@
 and every encoding loop of a build calls it."""
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -36,21 +37,19 @@ def test_trim_returns_freed_heap_pages():
 
 #: in a fresh process: frees a 20 MiB block (glibc then raises its mmap threshold to 20 MiB, unless it was fixed),
 #: then touches and frees a 16 MiB one; prints the anonymous memory still held after that, in MiB
+#: (after the source of :func:`_rss_anon_mb`)
 _HELD_AFTER_FREE = """
 import json, sys
 from pyterrier_fandom_colbert import heap
-def anon():
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("RssAnon:"))
 if sys.argv[1] == "low":
     heap.give_back_freed_memory()
 first = bytearray(20 << 20)
 del first
-before = anon()
+before = _rss_anon_mb()
 block = bytearray(16 << 20)
-during = anon()
+during = _rss_anon_mb()
 del block
-print(json.dumps({"during": during - before, "after": anon() - before}))
+print(json.dumps({"during": during - before, "after": _rss_anon_mb() - before}))
 """
 
 
@@ -58,8 +57,8 @@ print(json.dumps({"during": during - before, "after": anon() - before}))
 def test_low_memory_gives_a_freed_block_back_at_once_where_the_default_keeps_it():
     held = {}
     for mode in ("default", "low"):
-        done = subprocess.run([sys.executable, "-c", _HELD_AFTER_FREE, mode], capture_output=True, text=True,
-                              timeout=120)
+        code = inspect.getsource(_rss_anon_mb) + _HELD_AFTER_FREE
+        done = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         held[mode] = json.loads(done.stdout)
     for mode in held:

@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default 20; 0 keeps every page with text)")
     ix.add_argument("--low-memory", action="store_true",
                     help="give memory the encoder frees back to the system at once: a lower peak that does not "
-                         "grow with the build, for slower encoding (docs/app.md has the figures); not with --ray")
+                         "grow with the build, for slower encoding (docs/folder.md has the figures); not with --ray")
     _ray_arguments(ix, "encode the passages on a Ray cluster into a sharded, compressed ColBERT index")
     ix.add_argument("--shards", type=int, default=None, help="with --ray: shards (default one per 250,000 passages)")
     ix.add_argument("--workers", type=int, default=None,

@@ -417,14 +417,15 @@ class ShardedIndexer:
             raise
         reports, lost = [], {}
         for ref, i in closing.items():
+            written = {"shard": i, "path": str(build.shard_path(i))}
             try:
                 report: Dict[str, Any] = ray.get(ref)
-                reports.append({"shard": i, "path": str(build.shard_path(i)), **report})
+                reports.append({**written, **report})
             except Exception as err:  # a lost worker or a failed write: this shard (and those queued behind it)
                 lines = [line for line in str(err).splitlines() if line.strip()]
                 cause = f"{type(err).__name__}: {lines[-1] if lines else ''}"  # the cause, not Ray's header
                 if build.done(i):  # written whole, and its writer died before its report reached the driver
-                    reports.append({"shard": i, "path": str(build.shard_path(i)), "report_lost": cause})
+                    reports.append({**written, "report_lost": cause})
                 else:
                     lost[i] = cause
         self.timings["written"] = time.perf_counter() - started
